@@ -1,0 +1,71 @@
+"""Per-launch host overhead of a wb.Kernel call against a raw CuPy launch.
+
+Targets (issue 2): a wb.Kernel call costs at most 1.2x a raw
+``cupy.RawKernel`` call of the same empty kernel, and the cached argument
+checks cost under 1 µs. Run: ``python benchmarks/launch_overhead.py``.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from _table import print_table  # noqa: E402
+
+import workbench as wb  # noqa: E402
+
+SOURCE = r'''
+extern "C" __global__ void empty(float a, const float* x, float* y, int n) { }
+'''
+
+
+def per_call_us(fn, calls: int, repeats: int = 7) -> float:
+    """Median over ``repeats`` of the mean host time per call, in µs."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+        wb.synchronize()
+    return statistics.median(samples)
+
+
+def main() -> None:
+    b = wb.backend()
+    calls = 20_000 if not b.simulated else 500
+    kernel = wb.compile(SOURCE)["empty"]
+    x = wb.to_device(np.ones(256, np.float32))
+    y = wb.to_device(np.ones(256, np.float32))
+    args = (1.5, x, y, 256)
+    for _ in range(200):
+        kernel(*args, grid=1, block=32)
+    wb.synchronize()
+
+    rows = []
+    wb_us = per_call_us(lambda: kernel(*args, grid=1, block=32), calls)
+    check_us = per_call_us(lambda: kernel.convert_args(args), calls * 5)
+    config_us = per_call_us(lambda: kernel.launch_config(1, 32, 0, None), calls * 5)
+    rows.append(["wb.Kernel call", wb_us, ""])
+    rows.append(["  argument checks (convert_args)", check_us, "target < 1 µs"])
+    rows.append(["  launch config checks", config_us, ""])
+    if b.name == "cupy":
+        import cupy
+        raw = cupy.RawKernel(SOURCE, "empty")
+        raw_args = (np.float32(1.5), x, y, np.int32(256))
+        raw((1,), (32,), raw_args)
+        raw_us = per_call_us(lambda: raw((1,), (32,), raw_args), calls)
+        rows.insert(0, ["raw cupy.RawKernel call", raw_us, ""])
+        rows.append(["ratio wb / raw", wb_us / raw_us, "target <= 1.2"])
+        ev = b.create_event()
+        rows.append(["  one event record", per_call_us(lambda: b.record_event(ev), calls), ""])
+    wb.timings()  # resolve the log so the run ends clean
+    title = f"Launch overhead on {b.describe()}" + (" (simulated: CPU wall-clock)" if b.simulated else "")
+    print_table(title, ["what", "µs per call", "note"], rows)
+
+
+if __name__ == "__main__":
+    main()

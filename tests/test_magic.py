@@ -1,0 +1,106 @@
+"""The %%cuda magic in a real IPython InteractiveShell."""
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench.ipython.cuda_magic import DIAGNOSTICS_MIME, parse_options
+
+SAXPY = """%%cuda {opts}
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}}
+"""
+
+
+def parse(line):
+    return parse_options(line)
+
+
+def test_option_parsing():
+    a = parse("--name m --arch sm_89 -D N=4 -DFLAG --std c++17 --fast-math "
+              "--option=-lineinfo -O --extra-device-vectorization "
+              "--instantiate 'scale<float>' -i 'scale<double, 2>' --check")
+    assert a.name == "m" and a.arch == "sm_89" and a.std == "c++17"
+    assert a.defines == ["N=4", "FLAG"]
+    assert a.fast_math and a.check
+    assert a.options == ["-lineinfo", "--extra-device-vectorization"]
+    assert a.instantiate == ["scale<float>", "scale<double, 2>"]
+
+
+def test_unknown_option_is_an_error():
+    with pytest.raises(Exception):
+        parse("--frobnicate")
+
+
+def test_cell_binds_kernels_and_runs(shell, backend, capsys):
+    result = shell.run_cell(SAXPY.format(opts="--name magic_saxpy"))
+    assert result.success, result.error_in_exec
+    out = capsys.readouterr().out
+    assert "magic_saxpy: saxpy" in out and ("compiled in" in out or "cache hit" in out)
+    saxpy = shell.user_ns["saxpy"]
+    assert isinstance(saxpy, wb.Kernel) and wb.modules["magic_saxpy"]["saxpy"] is saxpy
+    x = wb.to_device(np.arange(10, dtype=np.float32))
+    y = wb.to_device(np.ones(10, dtype=np.float32))
+    saxpy(3.0, x, y, 10, grid=1, block=32)
+    np.testing.assert_array_equal(wb.to_host(y), 3 * np.arange(10) + 1)
+    # running it again is a cache hit and says so
+    shell.run_cell(SAXPY.format(opts="--name magic_saxpy"))
+    assert "cache hit" in capsys.readouterr().out
+
+
+def test_rerun_replaces_kernels(shell, backend):
+    shell.run_cell('%%cuda --name rerun -q\nextern "C" __global__ void first_k(int* x) { x[0] = 1; }')
+    assert "first_k" in shell.user_ns
+    shell.run_cell('%%cuda --name rerun -q\nextern "C" __global__ void second_k(int* x) { x[0] = 2; }')
+    assert "second_k" in shell.user_ns and "first_k" not in shell.user_ns
+
+
+def test_defines_and_instantiate(shell, backend):
+    src = ('%%cuda -q -D SCALE=3 --instantiate "mul<int>"\n'
+           'template <typename T> __global__ void mul(T* x) { x[threadIdx.x] *= SCALE; }\n')
+    assert shell.run_cell(src).success
+    x = wb.to_device(np.arange(8, dtype=np.int32))
+    shell.user_ns["mul"]["int"](x, grid=1, block=8)
+    np.testing.assert_array_equal(wb.to_host(x), 3 * np.arange(8))
+
+
+def test_compile_error_fails_the_cell_with_cell_line_numbers(shell, backend, capsys):
+    src = SAXPY.format(opts="-q").replace("a * x[i]", "a * undefined_x[i]")
+    result = shell.run_cell(src)
+    assert not result.success
+    err = result.error_in_exec
+    assert isinstance(err, wb.CompileError)
+    (d,) = err.errors
+    assert d.line == 4 and "undefined_x" in d.message  # the magic line is line 1
+    out = capsys.readouterr().out
+    assert "line 4" in out and "y[i] = a * undefined_x[i] + y[i];" in out
+    assert "Traceback" not in out  # shown as diagnostics, not a Python traceback
+
+
+def test_compile_error_publishes_the_diagnostics_mime_bundle(shell, backend):
+    published = []
+    pub = shell.display_pub
+    original = pub.publish
+
+    def record(data, *args, **kwargs):
+        published.append(data)
+        return original(data, *args, **kwargs)
+
+    pub.publish = record
+    try:
+        shell.run_cell('%%cuda -q\nextern "C" __global__ void k(int* x) {\n  x[0] = nope;\n}')
+    finally:
+        pub.publish = original
+    bundles = [d for d in published if DIAGNOSTICS_MIME in d]
+    assert bundles, published
+    payload = bundles[-1][DIAGNOSTICS_MIME]
+    (diag,) = [d for d in payload["diagnostics"] if d["severity"] == "error"]
+    assert diag["line"] == 3 and "nope" in diag["message"]
+    assert "text/plain" in bundles[-1]
+
+
+def test_workbench_state_survives_a_compile_error(shell, backend):
+    shell.run_cell('%%cuda -q\nextern "C" __global__ void broken(int* x) { x[0] = ; }')
+    assert shell.run_cell(SAXPY.format(opts="-q --name after_error")).success
+    assert "after_error" in wb.modules

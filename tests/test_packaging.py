@@ -1,0 +1,70 @@
+"""The package's metadata and layering promises."""
+import pathlib
+import re
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _name(req: str) -> str:
+    return re.split(r"[<>=!~\[; ]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _conda_names():
+    text = (ROOT / "environment.yml").read_text()
+    deps = text[text.index("dependencies:"):]
+    names = set()
+    for line in deps.splitlines():
+        m = re.match(r"\s*-\s+([A-Za-z][\w.\-]*)\s*([<>=!~].*)?$", line)
+        if m and m.group(1) not in ("pip", "python", "-e"):
+            names.add(m.group(1).lower())
+    return names
+
+
+# conda-forge names for PyPI packages that differ
+_CONDA_NAME = {"cupy-cuda13x": "cupy", "cupy-cuda12x": "cupy"}
+
+
+def test_distribution_and_extras():
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert meta["name"] == "cuda-workbench"
+    assert meta["requires-python"] == ">=3.10"
+    extras = meta["optional-dependencies"]
+    assert [_name(r) for r in extras["cuda12"]] == ["cupy-cuda12x"]
+    assert [_name(r) for r in extras["cuda13"]] == ["cupy-cuda13x"]
+    assert "pytest" in {_name(r) for r in extras["test"]}
+
+
+def test_environment_yml_lists_the_same_dependencies():
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = {_name(r) for r in meta["dependencies"]}
+    for extra in ("test", "cuda13"):
+        wanted |= {_name(r) for r in meta["optional-dependencies"][extra]}
+    wanted = {_CONDA_NAME.get(n, n) for n in wanted}
+    listed = _conda_names()
+    assert wanted - listed == set(), f"missing from environment.yml: {sorted(wanted - listed)}"
+    assert listed - wanted == set(), f"in environment.yml but not pyproject.toml: {sorted(listed - wanted)}"
+
+
+@pytest.mark.parametrize("module", ["workbench", "workbench.core.compiler", "workbench.core.kernel",
+                                    "workbench.core.api", "workbench.backends", "workbench.core.timing"])
+def test_core_imports_no_notebook_libraries(module):
+    code = (f"import sys, {module}\n"
+            "import workbench.core.session as s; s.backend()\n"
+            "bad = [m for m in ('IPython', 'ipywidgets', 'matplotlib') if m in sys.modules]\n"
+            "print(','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", f"{module} imported {out.stdout.strip()}"
+
+
+def test_import_does_no_work():
+    code = ("import sys, workbench\n"
+            "import workbench.core.session as s\n"
+            "print(s.active_backend_or_none() is None, 'cupy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["True", "False"], out.stderr

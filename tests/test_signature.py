@@ -1,0 +1,108 @@
+"""Kernel signature parsing: the declarations people actually write."""
+import numpy as np
+import pytest
+
+from workbench.core.signature import blank_comments, find_kernels, parse_param
+
+SOURCE = r'''
+#include <cuda_fp16.h>
+// __global__ void in_a_comment(int x) {}
+/* __global__ void in_a_block_comment(int x) {} */
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+    const char* s = "__global__ void in_a_string(int)";
+}
+
+extern "C" {
+__global__ void __launch_bounds__(256, 2)
+multi_line(const float* __restrict__ a,
+           float4 *out,          // vector type
+           int **table,
+           unsigned n, size_t m, long long k,
+           unsigned long long q, __half* h, double arr[], signed char c)
+{
+}
+}
+
+template <typename T, int BLOCK = 256>
+__global__ void scale(T* __restrict__ x, const T factor, int n) { }
+
+__global__ void cpp_linkage(unsigned int* counts) {}
+extern "C" __global__ void no_args(void) {}
+'''
+
+
+def kernels():
+    return {k.name: k for k in find_kernels(SOURCE)}
+
+
+def test_finds_every_kernel_and_skips_comments_and_strings():
+    assert list(kernels()) == ["saxpy", "multi_line", "scale", "cpp_linkage", "no_args"]
+
+
+def test_linkage_and_lines():
+    ks = kernels()
+    assert ks["saxpy"].extern_c and ks["multi_line"].extern_c and ks["no_args"].extern_c
+    assert not ks["cpp_linkage"].extern_c and not ks["scale"].extern_c
+    assert ks["saxpy"].line == 5
+    assert ks["multi_line"].line == 11
+
+
+def test_simple_signature():
+    k = kernels()["saxpy"]
+    assert [(p.name, p.base, p.pointer_depth, p.is_const) for p in k.params] == [
+        ("a", "float", 0, False), ("x", "float", 1, True), ("y", "float", 1, False), ("n", "int", 0, False)]
+    assert [p.dtype for p in k.params] == [np.float32, np.float32, np.float32, np.int32]
+
+
+@pytest.mark.parametrize("name, base, depth, dtype", [
+    ("a", "float", 1, np.float32),
+    ("out", "float4", 1, None),
+    ("table", "int", 2, None),
+    ("n", "unsigned int", 0, np.uint32),
+    ("m", "size_t", 0, np.uint64),
+    ("k", "long long", 0, np.int64),
+    ("q", "unsigned long long", 0, np.uint64),
+    ("h", "__half", 1, np.float16),
+    ("arr", "double", 1, np.float64),
+    ("c", "signed char", 0, np.int8),
+])
+def test_multi_line_qualified_parameters(name, base, depth, dtype):
+    p = {p.name: p for p in kernels()["multi_line"].params}[name]
+    assert (p.base, p.pointer_depth) == (base, depth)
+    assert p.dtype == (np.dtype(dtype) if dtype is not None else None)
+
+
+def test_restrict_and_const_are_qualifiers_not_names():
+    a = kernels()["multi_line"].params[0]
+    assert a.name == "a" and a.is_const and "__restrict__" in a.ctype
+
+
+def test_vector_type_components():
+    out = {p.name: p for p in kernels()["multi_line"].params}["out"]
+    assert out.vector == (np.dtype(np.float32), 4)
+
+
+def test_template_head_and_instantiation():
+    k = kernels()["scale"]
+    assert k.template_params == (("typename", "T"), ("int", "BLOCK"))
+    inst = k.instantiate("scale<double, 128>")
+    assert inst.name == "scale<double, 128>"
+    assert [(p.name, p.base, p.pointer_depth) for p in inst.params] == [
+        ("x", "double", 1), ("factor", "double", 0), ("n", "int", 0)]
+    assert inst.params[0].dtype == np.float64
+
+
+def test_no_parameters():
+    assert kernels()["no_args"].params == ()
+
+
+def test_unnamed_parameters_get_positional_names():
+    p = parse_param("const float*", 3)
+    assert (p.name, p.base, p.pointer_depth) == ("arg3", "float", 1)
+    assert parse_param("unsigned", 0).base == "unsigned int"
+
+
+def test_blank_comments_keeps_line_numbers():
+    text = "a // x\n/* y\n z */ b\n"
+    out = blank_comments(text)
+    assert out.count("\n") == text.count("\n") and "x" not in out and "y" not in out

@@ -1,0 +1,103 @@
+"""cuda-workbench: write, run, measure and understand CUDA kernels in Jupyter.
+
+In a notebook::
+
+    %load_ext workbench
+    import workbench as wb
+
+then write CUDA C++ in ``%%cuda`` cells; every ``extern "C" __global__``
+function becomes a callable :class:`workbench.Kernel`.
+
+Importing this package does no work: every public name below is resolved on
+first use (PEP 562), so ``import workbench`` neither touches the GPU nor
+imports IPython, ipywidgets or matplotlib.
+"""
+from __future__ import annotations
+
+import importlib
+
+from ._version import __version__
+
+# public name -> "module:attribute" (attribute defaults to the name itself)
+_LAZY = {
+    # errors
+    "WorkbenchError": "workbench.errors",
+    "CompileError": "workbench.errors",
+    "Diagnostic": "workbench.errors",
+    "KernelArgumentError": "workbench.errors",
+    "LaunchConfigError": "workbench.errors",
+    "KernelFault": "workbench.errors",
+    "OutOfMemoryError": "workbench.errors",
+    "BackendUnavailable": "workbench.errors",
+    # backend selection
+    "backend": "workbench.core.session",
+    "use_backend": "workbench.core.session",
+    # compile, kernels, timing
+    "compile": "workbench.core.compiler",
+    "Module": "workbench.core.compiler",
+    "modules": "workbench.core.compiler",
+    "Kernel": "workbench.core.kernel",
+    "timings": "workbench.core.timing",
+    # the seed API (thin functions over the same core)
+    "check_available": "workbench.core.api",
+    "device_name": "workbench.core.api",
+    "compute_capability": "workbench.core.api",
+    "allocate": "workbench.core.api",
+    "to_device": "workbench.core.api",
+    "to_host": "workbench.core.api",
+    "synchronize": "workbench.core.api",
+    "get_memory_info": "workbench.core.api",
+    "compile_kernel": "workbench.core.api",
+    "launch_kernel": "workbench.core.api",
+    "frontend_status": "workbench.core.api",
+    # memory (issue 4)
+    "memory": "workbench.memory:",
+    "MemoryPanel": "workbench.widgets.memory_panel",
+    # benchmarks (issue 5)
+    "bench": "workbench.bench.timer",
+    "BenchResult": "workbench.bench.timer",
+    "sweep": "workbench.bench.sweep",
+    "compare": "workbench.bench.compare",
+    "report": "workbench.bench.report",
+    "ceilings": "workbench.bench.ceilings",
+    "BenchmarkPanel": "workbench.widgets.bench_panel",
+    # devices, kernels, occupancy (issue 6)
+    "devices": "workbench.devices.properties",
+    "use_device": "workbench.devices.properties",
+    "occupancy": "workbench.devices.occupancy",
+    "DevicePanel": "workbench.widgets.device_panel",
+    "KernelPanel": "workbench.widgets.kernel_panel",
+    "dashboard": "workbench.widgets.dashboard",
+}
+
+__all__ = sorted([*_LAZY, "xp", "__version__", "load_ipython_extension",
+                  "unload_ipython_extension"])
+
+
+def __getattr__(name: str):
+    if name == "xp":  # not cached: it follows the active backend
+        from .core.session import backend
+        return backend().xp
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'workbench' has no attribute {name!r}")
+    module_name, _, attr = target.partition(":")
+    module = importlib.import_module(module_name)
+    value = module if (":" in target and not attr) else getattr(module, attr or name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext workbench``: register the magics and cell hooks."""
+    from .ipython import load
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):
+    from .ipython import unload
+    unload(ipython)

@@ -1,0 +1,276 @@
+"""The interface every execution backend implements.
+
+A backend owns a device: it allocates and copies arrays, compiles CUDA C++
+source into modules, launches kernels, records events and reports the
+device's properties and memory. It knows nothing of Jupyter, widgets or
+plots, and nothing of the workbench's checks: the core
+(:mod:`workbench.core`) parses signatures, validates arguments, converts
+Python scalars to exact C types and keeps the timing log, then calls the
+backend with arguments that are already right.
+
+Two implementations: :mod:`workbench.backends.cupy_gpu` (a real GPU through
+CuPy) and :mod:`workbench.backends.simulator` (CUDA C++ on the CPU).
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+
+class CompileFailed(Exception):
+    """Raised by :meth:`Backend.compile` with the compiler's raw log.
+
+    The core turns it into :class:`workbench.CompileError` with diagnostics on
+    the user's line numbers. ``compiler`` names the tool (``"NVRTC"``,
+    ``"g++"``) and ``line_shift`` is how many lines the backend itself
+    prepended to the source before compiling it (subtracted from the log's
+    line numbers).
+    """
+
+    def __init__(self, log: str, compiler: str = "NVRTC", line_shift: int = 0):
+        self.log = log
+        self.compiler = compiler
+        self.line_shift = line_shift
+        super().__init__(log)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What the user asked for when compiling (``%%cuda`` options)."""
+
+    arch: str | None = None            # "sm_90", "compute_90", "90"; None: the device's
+    defines: tuple[str, ...] = ()      # "NAME" or "NAME=VALUE"
+    std: str | None = None             # "c++17"
+    fast_math: bool = False
+    extra: tuple[str, ...] = ()        # any other NVRTC option, verbatim
+    name_expressions: tuple[str, ...] = ()  # "kern<float>" template instantiations
+    checked: bool = False              # simulator: bounds-checked build
+
+    def nvrtc_options(self, default_arch: str | None = None) -> tuple[str, ...]:
+        """The options as NVRTC spells them (without the architecture when
+        neither ``arch`` nor ``default_arch`` is given)."""
+        opts: list[str] = []
+        arch = normalise_arch(self.arch or default_arch)
+        if arch:
+            opts.append(f"--gpu-architecture={arch}")
+        opts += [f"-D{d}" for d in self.defines]
+        if self.std:
+            opts.append(f"--std={self.std}")
+        if self.fast_math:
+            opts.append("--use_fast_math")
+        opts += list(self.extra)
+        return tuple(opts)
+
+
+def normalise_arch(arch: str | None) -> str | None:
+    """``"90"``, ``"sm90"``, ``"sm_90"`` -> ``"sm_90"``; ``compute_XX`` kept."""
+    if arch is None:
+        return None
+    a = str(arch).strip().lower()
+    if a.startswith("compute_") or a.startswith("sm_"):
+        return a
+    if a.startswith("sm"):
+        return "sm_" + a[2:]
+    if a.isdigit() or (a[:-1].isdigit() and a[-1] in "af"):
+        return "sm_" + a
+    return a
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What a compiled kernel uses, per thread or per block, in bytes.
+
+    Any field may be ``None`` where the backend cannot tell.
+    """
+
+    registers: int | None = None          # per thread
+    shared_bytes: int | None = None       # static shared memory per block
+    local_bytes: int | None = None        # local memory (spills, stack) per thread
+    const_bytes: int | None = None        # user __constant__ memory
+    max_threads_per_block: int | None = None
+    arch: str | None = None               # the architecture these figures are for
+    spill_stores: int | None = None
+    spill_loads: int | None = None
+
+
+@dataclass
+class DeviceProperties:
+    """Static properties of one device. ``extra`` holds anything else the
+    backend knows (the panels show it); values it cannot give are absent."""
+
+    index: int
+    name: str
+    compute_capability: tuple[int, int]
+    multiprocessors: int
+    total_memory: int
+    warp_size: int = 32
+    max_threads_per_block: int = 1024
+    max_block_dims: tuple[int, int, int] = (1024, 1024, 64)
+    max_grid_dims: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+    shared_memory_per_block: int = 48 * 1024
+    shared_memory_per_block_optin: int = 48 * 1024
+    shared_memory_per_multiprocessor: int = 64 * 1024
+    registers_per_block: int = 65536
+    registers_per_multiprocessor: int = 65536
+    max_threads_per_multiprocessor: int = 2048
+    max_blocks_per_multiprocessor: int = 32
+    l2_cache_bytes: int | None = None
+    clock_khz: int | None = None
+    memory_clock_khz: int | None = None
+    memory_bus_width: int | None = None
+    simulated: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class CompiledModule(abc.ABC):
+    """The result of :meth:`Backend.compile`."""
+
+    #: True when the backend's compile cache supplied the binary.
+    cache_hit: bool = False
+    #: Seconds spent in compile() (including cache look-up).
+    compile_seconds: float = 0.0
+    #: Compiler log of a successful compile (warnings), possibly empty.
+    log: str = ""
+    #: Name of the tool whose messages are in ``log``.
+    compiler: str = "NVRTC"
+    #: Lines the backend prepended to the user's source (see CompileFailed).
+    line_shift: int = 0
+
+    @abc.abstractmethod
+    def get_function(self, name: str) -> Any:
+        """A launchable handle for an ``extern "C"`` kernel name or a name
+        expression given in ``CompileOptions.name_expressions``."""
+
+    def resources(self, name: str) -> KernelResources:
+        """Registers and memory of kernel ``name``."""
+        return KernelResources()
+
+
+class Backend(abc.ABC):
+    """One device and the operations the workbench needs on it."""
+
+    #: Short identifier: "cupy" or "simulator".
+    name: str = "?"
+    #: True when kernels run on the CPU and times are simulated.
+    simulated: bool = False
+
+    # -- arrays -----------------------------------------------------------
+    @property
+    @abc.abstractmethod
+    def xp(self):
+        """The NumPy-compatible array module whose arrays live on this
+        backend's device (``cupy`` on a GPU)."""
+
+    @abc.abstractmethod
+    def allocate(self, shape, dtype) -> Any:
+        """An uninitialised device array."""
+
+    @abc.abstractmethod
+    def to_device(self, host_array) -> Any:
+        """Copy a NumPy array (or anything ``numpy.asarray`` takes) to the device."""
+
+    @abc.abstractmethod
+    def to_host(self, device_array):
+        """Copy a device array to a new NumPy array (synchronises)."""
+
+    @abc.abstractmethod
+    def is_device_array(self, obj) -> bool:
+        """True when ``obj`` is an array this backend's kernels can take as a pointer."""
+
+    # -- devices ----------------------------------------------------------
+    @abc.abstractmethod
+    def device_count(self) -> int: ...
+
+    @abc.abstractmethod
+    def current_device(self) -> int: ...
+
+    @abc.abstractmethod
+    def set_device(self, index: int) -> None: ...
+
+    @abc.abstractmethod
+    def device_properties(self, index: int | None = None) -> DeviceProperties: ...
+
+    @abc.abstractmethod
+    def memory_info(self) -> tuple[int, int]:
+        """``(free, total)`` bytes of the current device."""
+
+    def versions(self) -> dict[str, str]:
+        """Driver, runtime, compiler and library versions, as strings."""
+        return {}
+
+    # -- compile and launch -----------------------------------------------
+    @abc.abstractmethod
+    def compile(self, source: str, options: CompileOptions,
+                kernel_names: Sequence[str]) -> CompiledModule:
+        """Compile ``source``; ``kernel_names`` are the ``extern "C"`` kernels
+        found in it (name expressions are in ``options``). Raises
+        :class:`CompileFailed` with the log on error."""
+
+    @abc.abstractmethod
+    def launch(self, function, grid: tuple[int, int, int],
+               block: tuple[int, int, int], args: tuple,
+               shared_mem: int = 0, stream=None) -> None:
+        """Launch asynchronously. ``args`` are device arrays and NumPy scalars
+        of the exact C types, already checked by the core."""
+
+    def make_launcher(self, function, params) -> Callable:
+        """A callable ``(grid, block, args, shared_mem, stream)`` that launches
+        ``function``, built once per kernel. ``params`` are the kernel's parsed
+        parameters (:class:`workbench.core.signature.Param`), so a backend can
+        prepare the argument layout ahead of time. The default calls
+        :meth:`launch`."""
+        launch = self.launch
+
+        def launcher(grid, block, args, shared_mem, stream):
+            launch(function, grid, block, args, shared_mem, stream)
+        return launcher
+
+    def suggest_block_size(self, function, shared_mem: int = 0) -> int:
+        """A block size with the best occupancy for ``function``."""
+        return 256
+
+    # -- streams, events, synchronisation ----------------------------------
+    @abc.abstractmethod
+    def current_stream(self) -> Any: ...
+
+    @abc.abstractmethod
+    def create_event(self) -> Any: ...
+
+    @abc.abstractmethod
+    def record_event(self, event, stream=None) -> None: ...
+
+    @abc.abstractmethod
+    def event_done(self, event) -> bool:
+        """True when the work before the event has finished (never blocks)."""
+
+    @abc.abstractmethod
+    def elapsed_ms(self, start, end) -> float:
+        """Milliseconds between two recorded events (blocks until ``end``)."""
+
+    @abc.abstractmethod
+    def synchronize(self) -> None: ...
+
+    # -- memory accounting --------------------------------------------------
+    def add_allocation_listener(self, on_alloc: Callable[[int, int], None],
+                                on_free: Callable[[int, int], None]) -> Callable[[], None]:
+        """Call ``on_alloc(ptr, size)`` / ``on_free(ptr, size)`` for every
+        device allocation and free from now on; returns a function that
+        removes the listener. Backends that cannot report return a no-op."""
+        return lambda: None
+
+    def pool_stats(self) -> dict[str, int]:
+        """The allocator's own counts: ``used_bytes``, ``total_bytes``
+        (reserved), ``free_blocks``, ``largest_free_block``, ``limit``."""
+        return {}
+
+    #: Why this backend was chosen (set by the session).
+    reason: str = ""
+
+    def describe(self) -> str:
+        """One line saying what this backend runs on."""
+        return self.name
+
+    def __repr__(self) -> str:
+        why = f" ({self.reason})" if self.reason else ""
+        return f"<workbench backend {self.name}: {self.describe()}{why}>"

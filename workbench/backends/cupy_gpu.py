@@ -1,0 +1,311 @@
+"""The GPU backend: NVRTC, launches, events and memory through CuPy.
+
+Compilation goes through ``cupy.RawModule``, so CuPy's kernel cache (in
+memory and on disk under ``~/.cupy/kernel_cache``) is the only cache.
+Events are raw CUDA runtime events (cheaper than ``cupy.cuda.Event`` on the
+launch path).
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import io
+import struct
+import time
+from typing import Sequence
+
+import cupy
+from cupy.cuda import driver, runtime
+from cupy.cuda.memory_hook import MemoryHook
+
+from ..errors import KernelFault
+from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
+                   DeviceProperties, KernelResources)
+
+
+class CupyModule(CompiledModule):
+    compiler = "NVRTC"
+
+    def __init__(self, raw: cupy.RawModule, arch: str, log: str,
+                 cache_hit: bool, seconds: float):
+        self.raw = raw
+        self.arch = arch
+        self.log = log
+        self.cache_hit = cache_hit
+        self.compile_seconds = seconds
+        self._functions: dict[str, cupy.RawKernel] = {}
+
+    def get_function(self, name: str) -> cupy.RawKernel:
+        fn = self._functions.get(name)
+        if fn is None:
+            fn = self._functions[name] = self.raw.get_function(name)
+        return fn
+
+    def resources(self, name: str) -> KernelResources:
+        fn = self.get_function(name)
+        return KernelResources(
+            registers=fn.num_regs, shared_bytes=fn.shared_size_bytes,
+            local_bytes=fn.local_size_bytes, const_bytes=fn.const_size_bytes,
+            max_threads_per_block=fn.max_threads_per_block, arch=self.arch)
+
+
+class _AllocationHook(MemoryHook):
+    """Forwards CuPy pool allocations and frees to workbench listeners."""
+
+    def __init__(self, on_alloc, on_free):
+        self.name = f"workbench-{id(self):x}"  # hooks are registered by unique name
+        self._on_alloc = on_alloc
+        self._on_free = on_free
+
+    def alloc_postprocess(self, **kw):
+        self._on_alloc(kw["mem_ptr"], kw["mem_size"])
+
+    def free_postprocess(self, **kw):
+        self._on_free(kw["mem_ptr"], kw["mem_size"])
+
+
+_STICKY_ERRORS = ("illegal", "misaligned", "assert", "launch failure", "exception", "trap",
+                  "hardware stack")
+
+
+@contextlib.contextmanager
+def _faults_as_kernel_faults():
+    """A kernel that faulted on the GPU surfaces at the next synchronising
+    call as a CUDA error; say what happened and what to do."""
+    try:
+        yield
+    except (runtime.CUDARuntimeError, driver.CUDADriverError) as exc:
+        text = str(exc)
+        if not any(word in text.lower() for word in _STICKY_ERRORS):
+            raise
+        raise KernelFault(
+            f"A kernel faulted on the GPU ({text}). CUDA cannot recover from this in the same "
+            "process: save your work and restart the notebook kernel. To find the faulting block, "
+            "thread and line, run the kernel on the simulator in checked mode: "
+            "wb.backend('simulator', checked=True) or %%cuda --check.", signal=text) from None
+
+
+#: NumPy dtype char -> struct format of the C type, for packed launches.
+_STRUCT_CODES = {"?": "?", "b": "b", "B": "B", "h": "h", "H": "H", "i": "i", "I": "I",
+                 "l": "q", "L": "Q", "q": "q", "Q": "Q", "e": "e", "f": "f", "d": "d"}
+
+#: CuPy does not say whether its kernel cache answered; NVRTC never compiles
+#: a module in less than this, while a cache hit (memory or disk) does.
+_CACHE_HIT_SECONDS = 0.005
+
+
+class CupyBackend(Backend):
+    """A real NVIDIA GPU through CuPy."""
+
+    name = "cupy"
+    simulated = False
+
+    def __init__(self, device: int | None = None):
+        if device is not None:
+            self.set_device(device)
+        self._compiled_keys: set = set()
+
+    @property
+    def xp(self):
+        return cupy
+
+    # -- arrays -------------------------------------------------------------
+    def allocate(self, shape, dtype):
+        return cupy.empty(shape, dtype=dtype)
+
+    def to_device(self, host_array):
+        return cupy.asarray(host_array)
+
+    def to_host(self, device_array):
+        with _faults_as_kernel_faults():
+            return cupy.asnumpy(device_array)
+
+    def is_device_array(self, obj) -> bool:
+        return isinstance(obj, cupy.ndarray)
+
+    # -- devices --------------------------------------------------------------
+    def device_count(self) -> int:
+        return runtime.getDeviceCount()
+
+    def current_device(self) -> int:
+        return runtime.getDevice()
+
+    def set_device(self, index: int) -> None:
+        cupy.cuda.Device(index).use()
+
+    def device_properties(self, index: int | None = None) -> DeviceProperties:
+        i = self.current_device() if index is None else index
+        p = runtime.getDeviceProperties(i)
+
+        def attr(name, default=None):
+            code = getattr(runtime, name, None)
+            if code is None:
+                return default
+            try:
+                return runtime.deviceGetAttribute(code, i)
+            except Exception:
+                return default
+
+        name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
+        return DeviceProperties(
+            index=i, name=name,
+            compute_capability=(p["major"], p["minor"]),
+            multiprocessors=p["multiProcessorCount"],
+            total_memory=p["totalGlobalMem"],
+            warp_size=p["warpSize"],
+            max_threads_per_block=p["maxThreadsPerBlock"],
+            max_block_dims=tuple(p["maxThreadsDim"]),
+            max_grid_dims=tuple(p["maxGridSize"]),
+            shared_memory_per_block=p["sharedMemPerBlock"],
+            shared_memory_per_block_optin=p.get("sharedMemPerBlockOptin", p["sharedMemPerBlock"]),
+            shared_memory_per_multiprocessor=p.get("sharedMemPerMultiprocessor", 0),
+            registers_per_block=p["regsPerBlock"],
+            registers_per_multiprocessor=p.get("regsPerMultiprocessor", p["regsPerBlock"]),
+            max_threads_per_multiprocessor=p.get("maxThreadsPerMultiProcessor", 2048),
+            max_blocks_per_multiprocessor=p.get("maxBlocksPerMultiProcessor", 32),
+            l2_cache_bytes=p.get("l2CacheSize"),
+            clock_khz=p.get("clockRate") or attr("cudaDevAttrClockRate"),
+            memory_clock_khz=p.get("memoryClockRate") or attr("cudaDevAttrMemoryClockRate"),
+            memory_bus_width=p.get("memoryBusWidth") or attr("cudaDevAttrGlobalMemoryBusWidth"),
+            simulated=False,
+            extra={k: (v.decode(errors="replace") if isinstance(v, bytes) else v)
+                   for k, v in p.items()},
+        )
+
+    def memory_info(self) -> tuple[int, int]:
+        return runtime.memGetInfo()
+
+    def versions(self) -> dict[str, str]:
+        def fmt(v):
+            return f"{v // 1000}.{(v % 1000) // 10}"
+        out = {"cupy": cupy.__version__}
+        for key, fn in (("driver", runtime.driverGetVersion),
+                        ("runtime", runtime.runtimeGetVersion)):
+            try:
+                out[key] = fmt(fn())
+            except Exception:
+                pass
+        try:
+            from cupy.cuda import nvrtc
+            major, minor = nvrtc.getVersion()
+            out["nvrtc"] = f"{major}.{minor}"
+        except Exception:
+            pass
+        return out
+
+    def default_arch(self) -> str:
+        major, minor = self.device_properties().compute_capability
+        return f"sm_{major}{minor}"
+
+    # -- compile and launch ---------------------------------------------------
+    def compile(self, source: str, options: CompileOptions,
+                kernel_names: Sequence[str]) -> CupyModule:
+        arch = options.arch or self.default_arch()
+        opts = options.nvrtc_options(arch)
+        key = (source, opts, options.name_expressions, self.current_device())
+        seen_in_process = key in self._compiled_keys
+        log = io.StringIO()
+        start = time.perf_counter()
+        raw = cupy.RawModule(code=source, options=opts,
+                             name_expressions=options.name_expressions or None)
+        try:
+            raw.compile(log_stream=log)
+        except cupy.cuda.compiler.CompileException as exc:
+            raise CompileFailed(exc.get_message() if hasattr(exc, "get_message") else str(exc),
+                                compiler="NVRTC") from None
+        seconds = time.perf_counter() - start
+        self._compiled_keys.add(key)
+        cache_hit = seen_in_process or seconds < _CACHE_HIT_SECONDS
+        return CupyModule(raw, arch, log.getvalue(), cache_hit, seconds)
+
+    def launch(self, function, grid, block, args, shared_mem=0, stream=None):
+        if shared_mem > 48 * 1024 and function.max_dynamic_shared_size_bytes < shared_mem:
+            function.max_dynamic_shared_size_bytes = shared_mem  # opt in above 48 KiB
+        if stream is None:
+            function(grid, block, args, shared_mem=shared_mem)
+        else:
+            with stream:
+                function(grid, block, args, shared_mem=shared_mem)
+
+    def make_launcher(self, function, params):
+        """A direct ``cuLaunchKernel`` with the argument block packed by one
+        ``struct`` call into a buffer prepared once per kernel: cheaper than
+        ``RawKernel.__call__``, which re-derives the layout on every launch.
+        Kernels with by-value structs or vectors take the RawKernel path."""
+        formats = []
+        for p in params:
+            if p.is_pointer:
+                formats.append("Q")
+            else:
+                dt = p.dtype
+                if dt is None or dt.char not in _STRUCT_CODES:
+                    return super().make_launcher(function, params)
+                formats.append(_STRUCT_CODES[dt.char])
+        packer = struct.Struct("<" + "".join(f + "x" * (8 - struct.calcsize(f)) for f in formats))
+        buffer = (ctypes.c_char * max(8, packer.size))()
+        pointers = (ctypes.c_void_p * max(1, len(params)))(
+            *[ctypes.addressof(buffer) + 8 * i for i in range(len(params))])
+        pointers_address = ctypes.addressof(pointers)
+        pointer_slots = tuple(i for i, p in enumerate(params) if p.is_pointer)
+        func_ptr = function.kernel.ptr
+        launch_kernel = driver.launchKernel
+        opted_in = [48 * 1024]
+
+        def launcher(grid, block, args, shared_mem, stream):
+            if shared_mem > opted_in[0]:
+                function.max_dynamic_shared_size_bytes = shared_mem
+                opted_in[0] = shared_mem
+            for i in pointer_slots:
+                args[i] = args[i].data.ptr
+            packer.pack_into(buffer, 0, *args)
+            launch_kernel(func_ptr, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                          shared_mem, stream.ptr, pointers_address, 0)
+        return launcher
+
+    def suggest_block_size(self, function, shared_mem: int = 0) -> int:
+        _, block = driver.occupancyMaxPotentialBlockSize(function.kernel.ptr, shared_mem, 0)
+        return block
+
+    # -- streams and events -----------------------------------------------------
+    def current_stream(self):
+        return cupy.cuda.get_current_stream()
+
+    def create_event(self):
+        return runtime.eventCreate()
+
+    def record_event(self, event, stream=None) -> None:
+        runtime.eventRecord(event, (stream or cupy.cuda.get_current_stream()).ptr)
+
+    def event_done(self, event) -> bool:
+        try:
+            return runtime.eventQuery(event) == 0
+        except runtime.CUDARuntimeError:  # cudaErrorNotReady
+            return False
+
+    def elapsed_ms(self, start, end) -> float:
+        with _faults_as_kernel_faults():
+            runtime.eventSynchronize(end)
+            return runtime.eventElapsedTime(start, end)
+
+    def synchronize(self) -> None:
+        with _faults_as_kernel_faults():
+            runtime.deviceSynchronize()
+
+    # -- memory accounting --------------------------------------------------------
+    def add_allocation_listener(self, on_alloc, on_free):
+        hook = _AllocationHook(on_alloc, on_free)
+        hook.__enter__()  # CuPy memory hooks are per thread: this is the notebook's
+
+        def remove():
+            hook.__exit__(None, None, None)
+        return remove
+
+    def pool_stats(self) -> dict[str, int]:
+        pool = cupy.get_default_memory_pool()
+        return {"used_bytes": pool.used_bytes(), "total_bytes": pool.total_bytes(),
+                "free_blocks": pool.n_free_blocks(), "limit": pool.get_limit()}
+
+    def describe(self) -> str:
+        p = self.device_properties()
+        major, minor = p.compute_capability
+        return f"GPU {p.index}: {p.name} (sm_{major}{minor}, {p.total_memory / 2**30:.0f} GiB) via CuPy {cupy.__version__}"

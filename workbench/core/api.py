@@ -1,0 +1,111 @@
+"""The seed API: thin functions over the core (``wb.to_device`` and friends).
+
+Each works on the active backend: the GPU through CuPy, or the simulator.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import BackendUnavailable, OutOfMemoryError
+from .session import backend
+
+
+def _out_of_memory(requested: int, cause: BaseException) -> OutOfMemoryError:
+    try:
+        from ..memory.oom import out_of_memory_error
+    except ImportError:
+        return OutOfMemoryError(f"Out of device memory allocating {requested} bytes: {cause}",
+                                requested=requested)
+    return out_of_memory_error(requested, cause)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, (OutOfMemoryError, MemoryError)) or type(exc).__name__ == "OutOfMemoryError"
+
+
+def check_available() -> bool:
+    """True when a GPU backend can run here (the simulator always can)."""
+    from ..backends import gpu_unavailable_reason
+    return gpu_unavailable_reason() is None
+
+
+def device_name() -> str:
+    """Name of the active device (the simulator's virtual device is labelled so)."""
+    return backend().device_properties().name
+
+
+def compute_capability() -> tuple[int, int]:
+    """``(major, minor)`` of the active device."""
+    return tuple(backend().device_properties().compute_capability)
+
+
+def allocate(shape, dtype=np.float32):
+    """An uninitialised device array (tracked by the memory tracker)."""
+    dtype = np.dtype(dtype)
+    try:
+        return backend().allocate(shape, dtype)
+    except Exception as exc:
+        if _is_oom(exc):
+            size = int(np.prod(shape if isinstance(shape, tuple) else (shape,))) * dtype.itemsize
+            raise _out_of_memory(size, exc) from None
+        raise
+
+
+def to_device(array):
+    """Copy a host array to the device (returns a device array)."""
+    host = np.asarray(array)
+    try:
+        return backend().to_device(host)
+    except Exception as exc:
+        if _is_oom(exc):
+            raise _out_of_memory(host.nbytes, exc) from None
+        raise
+
+
+def to_host(array) -> np.ndarray:
+    """Copy a device array to a new NumPy array (waits for pending work)."""
+    return backend().to_host(array)
+
+
+def synchronize() -> None:
+    """Wait for all work on the active device."""
+    backend().synchronize()
+
+
+def get_memory_info() -> tuple[int, int]:
+    """``(free, total)`` bytes of the active device."""
+    return backend().memory_info()
+
+
+def compile_kernel(source: str, name: str | None = None, **options):
+    """Compile ``source`` and return its kernel ``name`` (or its only kernel)."""
+    from .compiler import compile
+    module = compile(source, **options)
+    names = module.kernel_names()
+    if name is None:
+        if len(names) != 1:
+            raise ValueError(f"the source has {len(names)} kernels ({', '.join(names)}); "
+                             f"say which with name=")
+        name = names[0]
+    return module[name]
+
+
+def launch_kernel(kernel, grid, block, *args, shared_mem: int = 0, stream=None):
+    """``kernel(*args, grid=grid, block=block)``, spelled as in the seed API."""
+    return kernel(*args, grid=grid, block=block, shared_mem=shared_mem, stream=stream)
+
+
+def frontend_status() -> dict | None:
+    """What the JupyterLab status bar shows: backend, device and memory."""
+    try:
+        b = backend()
+        props = b.device_properties()
+        free, total = b.memory_info()
+    except (BackendUnavailable, Exception):
+        return None
+    used = total - free
+    short = props.name.replace("NVIDIA ", "").split()[0] if props.name else b.name
+    label = (f"simulator · {used / 1e9:.1f}/{total / 1e9:.0f} GB" if b.simulated
+             else f"{short} · {used / 1e9:.1f}/{total / 1e9:.0f} GB")
+    return {"backend": b.name, "device": props.name, "short": short, "simulated": b.simulated,
+            "used_bytes": int(used), "total_bytes": int(total), "label": label}

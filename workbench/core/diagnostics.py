@@ -1,0 +1,83 @@
+"""Turn compiler logs into :class:`~workbench.errors.Diagnostic` lists on the
+user's own line numbers, and show them with the offending source lines.
+
+Two log dialects are understood: NVRTC's ``file(LINE): error: message``
+(with an echoed source line and a caret under the column) and GCC's
+``file:LINE:COL: error: message`` (the simulator builds with g++).
+"""
+from __future__ import annotations
+
+import re
+
+from ..errors import Diagnostic
+
+_NVRTC = re.compile(r"^(?P<file>[^\n()]*?)\((?P<line>\d+)\): (?P<sev>error|warning|remark|note)"
+                    r"(?: #\S+(?:-D)?)?: (?P<msg>.*)$")
+_GCC = re.compile(r"^(?P<file>[^\n:]*?):(?P<line>\d+):(?:(?P<col>\d+):)? "
+                  r"(?:fatal )?(?P<sev>error|warning|note): (?P<msg>.*)$")
+_HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inl", ".hxx")
+
+
+def _is_header(filename: str) -> bool:
+    base = filename.rsplit("/", 1)[-1]
+    return base.endswith(_HEADER_SUFFIXES) or "." not in base
+
+
+def parse_log(log: str, source: str, *, line_shift: int = 0, line_offset: int = 0) -> list[Diagnostic]:
+    """Diagnostics of ``log``. A message at compiled line ``L`` of the main
+    file lands on cell line ``L - line_shift + line_offset``; messages inside
+    headers keep their file in the text and get no line."""
+    src_lines = source.splitlines()
+    lines = log.splitlines()
+    out: list[Diagnostic] = []
+    for i, text in enumerate(lines):
+        m = _NVRTC.match(text) or _GCC.match(text)
+        if not m:
+            continue
+        sev = {"remark": "note"}.get(m["sev"], m["sev"])
+        msg = m["msg"].strip()
+        src_line = int(m["line"]) - line_shift
+        col = int(m["col"]) if m.groupdict().get("col") else _caret_column(lines, i, src_lines, src_line)
+        if _is_header(m["file"]) or not (1 <= src_line <= max(len(src_lines), 1)):
+            out.append(Diagnostic(sev, f"{msg} (in {m['file'].strip()}:{m['line']})"))
+            continue
+        out.append(Diagnostic(sev, msg, src_line + line_offset, col))
+    if not out and log.strip():
+        first = next((ln for ln in lines if ln.strip()), log.strip())
+        out.append(Diagnostic("error", first.strip()))
+    return out
+
+
+def _caret_column(lines, i, src_lines, src_line) -> int | None:
+    """NVRTC echoes the source line and puts ``^`` under the column."""
+    if i + 2 >= len(lines) or not (1 <= src_line <= len(src_lines)):
+        return None
+    echo, caret = lines[i + 1], lines[i + 2]
+    if caret.strip() != "^":
+        return None
+    original = src_lines[src_line - 1]
+    stripped = original.strip()
+    at = echo.find(stripped) if stripped else -1
+    if at < 0:
+        return None
+    prefix = at - (len(original) - len(original.lstrip()))
+    return caret.index("^") - prefix + 1
+
+
+def format_diagnostics(diagnostics, source: str, line_offset: int = 0, context: int = 1) -> str:
+    """Plain-text rendering: each message, then its source lines with a marker."""
+    src_lines = source.splitlines()
+    blocks = []
+    for d in diagnostics:
+        block = [str(d)]
+        if d.line is not None:
+            idx = d.line - line_offset  # 1-based line of ``source``
+            lo, hi = max(1, idx - context), min(len(src_lines), idx + context)
+            width = len(str(hi + line_offset))
+            for k in range(lo, hi + 1):
+                mark = ">" if k == idx else " "
+                block.append(f"  {mark} {k + line_offset:>{width}} | {src_lines[k - 1]}")
+                if k == idx and d.column:
+                    block.append(f"    {' ' * width} | {' ' * (d.column - 1)}^")
+        blocks.append("\n".join(block))
+    return "\n".join(blocks)

@@ -1,0 +1,315 @@
+"""``wb.Kernel``: a compiled ``__global__`` function that checks its arguments,
+launches on the active backend and logs a timed record of every launch."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import KernelArgumentError, LaunchConfigError
+from .session import session
+from .signature import KernelSignature, Param
+
+_PY_NUMBERS = (bool, int, float)
+
+
+def _describe(value) -> str:
+    """What a user passed, in words that do not depend on the backend:
+    "a float64 device array of shape (4,)", "the int 3"."""
+    if isinstance(value, np.ndarray) and type(value) is np.ndarray:
+        return f"a {value.dtype} host NumPy array of shape {value.shape}"
+    if hasattr(value, "dtype") and hasattr(value, "shape") and np.ndim(value) > 0:
+        return f"a {value.dtype} device array of shape {tuple(value.shape)}"
+    if isinstance(value, np.generic):
+        return f"a NumPy {value.dtype} scalar ({value!r})"
+    return f"the {type(value).__name__} {value!r}"
+
+
+def _pointer_converter(kernel: str, p: Param, backend):
+    """A function that accepts a device array for pointer parameter ``p``."""
+    expected = p.dtype
+    vector = p.vector
+    is_device = backend.is_device_array
+    where = f"{kernel}(): parameter '{p.name}' ({p.ctype})"
+
+    def accepts(dtype) -> bool:
+        if p.pointer_depth > 1:  # T**: an array of device pointers
+            return dtype in (np.dtype(np.uint64), np.dtype(np.int64))
+        if expected is not None:
+            return dtype == expected
+        if vector is not None:
+            comp, count = vector
+            return dtype == comp or dtype.itemsize == comp.itemsize * count and (
+                dtype.kind == "V" or (dtype.kind == "c" and comp.kind == "f" and count == 2))
+        return True  # a struct or template type we cannot check
+
+    def convert(a):
+        if is_device(a):
+            if accepts(a.dtype):
+                return a
+            want = (expected if expected is not None else
+                    f"{vector[0]} (x{vector[1]}) or a structured dtype" if vector else "uint64 (pointers)")
+            raise KernelArgumentError(
+                f"{where} takes a device array of {want}, got {_describe(a)}. "
+                f"Convert it with .astype({getattr(want, 'name', want)!r}) or declare the parameter "
+                f"with the matching C type.")
+        if isinstance(a, np.ndarray):
+            raise KernelArgumentError(
+                f"{where} needs device memory, got a host NumPy array of shape {a.shape}. "
+                f"Copy it first: wb.to_device(array).")
+        raise KernelArgumentError(f"{where} is a pointer: pass a device array "
+                                  f"(wb.to_device / wb.allocate), not {_describe(a)}.")
+
+    return convert
+
+
+def _scalar_converter(kernel: str, p: Param, backend):
+    """A function that turns a Python or NumPy scalar into the exact C type."""
+    where = f"{kernel}(): parameter '{p.name}' ({p.ctype})"
+    dt = p.dtype
+    is_device = backend.is_device_array
+    if dt is None and p.vector is not None:
+        comp, count = p.vector
+        vdt = np.dtype([(f, comp) for f in "xyzw"[:count]])
+
+        def convert_vector(a):
+            if isinstance(a, np.void) and a.dtype.itemsize == vdt.itemsize:
+                return a
+            if isinstance(a, (tuple, list)) and len(a) == count:
+                return np.array(tuple(a), dtype=vdt)[()]
+            raise KernelArgumentError(f"{where} takes a tuple of {count} numbers "
+                                      f"(or a NumPy structured scalar), got {_describe(a)}.")
+        return convert_vector
+    if dt is None:  # a struct by value or an unresolved template type
+        def convert_opaque(a):
+            if isinstance(a, np.generic):
+                return a
+            raise KernelArgumentError(f"{where}: the workbench does not know C type '{p.base}'; "
+                                      f"pass a NumPy scalar (e.g. a structured np.void) with its exact bytes.")
+        return convert_opaque
+
+    scalar_type = dt.type
+    integer = dt.kind in "iub"
+    info = np.iinfo(dt) if dt.kind in "iu" else None
+
+    def convert(a):
+        t = type(a)
+        if t is scalar_type:
+            return a
+        if t is bool or t is int or (isinstance(a, np.integer)):
+            if dt.kind == "b":
+                if a in (0, 1):
+                    return scalar_type(a)
+            elif info is None or info.min <= a <= info.max:
+                return scalar_type(a)
+            else:
+                raise KernelArgumentError(
+                    f"{where}: {a} does not fit in {p.base} (range {info.min}..{info.max}).")
+        elif t is float or isinstance(a, np.floating):
+            if not integer:
+                return scalar_type(a)
+            raise KernelArgumentError(f"{where} is an integer, got {_describe(a)}. "
+                                      f"Pass int(value) if truncation is what you want.")
+        if is_device(a) or isinstance(a, np.ndarray):
+            raise KernelArgumentError(f"{where} is a scalar, got {_describe(a)}. "
+                                      f"Declare the parameter as {p.base}* to pass an array.")
+        raise KernelArgumentError(f"{where} takes a {p.base} number, got {_describe(a)}.")
+
+    return convert
+
+
+def _dim3(value, what: str) -> tuple[int, int, int]:
+    if isinstance(value, (int, np.integer)):
+        dims = (int(value), 1, 1)
+    elif isinstance(value, (tuple, list)) and 1 <= len(value) <= 3 and all(
+            isinstance(v, (int, np.integer)) for v in value):
+        dims = tuple(int(v) for v in value) + (1,) * (3 - len(value))
+    else:
+        raise LaunchConfigError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}.")
+    if min(dims) < 1:
+        raise LaunchConfigError(f"{what} dimensions must be >= 1, got {value!r}.")
+    return dims
+
+
+class Kernel:
+    """A compiled kernel. Call it like the CUDA function, plus launch options::
+
+        saxpy(2.0, x, y, n, grid=(n + 255) // 256, block=256)
+        saxpy(2.0, x, y, n, n=n)   # block from the occupancy API, grid to cover n
+
+    Arguments are checked against the signature before launch (count, device
+    arrays of the pointee's dtype for pointers, exact C types for scalars);
+    a mismatch raises :class:`~workbench.KernelArgumentError`.
+    """
+
+    def __init__(self, signature: KernelSignature, module, function):
+        self.signature = signature
+        self.name = signature.name
+        self.module = module
+        self.function = function
+        self.backend = module.backend
+        self._converters = tuple(
+            (_pointer_converter if p.is_pointer else _scalar_converter)(self.name, p, self.backend)
+            for p in signature.params)
+        self._nparams = len(self._converters)
+        self._block_for_shared: dict[int, int] = {}
+        self._configs: dict = {}  # (grid, block, shared_mem, n) -> checked (grid3, block3)
+        self._launcher = self.backend.make_launcher(function, signature.params)
+        self._session = session()
+        self._resources = None
+        props = self.backend.device_properties()
+        self._max_threads = props.max_threads_per_block
+        self._max_block = props.max_block_dims
+        self._max_grid = props.max_grid_dims
+        self._max_shared = props.shared_memory_per_block_optin
+
+    @property
+    def resources(self):
+        """Registers, shared, local (spill) and constant memory (KernelResources)."""
+        if self._resources is None:
+            self._resources = self.module.compiled.resources(self.name)
+        return self._resources
+
+    @property
+    def params(self):
+        return self.signature.params
+
+    def inspect(self):
+        """A report of this kernel's resources, PTX and (where the tools
+        exist) SASS."""
+        from ..devices.inspect import inspect_kernel
+        return inspect_kernel(self)
+
+    def occupancy(self, block: int = 256, shared_mem: int = 0):
+        """Theoretical occupancy of this kernel on the active device."""
+        from ..devices.occupancy import occupancy
+        return occupancy(self, block=block, shared_mem=shared_mem)
+
+    def convert_args(self, args) -> tuple:
+        """Check ``args`` against the signature and convert scalars."""
+        if len(args) != self._nparams:
+            raise KernelArgumentError(
+                f"{self.name}() takes {self._nparams} argument{'s' if self._nparams != 1 else ''} "
+                f"({', '.join(map(str, self.params))}), got {len(args)}.")
+        return tuple([c(a) for c, a in zip(self._converters, args)])
+
+    def launch_config(self, grid, block, shared_mem: int, n) -> tuple[tuple, tuple]:
+        if n is not None:
+            if grid is not None:
+                raise LaunchConfigError(f"{self.name}(): pass either n= or grid=, not both.")
+            if block is None:
+                block = self._block_for_shared.get(shared_mem)
+                if block is None:
+                    block = self._block_for_shared[shared_mem] = self.backend.suggest_block_size(
+                        self.function, shared_mem)
+            block3 = _dim3(block, "block")
+            grid3 = (max(1, math.ceil(int(n) / (block3[0] * block3[1] * block3[2]))), 1, 1)
+        else:
+            if grid is None or block is None:
+                raise LaunchConfigError(
+                    f"{self.name}() needs grid= and block= (e.g. grid=(n + 255) // 256, block=256), "
+                    f"or n= to let the workbench choose them.")
+            grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
+        threads = block3[0] * block3[1] * block3[2]
+        if threads > self._max_threads or any(b > m for b, m in zip(block3, self._max_block)):
+            raise LaunchConfigError(
+                f"{self.name}(): block {block3} has {threads} threads; this device allows at most "
+                f"{self._max_threads} per block and {self._max_block} per dimension.")
+        if any(g > m for g, m in zip(grid3, self._max_grid)):
+            raise LaunchConfigError(f"{self.name}(): grid {grid3} exceeds the device's limit {self._max_grid}.")
+        if not 0 <= shared_mem <= self._max_shared:
+            raise LaunchConfigError(
+                f"{self.name}(): shared_mem={shared_mem} bytes; this device allows 0 to "
+                f"{self._max_shared} bytes of dynamic shared memory per block.")
+        return grid3, block3
+
+    def __call__(self, *args, grid=None, block=None, shared_mem: int = 0, stream=None, n=None):
+        b = self.backend
+        if self._session.backend is not b:
+            raise LaunchConfigError(
+                f"{self.name} was compiled for the {b.name} backend but the active backend is "
+                f"{self._session.backend.name if self._session.backend else 'none'}; "
+                f"run its %%cuda cell (or wb.compile) again.")
+        if len(args) != self._nparams:
+            self.convert_args(args)  # raises with the signature
+        converted = [c(a) for c, a in zip(self._converters, args)]
+        try:
+            key = (grid, block, shared_mem, n)
+            grid3, block3 = self._configs[key]
+        except (KeyError, TypeError):  # new, or unhashable (lists)
+            grid3, block3 = self.launch_config(grid, block, int(shared_mem), n)
+            if len(self._configs) > 256:
+                self._configs.clear()
+            try:
+                self._configs[key] = (grid3, block3)
+            except TypeError:
+                pass
+        self._session.timing_log.timed_launch(
+            b, self.name, grid3, block3, shared_mem, stream if stream is not None else b.current_stream(),
+            self._launcher, converted)
+
+    def __repr__(self) -> str:
+        text = f"<wb.Kernel {self.signature}"
+        r = self.resources
+        if r.registers is not None:
+            text += (f" | {r.registers} registers, {r.shared_bytes} B shared, "
+                     f"{r.local_bytes} B local (spills), {r.const_bytes} B constant"
+                     f"{' on ' + r.arch if r.arch else ''}")
+        return text + f" | {self.backend.name}>"
+
+    def _repr_html_(self) -> str:
+        import html
+        r = self.resources
+        rows = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{'N/A' if v is None else v}</td></tr>"
+                       for k, v in (("registers / thread", r.registers),
+                                    ("static shared (B)", r.shared_bytes),
+                                    ("local / spills (B)", r.local_bytes),
+                                    ("constant (B)", r.const_bytes),
+                                    ("max threads / block", r.max_threads_per_block),
+                                    ("architecture", r.arch), ("backend", self.backend.name)))
+        return (f"<div><code>{html.escape(str(self.signature))}</code>"
+                f"<table>{rows}</table></div>")
+
+
+class KernelTemplate:
+    """The instantiations of a templated kernel: ``scale["float"]`` or
+    ``scale[np.float32]`` is the :class:`Kernel` for ``scale<float>``."""
+
+    _C_NAMES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+                np.dtype(np.int32): "int", np.dtype(np.uint32): "unsigned int",
+                np.dtype(np.int64): "long long", np.dtype(np.uint64): "unsigned long long",
+                np.dtype(np.float16): "__half", np.dtype(np.int8): "signed char",
+                np.dtype(np.uint8): "unsigned char", np.dtype(np.int16): "short"}
+
+    def __init__(self, name: str, instances: dict[str, Kernel]):
+        self.name = name
+        self.instances = instances
+
+    def _key(self, args) -> str:
+        args = args if isinstance(args, tuple) else (args,)
+        parts = []
+        for a in args:
+            try:
+                parts.append(self._C_NAMES.get(np.dtype(a), str(a)) if not isinstance(a, (str, int)) else str(a))
+            except TypeError:
+                parts.append(str(a))
+        return f"{self.name}<{', '.join(parts)}>"
+
+    def __getitem__(self, args) -> Kernel:
+        key = self._key(args)
+        norm = key.replace(" ", "")
+        for expr, k in self.instances.items():
+            if expr.replace(" ", "") == norm:
+                return k
+        raise KeyError(f"{key} was not instantiated; compile with --instantiate '{key}' "
+                       f"(instantiated: {', '.join(self.instances) or 'none'}).")
+
+    def __call__(self, *args, **kwargs):
+        if len(self.instances) != 1:
+            raise KernelArgumentError(
+                f"{self.name} is a template with {len(self.instances)} instantiations; pick one, "
+                f"e.g. {self.name}[{next(iter(self.instances), self.name + '<float>')!r}](...).")
+        return next(iter(self.instances.values()))(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<wb.KernelTemplate {self.name}: {', '.join(self.instances) or 'no instantiations'}>"

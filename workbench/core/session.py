@@ -1,0 +1,100 @@
+"""The process-wide state of the workbench: the active backend, the compiled
+modules, the timing log and the notebook cell being run.
+
+Nothing happens at import: the backend is chosen on first use.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from ..backends import Backend, create_backend, select_backend
+
+
+@dataclass
+class Session:
+    backend: Backend | None = None
+    reason: str = ""                          # why this backend was chosen
+    modules: dict = field(default_factory=dict)  # name -> workbench.core.compiler.Module
+    cell: int | None = None                   # IPython execution count (set by the magics)
+    _timing_log: object = None
+
+    @property
+    def timing_log(self):
+        if self._timing_log is None:
+            from .timing import TimingLog
+            self._timing_log = TimingLog()
+        return self._timing_log
+
+
+_SESSION = Session()
+_LOCK = threading.Lock()
+
+
+def session() -> Session:
+    """The workbench's state for this process."""
+    return _SESSION
+
+
+def backend(name: str | None = None, **options) -> Backend:
+    """The active backend, chosen on first use (GPU through CuPy when one is
+    visible, else the CPU simulator). ``backend("simulator")`` or
+    ``backend(checked=True)`` switches or reconfigures it.
+
+    ``repr()`` of the result says which backend runs and why.
+    """
+    if name is not None or options:
+        return use_backend(name or (_SESSION.backend.name if _SESSION.backend else None), **options)
+    if _SESSION.backend is None:
+        with _LOCK:
+            if _SESSION.backend is None:
+                b, reason = select_backend()
+                _install(b, reason)
+    return _SESSION.backend
+
+
+def use_backend(which: str | Backend | None, **options) -> Backend:
+    """Make ``which`` (a name, or a Backend instance) the active backend."""
+    if isinstance(which, Backend):
+        _install(which, "chosen by the user")
+    elif which is None:
+        b, reason = select_backend(**options)
+        _install(b, reason)
+    else:
+        _install(create_backend(which, **options), "chosen by the user")
+    return _SESSION.backend
+
+
+def _install(b: Backend, reason: str) -> None:
+    old = _SESSION.backend
+    b.reason = reason
+    _SESSION.backend = b
+    _SESSION.reason = reason
+    if old is not None and old is not b:
+        _SESSION.timing_log.resolve_all(old)
+    for listener in list(_BACKEND_LISTENERS):
+        listener(b)
+
+
+def active_backend_or_none() -> Backend | None:
+    """The active backend without choosing one."""
+    return _SESSION.backend
+
+
+def restore_backend(previous: Backend | None) -> None:
+    """Put back a backend saved with :func:`active_backend_or_none`."""
+    if previous is None:
+        _SESSION.backend = None
+    else:
+        _install(previous, _SESSION.reason)
+
+
+#: Callables run with the new backend whenever it changes (memory tracking
+#: re-attaches its listener here).
+_BACKEND_LISTENERS: list = []
+
+
+def on_backend_change(callback) -> None:
+    """Call ``callback(backend)`` whenever the active backend changes."""
+    if callback not in _BACKEND_LISTENERS:
+        _BACKEND_LISTENERS.append(callback)

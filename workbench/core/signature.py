@@ -1,0 +1,305 @@
+"""Find the ``__global__`` functions of CUDA C++ source and parse their signatures.
+
+This is a small purpose-built scanner, not a C++ parser: it blanks comments,
+tracks ``extern "C" { ... }`` blocks and ``template<...>`` heads, and splits
+parameter lists at top-level commas. It understands what kernels are written
+with in practice: multi-line declarations, ``const``, ``__restrict__``,
+pointer-to-pointer, ``unsigned``/``size_t``/``long long``, vector types
+(``float4*``), ``__half``, template parameters, array parameters (``float a[]``).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+# C type (after normalisation) -> NumPy dtype
+_SCALAR_DTYPES = {
+    "bool": np.bool_,
+    "char": np.int8, "signed char": np.int8, "unsigned char": np.uint8,
+    "short": np.int16, "unsigned short": np.uint16,
+    "int": np.int32, "unsigned int": np.uint32,
+    "long": np.int64, "unsigned long": np.uint64,
+    "long long": np.int64, "unsigned long long": np.uint64,
+    "int8_t": np.int8, "uint8_t": np.uint8, "int16_t": np.int16, "uint16_t": np.uint16,
+    "int32_t": np.int32, "uint32_t": np.uint32, "int64_t": np.int64, "uint64_t": np.uint64,
+    "size_t": np.uint64, "ptrdiff_t": np.int64, "ssize_t": np.int64,
+    "intptr_t": np.int64, "uintptr_t": np.uint64,
+    "uchar": np.uint8, "ushort": np.uint16, "uint": np.uint32, "ulong": np.uint64,
+    "float": np.float32, "double": np.float64,
+    "__half": np.float16, "half": np.float16,
+    "float16": np.float16,
+}
+
+# vector type -> (component dtype, count); CUDA's char1..double4 families
+_VECTOR_BASES = {"char": np.int8, "uchar": np.uint8, "short": np.int16, "ushort": np.uint16,
+                 "int": np.int32, "uint": np.uint32, "long": np.int64, "ulong": np.uint64,
+                 "longlong": np.int64, "ulonglong": np.uint64,
+                 "float": np.float32, "double": np.float64}
+_VECTOR_TYPES = {f"{b}{n}": (np.dtype(dt), n) for b, dt in _VECTOR_BASES.items() for n in (1, 2, 3, 4)}
+_VECTOR_TYPES["__half2"] = (np.dtype(np.float16), 2)
+_VECTOR_TYPES["half2"] = (np.dtype(np.float16), 2)
+
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct",
+               "class", "typename", "signed", "__grid_constant__"}
+_TYPE_WORDS = {"unsigned", "signed", "short", "long", "int", "char", "float", "double", "bool",
+               "void"}
+
+_TOKEN = re.compile(r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\*|&|\[[^\]]*\]|<[^<>]*(?:<[^<>]*>[^<>]*)*>|\S")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter."""
+
+    name: str
+    ctype: str          # as written, whitespace-normalised: "const float* __restrict__"
+    base: str           # the pointee / value type without qualifiers: "float", "unsigned int"
+    pointer_depth: int  # 0 for a value, 1 for T*, 2 for T** ...
+    is_const: bool = False
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.pointer_depth > 0
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        """The NumPy dtype of the value (or of the pointee for ``T*``);
+        ``None`` for ``T**`` and types with no NumPy equivalent."""
+        if self.pointer_depth > 1:
+            return None
+        return scalar_dtype(self.base)
+
+    @property
+    def vector(self) -> tuple[np.dtype, int] | None:
+        """``(component dtype, count)`` for CUDA vector types such as float4."""
+        return _VECTOR_TYPES.get(self.base)
+
+    def __str__(self) -> str:
+        return f"{self.ctype} {self.name}"
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    """A ``__global__`` function: name, parameters, template head, linkage."""
+
+    name: str
+    params: tuple[Param, ...]
+    template_params: tuple[tuple[str, str], ...] = ()  # (kind, name): ("typename", "T")
+    extern_c: bool = False
+    line: int = 0  # 1-based line of the kernel's name in the source
+
+    @property
+    def is_template(self) -> bool:
+        return bool(self.template_params)
+
+    def __str__(self) -> str:
+        head = ""
+        if self.template_params:
+            head = "template <" + ", ".join(f"{k} {n}" for k, n in self.template_params) + "> "
+        return f"{head}__global__ void {self.name}({', '.join(map(str, self.params))})"
+
+    def instantiate(self, name_expression: str) -> "KernelSignature":
+        """The signature of ``name<args...>`` with template arguments substituted."""
+        m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*<(.*)>\s*", name_expression, re.S)
+        if not m or m.group(1) != self.name:
+            raise ValueError(f"{name_expression!r} is not an instantiation of {self.name}")
+        args = split_top_level(m.group(2))
+        mapping = {name: arg.strip() for (_, name), arg in zip(self.template_params, args)}
+        params = tuple(parse_param(_substitute(p.ctype, mapping) + " " + p.name, i)
+                       for i, p in enumerate(self.params))
+        return KernelSignature(name_expression.strip(), params, (), False, self.line)
+
+
+def scalar_dtype(ctype: str) -> np.dtype | None:
+    dt = _SCALAR_DTYPES.get(ctype)
+    return np.dtype(dt) if dt is not None else None
+
+
+def _substitute(text: str, mapping: dict[str, str]) -> str:
+    if not mapping:
+        return text
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, mapping)) + r")\b")
+    return pattern.sub(lambda m: mapping[m.group(1)], text)
+
+
+def blank_comments(source: str) -> str:
+    """Replace comments and string/char literal contents with spaces, keeping
+    every newline so that offsets and line numbers stay valid."""
+    out = []
+    i, n = 0, len(source)
+    while i < n:
+        c = source[i]
+        if source.startswith("//", i):
+            j = source.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif source.startswith("/*", i):
+            j = source.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", source[i:j]))
+            i = j
+        elif c in "\"'":
+            j = i + 1
+            while j < n and source[j] != c and source[j] != "\n":
+                j += 2 if source[j] == "\\" else 1
+            body = source[i + 1:j]
+            # keep extern "C" recognisable
+            out.append(c + (body if body == "C" else " " * len(body)) + (c if j < n else ""))
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split at ``sep`` outside (), <>, [] and {}."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "(<[{":
+            depth += 1
+        elif ch in ")>]}":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur))
+    return parts
+
+
+def parse_param(text: str, index: int) -> Param:
+    """Parse one parameter declaration (``const float* __restrict__ x``)."""
+    tokens = _TOKEN.findall(text.split("=")[0].strip())  # drop default arguments
+    arrays = [t for t in tokens if t.startswith("[")]
+    tokens = [t for t in tokens if not t.startswith("[")]
+    idents = [t for t in tokens if t not in ("*", "&") and t not in _QUALIFIERS
+              and not t.startswith("<")]
+    name = f"arg{index}"
+    if (len(idents) >= 2 and tokens and tokens[-1] == idents[-1]
+            and idents[-1] not in _TYPE_WORDS):
+        name = tokens.pop()
+        idents.pop()
+    pointer_depth = tokens.count("*") + len(arrays)
+    base = _normalise_base(idents + [t for t in tokens if t.startswith("<")], "signed" in tokens)
+    ctype = re.sub(r"\s+\*", "*", " ".join(tokens)) + "*" * len(arrays)
+    return Param(name=name, ctype=ctype, base=base, pointer_depth=pointer_depth,
+                 is_const="const" in tokens)
+
+
+def _normalise_base(core: list[str], signed: bool) -> str:
+    """``["unsigned", "long", "long", "int"]`` -> ``"unsigned long long"``."""
+    template_args = "".join(w for w in core if w.startswith("<"))
+    words = [w for w in core if not w.startswith("<")]
+    if words and all(w in _TYPE_WORDS for w in words):
+        unsigned = "unsigned" in words
+        longs = words.count("long")
+        if "char" in words:
+            kind = "char"
+        elif "short" in words:
+            kind = "short"
+        elif longs >= 2:
+            kind = "long long"
+        elif longs == 1 and "double" not in words:
+            kind = "long"
+        elif "double" in words:
+            kind = "double"
+        elif "float" in words:
+            kind = "float"
+        elif "bool" in words:
+            kind = "bool"
+        elif "void" in words:
+            kind = "void"
+        else:
+            kind = "int"
+        if unsigned:
+            return f"unsigned {kind}"
+        if signed and kind == "char":
+            return "signed char"
+        return kind
+    if not words and signed:
+        return "int"
+    return " ".join(words) + template_args
+
+
+_GLOBAL = re.compile(r"\b__global__\b")
+_TEMPLATE_HEAD = re.compile(r"template\s*<((?:[^<>]|<[^<>]*>)*)>\s*$", re.S)
+_EXTERN_C = re.compile(r'extern\s+"C"\s*$')
+
+
+def find_kernels(source: str) -> list[KernelSignature]:
+    """Every ``__global__`` function defined or declared in ``source``, in
+    order of appearance, one entry per name."""
+    text = blank_comments(source)
+    extern_blocks = _extern_c_block_ranges(text)
+    found: dict[str, KernelSignature] = {}
+    for m in _GLOBAL.finditer(text):
+        open_paren = text.find("(", m.end())
+        if open_paren < 0:
+            continue
+        # skip __launch_bounds__(...) and similar attribute parentheses
+        head = text[m.end():open_paren]
+        while re.search(r"\b(__launch_bounds__|__cluster_dims__|__maxnreg__)\s*$", head):
+            close = _matching(text, open_paren)
+            open_paren = text.find("(", close + 1)
+            head = text[m.end():open_paren]
+        name_match = re.search(r"([A-Za-z_]\w*)\s*$", head)
+        if not name_match:
+            continue
+        name = name_match.group(1)
+        close = _matching(text, open_paren)
+        params_text = text[open_paren + 1:close]
+        raw_params = [p for p in split_top_level(params_text) if p.strip() not in ("", "void")]
+        params = tuple(parse_param(p, i) for i, p in enumerate(raw_params))
+        before = text[:m.start()]
+        # what stands in front of __global__ on the same declaration
+        decl_start = max(before.rfind(";"), before.rfind("}"), before.rfind("{")) + 1
+        prefix = before[decl_start:].strip()
+        template = _TEMPLATE_HEAD.search(re.sub(r'extern\s+"C"\s*$', "", prefix).rstrip())
+        template_params: tuple = ()
+        if template:
+            template_params = tuple(_template_param(p) for p in split_top_level(template.group(1)))
+        extern_c = bool(_EXTERN_C.search(prefix) or re.search(r'extern\s+"C"', prefix)) or any(
+            a <= m.start() < b for a, b in extern_blocks)
+        line = source.count("\n", 0, m.end() + name_match.start()) + 1
+        if name not in found:
+            found[name] = KernelSignature(name, params, template_params, extern_c, line)
+    return list(found.values())
+
+
+def _template_param(text: str) -> tuple[str, str]:
+    words = text.split("=")[0].split()
+    kind = " ".join(words[:-1]) or "typename"
+    return kind, words[-1] if words else "?"
+
+
+def _matching(text: str, open_index: int) -> int:
+    depth = 0
+    for i in range(open_index, len(text)):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(text)
+
+
+def _extern_c_block_ranges(text: str) -> list[tuple[int, int]]:
+    ranges = []
+    for m in re.finditer(r'extern\s+"C"\s*\{', text):
+        depth, i = 0, m.end() - 1
+        for i in range(m.end() - 1, len(text)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+        ranges.append((m.end(), i))
+    return ranges

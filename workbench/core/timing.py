@@ -1,0 +1,134 @@
+"""The launch timing log: two events around every launch, read lazily.
+
+The launch path only records events: no host synchronisation, no query.
+Elapsed times are read when someone asks (``wb.timings()``), and otherwise by
+a short-lived background thread that resolves finished launches once many
+are pending, returning their events to a pool for reuse. Records are plain
+lists on the launch path (the cheapest thing to build) and become a
+DataFrame on demand.
+"""
+from __future__ import annotations
+
+import collections
+import datetime as _dt
+import threading
+import time
+
+from .session import backend as _active_backend, session
+
+# fields of a launch record (a list, built on the hot path)
+KERNEL, GRID, BLOCK, SHARED, CELL, WALL, START, END, MS, BACKEND = range(10)
+COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backend"]
+
+
+class TimingLog:
+    """Every launch of the session, in order."""
+
+    #: Pending launches above which the background resolver starts.
+    RESOLVE_AFTER = 512
+
+    def __init__(self):
+        self.records: list[list] = []
+        self._pending: collections.deque = collections.deque()
+        self._free: collections.deque = collections.deque()
+        self._backend = None
+        self._lock = threading.Lock()
+        self._resolver: threading.Thread | None = None
+
+    def timed_launch(self, b, name: str, grid, block, shared_mem: int, stream, launcher, args) -> None:
+        """Launch ``launcher(grid, block, args, shared_mem, stream)`` between two
+        recorded events and log it. Nothing here waits for the device."""
+        if b is not self._backend:
+            self._switch(b)
+        free = self._free
+        start = free.pop() if free else b.create_event()
+        end = free.pop() if free else b.create_event()
+        b.record_event(start, stream)
+        try:
+            launcher(grid, block, args, shared_mem, stream)
+        except BaseException:
+            free.append(start)
+            free.append(end)
+            raise
+        b.record_event(end, stream)
+        rec = [name, grid, block, shared_mem, session().cell, time.time(), start, end, None, b.name]
+        self.records.append(rec)
+        pending = self._pending
+        pending.append(rec)
+        if len(pending) > self.RESOLVE_AFTER and self._resolver is None:
+            self._start_resolver(b)
+
+    def _switch(self, b) -> None:
+        if self._backend is not None:
+            self.resolve_all(self._backend)
+        self._free = collections.deque()
+        self._backend = b
+
+    def _start_resolver(self, b) -> None:
+        def run():
+            try:
+                while len(self._pending) > self.RESOLVE_AFTER // 4:
+                    if not self.resolve_finished(b):
+                        time.sleep(0.005)
+            finally:
+                self._resolver = None
+        self._resolver = threading.Thread(target=run, name="workbench-timing", daemon=True)
+        self._resolver.start()
+
+    def resolve_finished(self, b) -> int:
+        """Read the times of the oldest launches that have finished, without
+        waiting; returns how many were read."""
+        done = 0
+        with self._lock:
+            pending = self._pending
+            while pending and b.event_done(pending[0][END]):
+                self._resolve(b, pending.popleft())
+                done += 1
+        return done
+
+    def resolve_all(self, b=None) -> None:
+        """Wait for every pending launch and read its time."""
+        b = b or self._backend or _active_backend()
+        with self._lock:
+            while self._pending:
+                self._resolve(b, self._pending.popleft())
+
+    def _resolve(self, b, rec: list) -> None:
+        try:
+            rec[MS] = b.elapsed_ms(rec[START], rec[END])
+        except Exception:  # e.g. a faulted launch: its time is unknown
+            rec[MS] = float("nan")
+        if b is self._backend:
+            self._free.append(rec[START])
+            self._free.append(rec[END])
+        rec[START] = rec[END] = None
+
+    def clear(self) -> None:
+        self.resolve_all()
+        self.records = []
+
+    def to_pandas(self, kernel=None):
+        """The log as a DataFrame (see :func:`timings`)."""
+        import pandas as pd
+        self.resolve_all()
+        name = getattr(kernel, "name", kernel)
+        rows = [r for r in self.records if name is None or r[KERNEL] == name]
+        return pd.DataFrame({
+            "kernel": [r[KERNEL] for r in rows],
+            "grid": [r[GRID] for r in rows],
+            "block": [r[BLOCK] for r in rows],
+            "shared_mem": [r[SHARED] for r in rows],
+            "ms": [r[MS] for r in rows],
+            "cell": pd.array([r[CELL] for r in rows], dtype="Int64"),
+            "time": pd.to_datetime([_dt.datetime.fromtimestamp(r[WALL]) for r in rows]),
+            "backend": [r[BACKEND] for r in rows],
+        }, columns=COLUMNS)
+
+
+def timings(kernel=None):
+    """Every kernel launch so far as a DataFrame (kernel, grid, block,
+    shared_mem, ms, cell, time, backend); ``timings(kernel)`` keeps one
+    kernel (a :class:`~workbench.Kernel` or its name). Reading it waits for
+    launches still running. On the simulator, ``ms`` is CPU wall-clock time.
+    """
+    return session().timing_log.to_pandas(kernel)

@@ -1,0 +1,110 @@
+"""Exceptions raised by the workbench.
+
+Every error a user can cause carries what was wrong and how to fix it in its
+message. They live in one dependency-free module so that backends, the core
+and the notebook layer can all raise and catch them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class WorkbenchError(Exception):
+    """Base class of every workbench error."""
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One compiler message, located in the user's own source.
+
+    ``line`` and ``column`` are 1-based and count lines of the cell (for a
+    ``%%cuda`` cell the magic line is line 1) or of the string passed to
+    :func:`workbench.compile`. ``line`` is ``None`` for messages that point at
+    no line (for example an unknown option).
+    """
+
+    severity: str  # "error" | "warning" | "note"
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" if self.line is not None else "(no line)"
+        if self.line is not None and self.column is not None:
+            where += f", column {self.column}"
+        return f"{where}: {self.severity}: {self.message}"
+
+    def to_dict(self) -> dict:
+        return {"severity": self.severity, "message": self.message,
+                "line": self.line, "column": self.column}
+
+
+class CompileError(WorkbenchError):
+    """The CUDA source did not compile.
+
+    ``diagnostics`` lists every message with the cell's own line numbers;
+    ``source`` is the text that was compiled and ``log`` the compiler's raw log.
+    """
+
+    def __init__(self, diagnostics, source: str = "", log: str = "",
+                 line_offset: int = 0, compiler: str = "NVRTC"):
+        self.diagnostics = list(diagnostics)
+        self.source = source
+        self.log = log
+        self.line_offset = line_offset
+        self.compiler = compiler
+        super().__init__(self._message())
+
+    @property
+    def errors(self):
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    def _message(self) -> str:
+        from .core.diagnostics import format_diagnostics  # pure, no cycle at import time
+        n = len(self.errors) or len(self.diagnostics)
+        head = f"{self.compiler} failed with {n} error{'s' if n != 1 else ''}"
+        body = format_diagnostics(self.diagnostics, self.source, self.line_offset)
+        return f"{head}\n{body}" if body else f"{head}\n{self.log.strip()}"
+
+
+class KernelArgumentError(WorkbenchError, TypeError):
+    """A kernel was called with arguments that do not fit its signature."""
+
+
+class LaunchConfigError(WorkbenchError, ValueError):
+    """Grid, block or shared memory of a launch are not valid for the device."""
+
+
+class KernelFault(WorkbenchError, RuntimeError):
+    """A kernel crashed while it ran (bad address, trap, assert, timeout...).
+
+    ``signal`` names what happened, ``block`` and ``thread`` say where when
+    known, ``line`` is the kernel source line when the checked mode found it.
+    """
+
+    def __init__(self, message: str, *, kernel: str | None = None,
+                 signal: str | None = None, block=None, thread=None,
+                 line: int | None = None, details: str = ""):
+        self.kernel = kernel
+        self.signal = signal
+        self.block = block
+        self.thread = thread
+        self.line = line
+        self.details = details
+        super().__init__(message)
+
+
+class OutOfMemoryError(WorkbenchError, MemoryError):
+    """A device allocation failed for lack of memory.
+
+    ``requested`` is the size asked for in bytes; the message says what holds
+    the memory and what to do.
+    """
+
+    def __init__(self, message: str, *, requested: int | None = None):
+        self.requested = requested
+        super().__init__(message)
+
+
+class BackendUnavailable(WorkbenchError, RuntimeError):
+    """The requested backend cannot run here (no GPU, CuPy missing...)."""
