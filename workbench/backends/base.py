@@ -178,6 +178,10 @@ class Backend(abc.ABC):
     def is_device_array(self, obj) -> bool:
         """True when ``obj`` is an array this backend's kernels can take as a pointer."""
 
+    #: The usual type of device arrays, for a fast ``type(a) is ...`` check on
+    #: the launch path before :meth:`is_device_array`; ``None`` skips it.
+    device_array_type: type | None = None
+
     # -- devices ----------------------------------------------------------
     @abc.abstractmethod
     def device_count(self) -> int: ...

@@ -99,6 +99,7 @@ class CupyBackend(Backend):
 
     name = "cupy"
     simulated = False
+    device_array_type = cupy.ndarray
 
     def __init__(self, device: int | None = None):
         if device is not None:
@@ -245,7 +246,7 @@ class CupyBackend(Backend):
         buffer = (ctypes.c_char * max(8, packer.size))()
         pointers = (ctypes.c_void_p * max(1, len(params)))(
             *[ctypes.addressof(buffer) + 8 * i for i in range(len(params))])
-        pointers_address = ctypes.addressof(pointers)
+        pointers_address = ctypes.addressof(pointers)  # the closure keeps `pointers` alive
         pointer_slots = tuple(i for i, p in enumerate(params) if p.is_pointer)
         func_ptr = function.kernel.ptr
         launch_kernel = driver.launchKernel
@@ -260,6 +261,7 @@ class CupyBackend(Backend):
             packer.pack_into(buffer, 0, *args)
             launch_kernel(func_ptr, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                           shared_mem, stream.ptr, pointers_address, 0)
+        launcher.keepalive = (buffer, pointers)
         return launcher
 
     def suggest_block_size(self, function, shared_mem: int = 0) -> int:

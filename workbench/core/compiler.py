@@ -12,7 +12,7 @@ import time
 
 from ..backends.base import CompileFailed, CompileOptions
 from ..errors import CompileError, Diagnostic
-from .diagnostics import format_diagnostics, parse_log
+from .diagnostics import parse_log
 from .kernel import Kernel, KernelTemplate
 from .session import backend as _active_backend, session
 from .signature import find_kernels
@@ -143,8 +143,3 @@ def compile(source: str, *, name: str | None = None, arch: str | None = None,
             module.kernels[s.name] = Kernel(s, module, compiled.get_function(s.name))
     modules[module.name] = module
     return module
-
-
-def warnings_text(module: Module) -> str:
-    """The module's warnings with their source lines (empty when none)."""
-    return format_diagnostics(module.warnings, module.source, module.line_offset)

@@ -43,7 +43,7 @@ def _pointer_converter(kernel: str, p: Param, backend):
                 dtype.kind == "V" or (dtype.kind == "c" and comp.kind == "f" and count == 2))
         return True  # a struct or template type we cannot check
 
-    def convert(a):
+    def slow(a):
         if is_device(a):
             if accepts(a.dtype):
                 return a
@@ -59,6 +59,15 @@ def _pointer_converter(kernel: str, p: Param, backend):
                 f"Copy it first: wb.to_device(array).")
         raise KernelArgumentError(f"{where} is a pointer: pass a device array "
                                   f"(wb.to_device / wb.allocate), not {_describe(a)}.")
+
+    fast_type = backend.device_array_type
+    if expected is None or p.pointer_depth > 1 or fast_type is None:
+        return slow
+
+    def convert(a):
+        if type(a) is fast_type and a.dtype == expected:
+            return a
+        return slow(a)
 
     return convert
 
@@ -96,7 +105,10 @@ def _scalar_converter(kernel: str, p: Param, backend):
         t = type(a)
         if t is scalar_type:
             return a
-        if t is bool or t is int or (isinstance(a, np.integer)):
+        if t is float:
+            if not integer:
+                return scalar_type(a)
+        elif t is int or t is bool or isinstance(a, np.integer):
             if dt.kind == "b":
                 if a in (0, 1):
                     return scalar_type(a)
@@ -105,9 +117,10 @@ def _scalar_converter(kernel: str, p: Param, backend):
             else:
                 raise KernelArgumentError(
                     f"{where}: {a} does not fit in {p.base} (range {info.min}..{info.max}).")
-        elif t is float or isinstance(a, np.floating):
+        elif isinstance(a, np.floating):
             if not integer:
                 return scalar_type(a)
+        if t is float or isinstance(a, np.floating):
             raise KernelArgumentError(f"{where} is an integer, got {_describe(a)}. "
                                       f"Pass int(value) if truncation is what you want.")
         if is_device(a) or isinstance(a, np.ndarray):
@@ -116,6 +129,40 @@ def _scalar_converter(kernel: str, p: Param, backend):
         raise KernelArgumentError(f"{where} takes a {p.base} number, got {_describe(a)}.")
 
     return convert
+
+
+def _argument_checker(params, converters, backend):
+    """One function that checks and converts a whole argument tuple.
+
+    It is generated (as ``collections.namedtuple`` and ``dataclasses`` do)
+    so that the common cases -- a Python float for a float parameter, an int
+    in range for an integer one, a device array of the right dtype for a
+    pointer -- are inline tests with no call; anything else falls back to the
+    parameter's full converter, which raises the helpful error.
+    """
+    ns: dict = {"array_type": backend.device_array_type}
+    items = []
+    for i, (p, conv) in enumerate(zip(params, converters)):
+        a = f"a{i}"
+        ns[f"c{i}"] = conv
+        dt = p.dtype
+        if p.is_pointer and dt is not None and p.pointer_depth == 1 and ns["array_type"] is not None:
+            ns[f"d{i}"] = dt
+            items.append(f"{a} if type({a}) is array_type and {a}.dtype == d{i} else c{i}({a})")
+        elif not p.is_pointer and dt is not None and dt.kind == "f":
+            ns[f"t{i}"] = dt.type
+            items.append(f"t{i}({a}) if type({a}) is float else c{i}({a})")
+        elif not p.is_pointer and dt is not None and dt.kind in "iu":
+            info = np.iinfo(dt)
+            ns[f"t{i}"] = dt.type
+            items.append(f"t{i}({a}) if type({a}) is int and {info.min} <= {a} <= {info.max} else c{i}({a})")
+        else:
+            items.append(f"c{i}({a})")
+    names = ", ".join(f"a{i}" for i in range(len(params)))
+    unpack = f"    {names}{',' if len(params) == 1 else ''} = args\n" if params else ""
+    src = f"def check(args):\n{unpack}    return [{', '.join(items)}]\n"
+    exec(src, ns)  # noqa: S102 -- generated from parsed parameter types only
+    return ns["check"]
 
 
 def _dim3(value, what: str) -> tuple[int, int, int]:
@@ -152,6 +199,7 @@ class Kernel:
             (_pointer_converter if p.is_pointer else _scalar_converter)(self.name, p, self.backend)
             for p in signature.params)
         self._nparams = len(self._converters)
+        self._check = _argument_checker(signature.params, self._converters, self.backend)
         self._block_for_shared: dict[int, int] = {}
         self._configs: dict = {}  # (grid, block, shared_mem, n) -> checked (grid3, block3)
         self._launcher = self.backend.make_launcher(function, signature.params)
@@ -191,7 +239,7 @@ class Kernel:
             raise KernelArgumentError(
                 f"{self.name}() takes {self._nparams} argument{'s' if self._nparams != 1 else ''} "
                 f"({', '.join(map(str, self.params))}), got {len(args)}.")
-        return tuple([c(a) for c, a in zip(self._converters, args)])
+        return tuple(self._check(args))
 
     def launch_config(self, grid, block, shared_mem: int, n) -> tuple[tuple, tuple]:
         if n is not None:
@@ -232,7 +280,7 @@ class Kernel:
                 f"run its %%cuda cell (or wb.compile) again.")
         if len(args) != self._nparams:
             self.convert_args(args)  # raises with the signature
-        converted = [c(a) for c, a in zip(self._converters, args)]
+        converted = self._check(args)
         try:
             key = (grid, block, shared_mem, n)
             grid3, block3 = self._configs[key]

@@ -1,11 +1,11 @@
 """The launch timing log: two events around every launch, read lazily.
 
 The launch path only records events: no host synchronisation, no query.
-Elapsed times are read when someone asks (``wb.timings()``), and otherwise by
-a short-lived background thread that resolves finished launches once many
-are pending, returning their events to a pool for reuse. Records are plain
-lists on the launch path (the cheapest thing to build) and become a
-DataFrame on demand.
+Elapsed times are read when someone asks (``wb.timings()``), which returns
+the events to a pool for reuse; only after very many unread launches does
+the launch path read the finished ones itself (amortised, never waiting).
+Records are plain lists on the launch path (the cheapest thing to build) and
+become a DataFrame on demand.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backe
 class TimingLog:
     """Every launch of the session, in order."""
 
-    #: Pending launches above which the background resolver starts.
-    RESOLVE_AFTER = 512
+    #: Unread launches above which the launch path reads finished ones.
+    RESOLVE_AFTER = 65536
 
     def __init__(self):
         self.records: list[list] = []
@@ -33,7 +33,7 @@ class TimingLog:
         self._free: collections.deque = collections.deque()
         self._backend = None
         self._lock = threading.Lock()
-        self._resolver: threading.Thread | None = None
+        self._session = session()
 
     def timed_launch(self, b, name: str, grid, block, shared_mem: int, stream, launcher, args) -> None:
         """Launch ``launcher(grid, block, args, shared_mem, stream)`` between two
@@ -51,29 +51,18 @@ class TimingLog:
             free.append(end)
             raise
         b.record_event(end, stream)
-        rec = [name, grid, block, shared_mem, session().cell, time.time(), start, end, None, b.name]
+        rec = [name, grid, block, shared_mem, self._session.cell, time.time(), start, end, None, b.name]
         self.records.append(rec)
         pending = self._pending
         pending.append(rec)
-        if len(pending) > self.RESOLVE_AFTER and self._resolver is None:
-            self._start_resolver(b)
+        if len(pending) > self.RESOLVE_AFTER:
+            self.resolve_finished(b)
 
     def _switch(self, b) -> None:
         if self._backend is not None:
             self.resolve_all(self._backend)
         self._free = collections.deque()
         self._backend = b
-
-    def _start_resolver(self, b) -> None:
-        def run():
-            try:
-                while len(self._pending) > self.RESOLVE_AFTER // 4:
-                    if not self.resolve_finished(b):
-                        time.sleep(0.005)
-            finally:
-                self._resolver = None
-        self._resolver = threading.Thread(target=run, name="workbench-timing", daemon=True)
-        self._resolver.start()
 
     def resolve_finished(self, b) -> int:
         """Read the times of the oldest launches that have finished, without

@@ -14,7 +14,7 @@ from IPython.core import magic_arguments
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.display import display
 
-from ..core.compiler import compile as compile_source, warnings_text
+from ..core.compiler import compile as compile_source
 from ..core.diagnostics import format_diagnostics
 from ..core.session import backend
 from ..errors import CompileError

@@ -1,0 +1,57 @@
+"""Which backend runs, and why."""
+import pytest
+
+import workbench as wb
+from workbench.backends import create_backend, gpu_unavailable_reason, select_backend
+from workbench.core import session
+
+
+def test_forced_simulator(monkeypatch):
+    monkeypatch.setenv("WORKBENCH_BACKEND", "simulator")
+    b, reason = select_backend()
+    assert b.name == "simulator" and b.simulated
+    assert reason == "WORKBENCH_BACKEND=simulator"
+
+
+def test_default_choice_follows_the_gpu(monkeypatch):
+    monkeypatch.delenv("WORKBENCH_BACKEND", raising=False)
+    b, reason = select_backend()
+    if gpu_unavailable_reason() is None:
+        assert (b.name, reason) == ("cupy", "CuPy sees a CUDA device")
+    else:
+        assert b.name == "simulator"
+        assert reason.startswith("no GPU: ") and len(reason) > len("no GPU: ")
+
+
+def test_unknown_backend_name_is_a_clear_error():
+    with pytest.raises(wb.BackendUnavailable, match="Unknown backend 'tpu'.*cupy, simulator"):
+        create_backend("tpu")
+
+
+@pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU is present")
+def test_asking_for_the_gpu_without_one_says_why_and_what_to_do():
+    with pytest.raises(wb.BackendUnavailable, match="simulator"):
+        create_backend("cupy")
+
+
+def test_switching_backends_through_wb_backend():
+    previous = session.active_backend_or_none()
+    try:
+        b = wb.backend("simulator")
+        assert wb.backend() is b and wb.xp is b.xp
+        assert "chosen by the user" in repr(b)
+    finally:
+        session.restore_backend(previous)
+
+
+def test_kernels_refuse_to_launch_on_another_backend():
+    previous = session.active_backend_or_none()
+    try:
+        wb.backend("simulator")
+        k = wb.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }')["k"]
+        x = wb.allocate(1, "int32")
+        wb.backend("simulator")  # a fresh simulator instance
+        with pytest.raises(wb.LaunchConfigError, match="run its %%cuda cell"):
+            k(x, grid=1, block=1)
+    finally:
+        session.restore_backend(previous)
