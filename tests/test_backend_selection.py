@@ -39,6 +39,8 @@ def test_switching_backends_through_wb_backend():
     try:
         b = wb.backend("simulator")
         assert wb.backend() is b and wb.xp is b.xp
+        assert wb.backend("sim") is b  # the same name and options: the same instance
+        assert wb.backend("simulator", checked=True) is not b
         assert "chosen by the user" in repr(b)
     finally:
         session.restore_backend(previous)
@@ -50,7 +52,7 @@ def test_kernels_refuse_to_launch_on_another_backend():
         wb.backend("simulator")
         k = wb.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }')["k"]
         x = wb.allocate(1, "int32")
-        wb.backend("simulator")  # a fresh simulator instance
+        session.use_backend(create_backend("simulator"))  # another simulator instance
         with pytest.raises(wb.LaunchConfigError, match="run its %%cuda cell"):
             k(x, grid=1, block=1)
     finally:

@@ -104,3 +104,13 @@ def test_workbench_state_survives_a_compile_error(shell, backend):
     shell.run_cell('%%cuda -q\nextern "C" __global__ void broken(int* x) { x[0] = ; }')
     assert shell.run_cell(SAXPY.format(opts="-q --name after_error")).success
     assert "after_error" in wb.modules
+
+
+def test_warnings_are_shown_without_failing(shell, backend, capsys):
+    src = ('%%cuda -q --name warns\nextern "C" __global__ void w(int* x) {\n'
+           '    int unused_j;\n    x[0] = 1;\n}\n')
+    result = shell.run_cell(src)
+    assert result.success
+    warnings = wb.modules["warns"].warnings
+    assert warnings and warnings[0].severity == "warning" and warnings[0].line == 3
+    assert "unused_j" in capsys.readouterr().out

@@ -106,5 +106,9 @@ class OutOfMemoryError(WorkbenchError, MemoryError):
         super().__init__(message)
 
 
+class DeviceError(WorkbenchError, IndexError):
+    """A device index that does not exist on the active backend."""
+
+
 class BackendUnavailable(WorkbenchError, RuntimeError):
     """The requested backend cannot run here (no GPU, CuPy missing...)."""

@@ -32,26 +32,37 @@ def gpu_unavailable_reason() -> str | None:
 def create_backend(name: str, **options) -> Backend:
     """Instantiate backend ``name`` ("cupy" or "simulator") with ``options``."""
     from ..errors import BackendUnavailable
-    if name in ("cupy", "gpu"):
+    name = canonical_name(name)
+    if name == "cupy":
         reason = gpu_unavailable_reason()
         if reason:
             raise BackendUnavailable(f"The GPU backend cannot run here: {reason}. "
                                      "Use wb.backend('simulator') to run kernels on the CPU.")
         from .cupy_gpu import CupyBackend
         return CupyBackend(**options)
-    if name in ("simulator", "sim", "cpu"):
+    if name == "simulator":
         from .simulator import SimulatorBackend
         return SimulatorBackend(**options)
     raise BackendUnavailable(f"Unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}.")
 
 
-def select_backend(**options) -> tuple[Backend, str]:
-    """Pick the best backend here and say why, in one line."""
+def canonical_name(name: str) -> str:
+    """``"gpu"`` -> ``"cupy"``, ``"sim"``/``"cpu"`` -> ``"simulator"``."""
+    return {"gpu": "cupy", "sim": "simulator", "cpu": "simulator"}.get(name, name)
+
+
+def choose_backend() -> tuple[str, str]:
+    """The name of the best backend here and why, in one line."""
     forced = os.environ.get("WORKBENCH_BACKEND")
     if forced:
-        return create_backend(forced, **options), f"WORKBENCH_BACKEND={forced}"
+        return canonical_name(forced), f"WORKBENCH_BACKEND={forced}"
     reason = gpu_unavailable_reason()
     if reason is None:
-        backend = create_backend("cupy", **options)
-        return backend, "CuPy sees a CUDA device"
-    return create_backend("simulator", **options), f"no GPU: {reason}"
+        return "cupy", "CuPy sees a CUDA device"
+    return "simulator", f"no GPU: {reason}"
+
+
+def select_backend(**options) -> tuple[Backend, str]:
+    """A new instance of the best backend here, and why it was chosen."""
+    name, reason = choose_backend()
+    return create_backend(name, **options), reason

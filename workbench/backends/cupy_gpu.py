@@ -57,7 +57,9 @@ class _AllocationHook(MemoryHook):
         self._on_alloc = on_alloc
         self._on_free = on_free
 
-    def alloc_postprocess(self, **kw):
+    # malloc_*: an allocation from the pool (alloc_* would be the pool's own
+    # cudaMalloc, missed when a cached block is reused); free_*: back to the pool.
+    def malloc_postprocess(self, **kw):
         self._on_alloc(kw["mem_ptr"], kw["mem_size"])
 
     def free_postprocess(self, **kw):
@@ -256,9 +258,10 @@ class CupyBackend(Backend):
             if shared_mem > opted_in[0]:
                 function.max_dynamic_shared_size_bytes = shared_mem
                 opted_in[0] = shared_mem
+            values = list(args)
             for i in pointer_slots:
-                args[i] = args[i].data.ptr
-            packer.pack_into(buffer, 0, *args)
+                values[i] = values[i].data.ptr
+            packer.pack_into(buffer, 0, *values)
             launch_kernel(func_ptr, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                           shared_mem, stream.ptr, pointers_address, 0)
         launcher.keepalive = (buffer, pointers)

@@ -31,7 +31,9 @@ def check_available() -> bool:
 
 def device_name() -> str:
     """Name of the active device (the simulator's virtual device is labelled so)."""
-    return backend().device_properties().name
+    b = backend()
+    name = b.device_properties().name
+    return f"{name} (simulated)" if b.simulated else name
 
 
 def compute_capability() -> tuple[int, int]:
@@ -107,5 +109,5 @@ def frontend_status() -> dict | None:
     short = props.name.replace("NVIDIA ", "").split()[0] if props.name else b.name
     label = (f"simulator · {used / 1e9:.1f}/{total / 1e9:.0f} GB" if b.simulated
              else f"{short} · {used / 1e9:.1f}/{total / 1e9:.0f} GB")
-    return {"backend": b.name, "device": props.name, "short": short, "simulated": b.simulated,
+    return {"backend": b.name, "device": device_name(), "short": short, "simulated": b.simulated,
             "used_bytes": int(used), "total_bytes": int(total), "label": label}

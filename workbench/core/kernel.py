@@ -225,13 +225,14 @@ class Kernel:
     def inspect(self):
         """A report of this kernel's resources, PTX and (where the tools
         exist) SASS."""
-        from ..devices.inspect import inspect_kernel
+        from ..hardware.inspect import inspect_kernel
         return inspect_kernel(self)
 
-    def occupancy(self, block: int = 256, shared_mem: int = 0):
-        """Theoretical occupancy of this kernel on the active device."""
-        from ..devices.occupancy import occupancy
-        return occupancy(self, block=block, shared_mem=shared_mem)
+    def occupancy(self, block: int | None = None, shared_mem=0, **options):
+        """Theoretical occupancy of this kernel on the active device
+        (``block=None``: at the suggested block size); see :func:`workbench.occupancy`."""
+        from ..hardware.occupancy import occupancy
+        return occupancy(self, block=block, shared_mem=shared_mem, **options)
 
     def convert_args(self, args) -> tuple:
         """Check ``args`` against the signature and convert scalars."""

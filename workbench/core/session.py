@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from ..backends import Backend, create_backend, select_backend
+from ..backends import Backend, canonical_name, choose_backend, create_backend
 
 
 @dataclass
@@ -48,20 +48,34 @@ def backend(name: str | None = None, **options) -> Backend:
     if _SESSION.backend is None:
         with _LOCK:
             if _SESSION.backend is None:
-                b, reason = select_backend()
-                _install(b, reason)
+                name, reason = choose_backend()
+                _install(_instance(name, {}), reason)
     return _SESSION.backend
 
 
+#: One instance per (backend name, options): switching back and forth reuses
+#: it (a simulator instance owns a worker process and a large address range).
+_INSTANCES: dict = {}
+
+
+def _instance(name: str, options: dict) -> Backend:
+    key = (canonical_name(name), tuple(sorted(options.items())))
+    b = _INSTANCES.get(key)
+    if b is None:
+        b = _INSTANCES[key] = create_backend(name, **options)
+    return b
+
+
 def use_backend(which: str | Backend | None, **options) -> Backend:
-    """Make ``which`` (a name, or a Backend instance) the active backend."""
+    """Make ``which`` (a name, or a Backend instance) the active backend;
+    the same name and options give the same instance."""
     if isinstance(which, Backend):
         _install(which, "chosen by the user")
     elif which is None:
-        b, reason = select_backend(**options)
-        _install(b, reason)
+        name, reason = choose_backend()
+        _install(_instance(name, options), reason)
     else:
-        _install(create_backend(which, **options), "chosen by the user")
+        _install(_instance(which, options), "chosen by the user")
     return _SESSION.backend
 
 

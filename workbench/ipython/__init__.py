@@ -12,11 +12,19 @@ _loaded: list = []
 
 
 def _set_cell(info=None):
-    """pre_run_cell: remember the execution count the cell will get."""
+    """pre_run_cell: remember the number (``In [N]``) of the cell being run.
+
+    ``execution_count`` is no help here: IPython 9 increments it before
+    ``pre_run_cell`` and IPython 8 after the cell. The input history is
+    stored after this hook in both, so its length is the cell's number."""
     from ..core.session import session
     from IPython import get_ipython
     ip = get_ipython()
-    session().cell = ip.execution_count if ip is not None else None
+    if ip is None:
+        session().cell = None
+        return
+    history = getattr(ip.history_manager, "input_hist_parsed", None)
+    session().cell = len(history) if history is not None else ip.execution_count
 
 
 def load(ipython) -> None:

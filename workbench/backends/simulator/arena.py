@@ -1,0 +1,283 @@
+"""The simulator's "device memory": one shared-memory file mapped at the same
+address in the notebook process and in the worker, so a device pointer means
+the same thing on both sides and survives a worker crash.
+
+The file is a ``memfd`` as large as the virtual device's memory; pages cost
+nothing until touched and are given back (hole punched) when a large block
+is freed. The first :data:`RESERVED` bytes hold the control page and the
+``printf`` buffer; allocations come after, 256-byte aligned, first fit, with
+a gap after each block so that checked launches see writes past its end.
+"""
+from __future__ import annotations
+
+import bisect
+import ctypes
+import ctypes.util
+import gc
+import os
+import threading
+import weakref
+
+import numpy as np
+
+from ...errors import OutOfMemoryError
+
+RESERVED = 2 << 20          # control page + printf buffer (see prelude/wbsim_control.h)
+PRINTF_OFFSET = 65536
+PRINTF_BYTES = 1 << 20
+CONTROL_MAGIC = 0x57425349
+ALIGNMENT = 256
+#: Free space kept after every block (checked launches poison it).
+GUARD = 256
+#: Freed blocks at least this large give their pages back to the system.
+RELEASE_THRESHOLD = 1 << 20
+_HINT_ADDRESS = 0x200000000000
+_HINT_STEP = 1 << 30
+_HINT_LIMIT = 0x600000000000
+_next_hint = _HINT_ADDRESS
+
+_PROT_READ, _PROT_WRITE = 1, 2
+_MAP_SHARED = 1
+_FALLOC_PUNCH = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
+
+_libc = None
+
+
+def _lib():
+    global _libc
+    if _libc is None:
+        lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        lib.mmap.restype = ctypes.c_void_p
+        lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                             ctypes.c_int, ctypes.c_long]
+        lib.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        lib.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+        _libc = lib
+    return _libc
+
+
+class _Block:
+    """Owner of one allocation; numpy arrays over it keep it alive."""
+
+    __slots__ = ("__array_interface__", "__weakref__")
+
+    def __init__(self, address: int, nbytes: int):
+        self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                    "data": (address, False), "version": 3}
+
+
+class Arena:
+    """The shared mapping and its allocator."""
+
+    def __init__(self, capacity: int):
+        self.capacity = int(capacity)
+        self.size = RESERVED + self.capacity
+        self.fd = os.memfd_create("cuda-workbench-sim-arena", 0)
+        os.ftruncate(self.fd, self.size)
+        self.base = _map_at_free_hint(self.fd, self.size)
+        weakref.finalize(self, _unmap, self.base, self.size, self.fd)
+        self._lock = threading.RLock()
+        self._free: list[tuple[int, int]] = [(RESERVED, self.capacity)]  # (offset, size), sorted
+        self._used: dict[int, int] = {}   # offset -> size of live blocks (excluding guard)
+        self.used_bytes = 0
+        self.high_water = RESERVED
+        self.limit: int | None = None  # a soft cap below capacity (wb.memory.set_limit)
+        self._listeners: list[tuple] = []
+        self.control = np.asarray(_Block(self.base, RESERVED))  # bytes of the control area
+        self.control[:64] = 0
+        self.control[:8].view(np.uint64)[0] = CONTROL_MAGIC
+        self.control[24:32].view(np.uint64)[0] = PRINTF_BYTES
+
+    # -- allocation -----------------------------------------------------------
+    def allocate(self, nbytes: int) -> tuple[int, _Block]:
+        """``(address, owner)`` of a new block of ``nbytes``; the block is freed
+        when ``owner`` is garbage collected."""
+        nbytes = int(nbytes)
+        span = _round_up(max(nbytes, 1), ALIGNMENT) + GUARD
+        if self.limit is not None and self.used_bytes + nbytes > self.limit:
+            gc.collect()
+            if self.used_bytes + nbytes > self.limit:
+                raise OutOfMemoryError(
+                    f"out of memory on the simulated device: {nbytes:,} bytes requested, "
+                    f"{self.used_bytes:,} in use under the pool limit of {self.limit:,} bytes. "
+                    f"Delete arrays you no longer need (del x) or raise the limit.", requested=nbytes)
+        offset = self._take(span)
+        if offset is None:
+            gc.collect()  # arrays that are only waiting for the collector
+            offset = self._take(span)
+        if offset is None:
+            free = self.capacity - self.used_bytes
+            raise OutOfMemoryError(
+                f"out of memory on the simulated device: {nbytes:,} bytes requested, "
+                f"{free:,} of {self.capacity:,} bytes free"
+                f"{'' if free < nbytes else ' but not in one piece'}. Delete arrays you no "
+                f"longer need (del x) or use smaller ones.", requested=nbytes)
+        address = self.base + offset
+        block = _Block(address, nbytes)
+        with self._lock:
+            self._used[offset] = nbytes
+            self.used_bytes += nbytes
+            self.high_water = max(self.high_water, offset + span)
+            listeners = list(self._listeners)
+        weakref.finalize(block, self._release, offset, span, nbytes)
+        for on_alloc, _ in listeners:
+            on_alloc(address, nbytes)
+        return address, block
+
+    def _take(self, span: int) -> int | None:
+        with self._lock:
+            for i, (off, size) in enumerate(self._free):
+                if size >= span:
+                    if size == span:
+                        del self._free[i]
+                    else:
+                        self._free[i] = (off + span, size - span)
+                    return off
+        return None
+
+    def _release(self, offset: int, span: int, nbytes: int) -> None:
+        with self._lock:
+            if offset not in self._used:
+                return
+            del self._used[offset]
+            self.used_bytes -= nbytes
+            i = bisect.bisect(self._free, (offset, 0))
+            start, end = offset, offset + span
+            if i < len(self._free) and self._free[i][0] == end:
+                end += self._free.pop(i)[1]
+            if i > 0 and sum(self._free[i - 1]) == start:
+                start = self._free[i - 1][0]
+                self._free.pop(i - 1)
+                i -= 1
+            self._free.insert(i, (start, end - start))
+            listeners = list(self._listeners)
+        if span >= RELEASE_THRESHOLD:
+            page = 4096
+            lo, hi = _round_up(offset, page), (offset + span) // page * page
+            if hi > lo:
+                _lib().fallocate(self.fd, _FALLOC_PUNCH, lo, hi - lo)
+        for _, on_free in listeners:
+            try:
+                on_free(self.base + offset, nbytes)
+            except Exception:  # a listener must not break freeing
+                pass
+
+    def contains(self, address: int, nbytes: int = 1) -> bool:
+        return self.base + RESERVED <= address and address + nbytes <= self.base + self.size
+
+    def live_blocks(self) -> list[tuple[int, int]]:
+        """``(address, nbytes)`` of every live block."""
+        with self._lock:
+            return [(self.base + off, n) for off, n in self._used.items()]
+
+    def add_listener(self, on_alloc, on_free):
+        entry = (on_alloc, on_free)
+        with self._lock:
+            self._listeners.append(entry)
+
+        def remove():
+            with self._lock:
+                if entry in self._listeners:
+                    self._listeners.remove(entry)
+        return remove
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            # free space below the high-water mark is the "cache" (as in CuPy's pool)
+            top = self.high_water
+            sizes = [min(off + size, top) - off for off, size in self._free if off < top]
+            return {"used_bytes": self.used_bytes,
+                    "total_bytes": top - RESERVED,
+                    "free_blocks": len(sizes),
+                    "largest_free_block": max(sizes, default=0),
+                    "limit": self.limit if self.limit is not None else self.capacity,
+                    "allocations": len(self._used)}
+
+    def reserved_bytes(self) -> int:
+        """Bytes below the high-water mark (in use plus cached)."""
+        return self.high_water - RESERVED
+
+    def empty_cache(self) -> None:
+        """Lower the high-water mark to the end of the last live block and give
+        the pages of every free range back to the host."""
+        gc.collect()  # arrays that are only waiting for the collector
+        with self._lock:
+            ends = [off + _round_up(max(n, 1), ALIGNMENT) + GUARD for off, n in self._used.items()]
+            self.high_water = max(ends, default=RESERVED)
+            free = list(self._free)
+        page = 4096
+        for off, size in free:
+            lo, hi = _round_up(off, page), (off + size) // page * page
+            if hi > lo:
+                _lib().fallocate(self.fd, _FALLOC_PUNCH, lo, hi - lo)
+
+    # -- control page ------------------------------------------------------------
+    def take_printf(self) -> tuple[bytes, int]:
+        """The device ``printf`` output since the last call, and how many bytes
+        did not fit in the buffer; empties the buffer."""
+        head = self.control[8:24].view(np.uint64)
+        written, dropped = int(head[0]), int(head[1])
+        if written == 0 and dropped == 0:
+            return b"", 0
+        text = self.control[PRINTF_OFFSET:PRINTF_OFFSET + min(written, PRINTF_BYTES)].tobytes()
+        head[0] = 0
+        head[1] = 0
+        return text, dropped
+
+    def fault_record(self) -> dict | None:
+        """The fault the worker wrote before it ended, or None."""
+        c = self.control
+        kind = int(c[64:68].view(np.int32)[0])
+        if kind == 0:
+            return None
+        i32 = c[64:120].view(np.int32)
+        rec = {"kind": kind, "signo": int(i32[1]),
+               "block": tuple(int(v) for v in c[80:92].view(np.uint32)) if i32[2] else None,
+               "thread": tuple(int(v) for v in c[92:104].view(np.uint32)) if i32[3] else None,
+               "address": int(c[104:112].view(np.uint64)[0]),
+               "line": int(c[112:116].view(np.int32)[0]) or None,
+               "kernel": _cstr(c[120:248]), "message": _cstr(c[248:1272])}
+        return rec
+
+    def clear_fault(self) -> None:
+        self.control[64:1272] = 0
+
+
+def _map_at_free_hint(fd: int, size: int) -> int:
+    """Map ``fd`` in a region far from the usual heap and library addresses,
+    so that a fresh worker process finds the same addresses free."""
+    global _next_hint
+    lib = _lib()
+    failed = ctypes.c_void_p(-1).value
+    for _ in range(4096):
+        hint = _next_hint
+        _next_hint += _round_up(size, _HINT_STEP) + _HINT_STEP
+        if _next_hint > _HINT_LIMIT:
+            _next_hint = _HINT_ADDRESS
+        addr = lib.mmap(hint, size, _PROT_READ | _PROT_WRITE, _MAP_SHARED, fd, 0)
+        if addr in (None, failed):
+            break
+        if addr == hint:
+            return addr
+        lib.munmap(addr, size)  # the region was taken: try the next one
+    err = ctypes.get_errno()
+    os.close(fd)
+    raise OSError(err, f"cannot map the simulator's device memory ({size:,} bytes): "
+                       f"{os.strerror(err) if err else 'no free address range'}")
+
+
+def _unmap(base: int, size: int, fd: int) -> None:
+    try:
+        _lib().munmap(base, size)
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _cstr(view) -> str:
+    raw = view.tobytes()
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def _round_up(n: int, m: int) -> int:
+    return (n + m - 1) // m * m

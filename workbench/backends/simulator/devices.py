@@ -1,0 +1,78 @@
+"""The virtual devices the simulator can pretend to be.
+
+Figures are those of the real GPUs (CUDA's device attributes), so occupancy
+and the panels make sense on the simulator; every one is marked
+``simulated=True``.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..base import DeviceProperties
+
+KIB, GIB = 1024, 1024 ** 3
+
+_DEVICES = {
+    "H100": dict(name="NVIDIA H100 80GB HBM3", compute_capability=(9, 0), multiprocessors=132,
+                 total_memory=80 * GIB, shared_memory_per_block_optin=227 * KIB,
+                 shared_memory_per_multiprocessor=228 * KIB, max_threads_per_multiprocessor=2048,
+                 max_blocks_per_multiprocessor=32, l2_cache_bytes=50 * 1024 * 1024,
+                 clock_khz=1980000, memory_clock_khz=2619000, memory_bus_width=5120),
+    "A100": dict(name="NVIDIA A100-SXM4-80GB", compute_capability=(8, 0), multiprocessors=108,
+                 total_memory=80 * GIB, shared_memory_per_block_optin=163 * KIB,
+                 shared_memory_per_multiprocessor=164 * KIB, max_threads_per_multiprocessor=2048,
+                 max_blocks_per_multiprocessor=32, l2_cache_bytes=40 * 1024 * 1024,
+                 clock_khz=1410000, memory_clock_khz=1593000, memory_bus_width=5120),
+    "L4": dict(name="NVIDIA L4", compute_capability=(8, 9), multiprocessors=58,
+               total_memory=24 * GIB, shared_memory_per_block_optin=99 * KIB,
+               shared_memory_per_multiprocessor=100 * KIB, max_threads_per_multiprocessor=1536,
+               max_blocks_per_multiprocessor=24, l2_cache_bytes=48 * 1024 * 1024,
+               clock_khz=2040000, memory_clock_khz=6251000, memory_bus_width=192),
+    "RTX 4090": dict(name="NVIDIA GeForce RTX 4090", compute_capability=(8, 9), multiprocessors=128,
+                     total_memory=24 * GIB, shared_memory_per_block_optin=99 * KIB,
+                     shared_memory_per_multiprocessor=100 * KIB, max_threads_per_multiprocessor=1536,
+                     max_blocks_per_multiprocessor=24, l2_cache_bytes=72 * 1024 * 1024,
+                     clock_khz=2520000, memory_clock_khz=10501000, memory_bus_width=384),
+    "T4": dict(name="Tesla T4", compute_capability=(7, 5), multiprocessors=40,
+               total_memory=15 * GIB, shared_memory_per_block_optin=64 * KIB,
+               shared_memory_per_multiprocessor=64 * KIB, max_threads_per_multiprocessor=1024,
+               max_blocks_per_multiprocessor=16, l2_cache_bytes=4 * 1024 * 1024,
+               clock_khz=1590000, memory_clock_khz=5001000, memory_bus_width=256),
+}
+DEFAULT_DEVICE = "H100"
+
+
+def known_devices() -> list[str]:
+    return list(_DEVICES)
+
+
+def virtual_device(device=None, memory_bytes: int | None = None) -> DeviceProperties:
+    """Properties of the simulated device: a name from :func:`known_devices`,
+    a :class:`DeviceProperties`, or a dict of overrides of the default."""
+    if isinstance(device, DeviceProperties):
+        props = dataclasses.replace(device, simulated=True)
+    else:
+        overrides = {}
+        key = DEFAULT_DEVICE
+        if isinstance(device, dict):
+            overrides = dict(device)
+        elif device is not None:
+            key = _lookup(str(device))
+        fields = dict(_DEVICES[key])
+        fields.update(overrides)
+        props = DeviceProperties(index=0, **fields, simulated=True)
+        props.extra = {"simulated": True, "model": key, **props.extra}
+    if memory_bytes is not None:
+        if int(memory_bytes) < 1 << 20:
+            raise ValueError(f"memory_bytes={memory_bytes} is too small; give at least 1 MiB")
+        props = dataclasses.replace(props, total_memory=int(memory_bytes))
+    return props
+
+
+def _lookup(name: str) -> str:
+    norm = name.upper().replace("NVIDIA", "").replace("GEFORCE", "").replace("-", " ").strip()
+    for key in _DEVICES:
+        if norm == key or norm.startswith(key):
+            return key
+    raise ValueError(f"unknown simulated device {name!r}; choose one of {', '.join(_DEVICES)} "
+                     "or pass a dict of DeviceProperties fields")

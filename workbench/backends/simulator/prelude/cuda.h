@@ -1,0 +1,3 @@
+/* The simulator's stand-in for CUDA's cuda.h: everything lives in the prelude. */
+#pragma once
+#include "wbsim_prelude.h"

@@ -1,0 +1,3 @@
+/* The simulator's stand-in for CUDA's math_functions.h: everything lives in the prelude. */
+#pragma once
+#include "wbsim_prelude.h"

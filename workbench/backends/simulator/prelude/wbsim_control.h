@@ -1,0 +1,41 @@
+/* Layout of the control page at the start of the device arena, shared by the
+ * worker and the notebook process (workbench/backends/simulator/worker.py
+ * reads it with the same offsets). */
+#ifndef WBSIM_CONTROL_H
+#define WBSIM_CONTROL_H
+#include <stdint.h>
+
+#define WBSIM_CONTROL_MAGIC 0x57425349u
+#define WBSIM_PRINTF_OFFSET 65536u
+#define WBSIM_PRINTF_BYTES (1u << 20)
+#define WBSIM_ARENA_RESERVED (2u << 20)
+
+enum wbsim_fault_kind {
+    WBSIM_FAULT_NONE = 0, WBSIM_FAULT_SIGNAL, WBSIM_FAULT_TRAP, WBSIM_FAULT_ASSERT,
+    WBSIM_FAULT_DEADLOCK, WBSIM_FAULT_TIMEOUT, WBSIM_FAULT_ASAN, WBSIM_FAULT_ERROR,
+    WBSIM_FAULT_UNSUPPORTED
+};
+
+typedef struct wbsim_fault {          /* offset 64 in the control page */
+    int32_t kind;                     /* 64 */
+    int32_t signo;                    /* 68 */
+    int32_t has_block;                /* 72 */
+    int32_t has_thread;               /* 76 */
+    uint32_t block[3];                /* 80 */
+    uint32_t thread[3];               /* 92 */
+    uint64_t address;                 /* 104 */
+    int32_t line;                     /* 112 */
+    int32_t reserved;                 /* 116 */
+    char kernel[128];                 /* 120 */
+    char message[1024];               /* 248 */
+} wbsim_fault;
+
+typedef struct wbsim_control {
+    uint64_t magic;                   /* 0 */
+    uint64_t printf_len;              /* 8: bytes written (may exceed capacity) */
+    uint64_t printf_dropped;          /* 16 */
+    uint64_t printf_capacity;         /* 24 */
+    uint64_t reserved[4];             /* 32 */
+    wbsim_fault fault;                /* 64 */
+} wbsim_control;
+#endif

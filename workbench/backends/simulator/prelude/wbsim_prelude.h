@@ -1,0 +1,472 @@
+/* The CUDA device API on the CPU: included before every cell the simulator
+ * compiles with g++. Kernel code sees CUDA's keywords, built-in variables,
+ * synchronisation, warp functions, atomics, math and intrinsics; the worker
+ * runtime (native/runtime.cpp) implements the scheduling behind them. */
+#ifndef WBSIM_PRELUDE_H
+#define WBSIM_PRELUDE_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#include <limits.h>
+#include <float.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+#include <time.h>
+#include <assert.h>
+#include <tuple>
+#include <utility>
+#include <type_traits>
+
+#include "wbsim_abi.h"
+
+#define __WBSIM__ 1
+#define __CUDACC__ 1
+#ifndef __CUDA_ARCH__
+#define __CUDA_ARCH__ 900
+#endif
+#define CUDART_VERSION 13000
+#define __CUDACC_VER_MAJOR__ 13
+#define __CUDACC_VER_MINOR__ 0
+
+/* ---- keywords ------------------------------------------------------------ */
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __managed__
+#define __grid_constant__
+/* one block runs on one OS thread from start to end: its shared memory is thread_local */
+#define __shared__ thread_local
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __inline__ inline
+#define __launch_bounds__(...)
+#define __maxnreg__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __builtin_align__(n) __attribute__((aligned(n)))
+#define __cudart_builtin__
+#define __device_builtin__
+#define __CUDA_ALIGN__(n) __attribute__((aligned(n)))
+
+static const int warpSize = 32;
+
+/* ---- printf, assert, trap -------------------------------------------------- */
+#define printf wbsim_printf
+
+static inline __attribute__((noreturn)) void __trap(void) { wbsim_trap("__trap() called"); }
+static inline __attribute__((noreturn)) void __brkpt(void) { wbsim_trap("__brkpt() called"); }
+static inline void __nanosleep(unsigned) { wbsim_yield(); }
+static inline long long clock64(void) { return (long long)wbsim_clock64(); }
+static inline unsigned long long __globaltimer(void) { return wbsim_globaltimer(); }
+static inline void __prof_trigger(int) {}
+
+/* ---- synchronisation ---------------------------------------------------- */
+static inline void __syncthreads(void) { wbsim_barrier(WBSIM_BAR_SYNC, 0); }
+static inline int __syncthreads_count(int p) { return wbsim_barrier(WBSIM_BAR_COUNT, p); }
+static inline int __syncthreads_and(int p) { return wbsim_barrier(WBSIM_BAR_AND, p); }
+static inline int __syncthreads_or(int p) { return wbsim_barrier(WBSIM_BAR_OR, p); }
+static inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+/* ---- warp functions -------------------------------------------------------- */
+static inline wbsim_warp_req __wbsim_req(int op, unsigned mask, int arg, int width) {
+    wbsim_warp_req r;
+    r.op = op; r.mask = mask; r.arg = arg; r.width = width; r.size = 4; r.pred = 0;
+    return r;
+}
+
+template <class T> static inline T __wbsim_shfl(int op, unsigned mask, T var, int arg, int width) {
+    static_assert(sizeof(T) <= 16, "warp shuffles take values of at most 16 bytes");
+    wbsim_warp_req r = __wbsim_req(op, mask, arg, width);
+    r.size = sizeof(T);
+    memcpy(r.val, &var, sizeof(T));
+    wbsim_warp(&r);
+    T out;
+    memcpy(&out, r.out, sizeof(T));
+    return out;
+}
+
+template <class T> static inline T __shfl_sync(unsigned mask, T var, int srcLane, int width = 32) {
+    return __wbsim_shfl(WBSIM_SHFL_IDX, mask, var, srcLane, width);
+}
+template <class T> static inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+    return __wbsim_shfl(WBSIM_SHFL_UP, mask, var, (int)delta, width);
+}
+template <class T> static inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+    return __wbsim_shfl(WBSIM_SHFL_DOWN, mask, var, (int)delta, width);
+}
+template <class T> static inline T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = 32) {
+    return __wbsim_shfl(WBSIM_SHFL_XOR, mask, var, laneMask, width);
+}
+
+static inline unsigned __wbsim_vote(int op, unsigned mask, int pred) {
+    wbsim_warp_req r = __wbsim_req(op, mask, 0, 32);
+    int p = pred != 0;
+    memcpy(r.val, &p, 4);
+    wbsim_warp(&r);
+    unsigned out;
+    memcpy(&out, r.out, 4);
+    return out;
+}
+static inline unsigned __ballot_sync(unsigned mask, int pred) { return __wbsim_vote(WBSIM_BALLOT, mask, pred); }
+static inline int __any_sync(unsigned mask, int pred) { return (int)__wbsim_vote(WBSIM_ANY, mask, pred); }
+static inline int __all_sync(unsigned mask, int pred) { return (int)__wbsim_vote(WBSIM_ALL, mask, pred); }
+static inline int __uni_sync(unsigned mask, int pred) {
+    unsigned b = __ballot_sync(mask, pred);
+    return b == 0 || b == (mask & wbsim_activemask());
+}
+/* The lanes that reach this point together: the warp's live lanes, less those
+ * that wait at a barrier or returned. */
+static inline unsigned __activemask(void) { return __wbsim_vote(WBSIM_ACTIVEMASK, 0xffffffffu, 0); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { __wbsim_vote(WBSIM_SYNCWARP, mask, 0); }
+
+template <class T> static inline unsigned __match_any_sync(unsigned mask, T value) {
+    wbsim_warp_req r = __wbsim_req(WBSIM_MATCH_ANY, mask, 0, 32);
+    r.size = sizeof(T);
+    memcpy(r.val, &value, sizeof(T));
+    wbsim_warp(&r);
+    unsigned out; memcpy(&out, r.out, 4); return out;
+}
+template <class T> static inline unsigned __match_all_sync(unsigned mask, T value, int* pred) {
+    wbsim_warp_req r = __wbsim_req(WBSIM_MATCH_ALL, mask, 0, 32);
+    r.size = sizeof(T);
+    memcpy(r.val, &value, sizeof(T));
+    wbsim_warp(&r);
+    *pred = (int)r.pred;
+    unsigned out; memcpy(&out, r.out, 4); return out;
+}
+
+#define WBSIM_REDUCE(NAME, OP, T) \
+    static inline T NAME(unsigned mask, T value) { \
+        wbsim_warp_req r = __wbsim_req(OP, mask, 0, 32); memcpy(r.val, &value, 4); \
+        wbsim_warp(&r); T out; memcpy(&out, r.out, 4); return out; }
+WBSIM_REDUCE(__reduce_add_sync, WBSIM_REDUCE_ADD, unsigned)
+WBSIM_REDUCE(__reduce_add_sync, WBSIM_REDUCE_ADD, int)
+WBSIM_REDUCE(__reduce_min_sync, WBSIM_REDUCE_MIN_U, unsigned)
+WBSIM_REDUCE(__reduce_min_sync, WBSIM_REDUCE_MIN_I, int)
+WBSIM_REDUCE(__reduce_max_sync, WBSIM_REDUCE_MAX_U, unsigned)
+WBSIM_REDUCE(__reduce_max_sync, WBSIM_REDUCE_MAX_I, int)
+WBSIM_REDUCE(__reduce_and_sync, WBSIM_REDUCE_AND, unsigned)
+WBSIM_REDUCE(__reduce_or_sync, WBSIM_REDUCE_OR, unsigned)
+WBSIM_REDUCE(__reduce_xor_sync, WBSIM_REDUCE_XOR, unsigned)
+#undef WBSIM_REDUCE
+
+/* ---- atomics (real atomics: blocks run on several OS threads) ------------- */
+#define WBSIM_ATOMIC_INT(T) \
+    static inline T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); } \
+    static inline T atomicSub(T* p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); } \
+    static inline T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); } \
+    static inline T atomicAnd(T* p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); } \
+    static inline T atomicOr(T* p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); } \
+    static inline T atomicXor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); } \
+    static inline T atomicCAS(T* p, T expected, T desired) { \
+        __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED); \
+        return expected; } \
+    static inline T atomicMin(T* p, T v) { \
+        T old = __atomic_load_n(p, __ATOMIC_RELAXED); \
+        while (v < old && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} \
+        return old; } \
+    static inline T atomicMax(T* p, T v) { \
+        T old = __atomic_load_n(p, __ATOMIC_RELAXED); \
+        while (v > old && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} \
+        return old; }
+WBSIM_ATOMIC_INT(int)
+WBSIM_ATOMIC_INT(unsigned int)
+WBSIM_ATOMIC_INT(long)
+WBSIM_ATOMIC_INT(unsigned long)
+WBSIM_ATOMIC_INT(long long)
+WBSIM_ATOMIC_INT(unsigned long long)
+#undef WBSIM_ATOMIC_INT
+
+static inline unsigned short atomicCAS(unsigned short* p, unsigned short expected, unsigned short desired) {
+    __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return expected;
+}
+
+static inline unsigned atomicInc(unsigned* p, unsigned limit) {
+    unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED), next;
+    do { next = old >= limit ? 0u : old + 1u; }
+    while (!__atomic_compare_exchange_n(p, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    return old;
+}
+static inline unsigned atomicDec(unsigned* p, unsigned limit) {
+    unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED), next;
+    do { next = (old == 0u || old > limit) ? limit : old - 1u; }
+    while (!__atomic_compare_exchange_n(p, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    return old;
+}
+
+template <class F, class U, class Op> static inline F __wbsim_atomic_float(F* p, Op op) {
+    static_assert(sizeof(F) == sizeof(U), "size");
+    U* q = reinterpret_cast<U*>(p);
+    U old = __atomic_load_n(q, __ATOMIC_RELAXED), next;
+    F f;
+    do {
+        memcpy(&f, &old, sizeof f);
+        F n = op(f);
+        memcpy(&next, &n, sizeof n);
+    } while (!__atomic_compare_exchange_n(q, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    return f;
+}
+static inline float atomicAdd(float* p, float v) {
+    return __wbsim_atomic_float<float, uint32_t>(p, [v](float a) { return a + v; });
+}
+static inline double atomicAdd(double* p, double v) {
+    return __wbsim_atomic_float<double, uint64_t>(p, [v](double a) { return a + v; });
+}
+static inline float atomicExch(float* p, float v) {
+    return __wbsim_atomic_float<float, uint32_t>(p, [v](float) { return v; });
+}
+static inline float atomicMin(float* p, float v) {
+    return __wbsim_atomic_float<float, uint32_t>(p, [v](float a) { return fminf(a, v); });
+}
+static inline float atomicMax(float* p, float v) {
+    return __wbsim_atomic_float<float, uint32_t>(p, [v](float a) { return fmaxf(a, v); });
+}
+static inline double atomicMin(double* p, double v) {
+    return __wbsim_atomic_float<double, uint64_t>(p, [v](double a) { return fmin(a, v); });
+}
+static inline double atomicMax(double* p, double v) {
+    return __wbsim_atomic_float<double, uint64_t>(p, [v](double a) { return fmax(a, v); });
+}
+#define WBSIM_SCOPED_ATOMIC(NAME) \
+    template <class... A> static inline auto NAME##_block(A... a) -> decltype(NAME(a...)) { return NAME(a...); } \
+    template <class... A> static inline auto NAME##_system(A... a) -> decltype(NAME(a...)) { return NAME(a...); }
+WBSIM_SCOPED_ATOMIC(atomicAdd) WBSIM_SCOPED_ATOMIC(atomicSub) WBSIM_SCOPED_ATOMIC(atomicExch)
+WBSIM_SCOPED_ATOMIC(atomicMin) WBSIM_SCOPED_ATOMIC(atomicMax) WBSIM_SCOPED_ATOMIC(atomicInc)
+WBSIM_SCOPED_ATOMIC(atomicDec) WBSIM_SCOPED_ATOMIC(atomicCAS) WBSIM_SCOPED_ATOMIC(atomicAnd)
+WBSIM_SCOPED_ATOMIC(atomicOr) WBSIM_SCOPED_ATOMIC(atomicXor)
+#undef WBSIM_SCOPED_ATOMIC
+
+/* ---- loads and stores with cache hints -------------------------------------- */
+template <class T> static inline T __ldg(const T* p) { return *p; }
+template <class T> static inline T __ldcg(const T* p) { return *p; }
+template <class T> static inline T __ldca(const T* p) { return *p; }
+template <class T> static inline T __ldcs(const T* p) { return *p; }
+template <class T> static inline T __ldlu(const T* p) { return *p; }
+template <class T> static inline T __ldcv(const T* p) { return *p; }
+template <class T> static inline void __stcg(T* p, T v) { *p = v; }
+template <class T> static inline void __stcs(T* p, T v) { *p = v; }
+template <class T> static inline void __stwb(T* p, T v) { *p = v; }
+template <class T> static inline void __stwt(T* p, T v) { *p = v; }
+static inline unsigned __isGlobal(const void*) { return 1; }
+static inline unsigned __isShared(const void*) { return 0; }
+static inline unsigned __isConstant(const void*) { return 0; }
+static inline unsigned __isLocal(const void*) { return 0; }
+
+/* ---- min / max ----------------------------------------------------------- */
+template <class A, class B>
+static inline typename std::enable_if<std::is_arithmetic<A>::value && std::is_arithmetic<B>::value,
+                                      typename std::common_type<A, B>::type>::type
+min(A a, B b) { typedef typename std::common_type<A, B>::type C; return (C)b < (C)a ? (C)b : (C)a; }
+template <class A, class B>
+static inline typename std::enable_if<std::is_arithmetic<A>::value && std::is_arithmetic<B>::value,
+                                      typename std::common_type<A, B>::type>::type
+max(A a, B b) { typedef typename std::common_type<A, B>::type C; return (C)a < (C)b ? (C)b : (C)a; }
+static inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline long long llmin(long long a, long long b) { return a < b ? a : b; }
+static inline long long llmax(long long a, long long b) { return a > b ? a : b; }
+static inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+
+/* ---- math functions and fast intrinsics ------------------------------------ */
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
+static inline double rcbrt(double x) { return 1.0 / cbrt(x); }
+static inline float sinpif(float x) { return sinf((float)M_PI * x); }
+static inline float cospif(float x) { return cosf((float)M_PI * x); }
+static inline double sinpi(double x) { return sin(M_PI * x); }
+static inline double cospi(double x) { return cos(M_PI * x); }
+static inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
+static inline void sincospi(double x, double* s, double* c) { *s = sinpi(x); *c = cospi(x); }
+static inline float normcdff(float x) { return 0.5f * erfcf(-x * (float)M_SQRT1_2); }
+static inline double normcdf(double x) { return 0.5 * erfc(-x * M_SQRT1_2); }
+static inline float rhypotf(float x, float y) { return 1.0f / hypotf(x, y); }
+static inline double rhypot(double x, double y) { return 1.0 / hypot(x, y); }
+static inline float norm3df(float a, float b, float c) { return sqrtf(a * a + b * b + c * c); }
+static inline float rnorm3df(float a, float b, float c) { return 1.0f / norm3df(a, b, c); }
+static inline float norm4df(float a, float b, float c, float d) { return sqrtf(a * a + b * b + c * c + d * d); }
+static inline float rnorm4df(float a, float b, float c, float d) { return 1.0f / norm4df(a, b, c, d); }
+static inline double norm3d(double a, double b, double c) { return sqrt(a * a + b * b + c * c); }
+static inline float fdividef(float a, float b) { return a / b; }
+static inline float __fdividef(float a, float b) { return a / b; }
+/* glibc declares these names itself: macros keep CUDA's meaning */
+#define __expf(x) expf(x)
+#define __exp10f(x) exp10f(x)
+#define __logf(x) logf(x)
+#define __log2f(x) log2f(x)
+#define __log10f(x) log10f(x)
+#define __sinf(x) sinf(x)
+#define __cosf(x) cosf(x)
+#define __tanf(x) tanf(x)
+#define __sincosf(x, s, c) sincosf((x), (s), (c))
+#define __powf(x, y) powf((x), (y))
+#define __finitef(x) isfinite(x)
+#define __isinff(x) isinf(x)
+#define __isnanf(x) isnan(x)
+static inline float __saturatef(float x) { return x != x ? 0.0f : (x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x)); }
+static inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+static inline float __frcp_rn(float x) { return 1.0f / x; }
+static inline float __fsqrt_rn(float x) { return sqrtf(x); }
+static inline double __drcp_rn(double x) { return 1.0 / x; }
+static inline double __dsqrt_rn(double x) { return sqrt(x); }
+#define WBSIM_ROUNDED(R) \
+    static inline float __fadd_##R(float a, float b) { return a + b; } \
+    static inline float __fsub_##R(float a, float b) { return a - b; } \
+    static inline float __fmul_##R(float a, float b) { return a * b; } \
+    static inline float __fdiv_##R(float a, float b) { return a / b; } \
+    static inline float __fmaf_##R(float a, float b, float c) { return fmaf(a, b, c); } \
+    static inline double __dadd_##R(double a, double b) { return a + b; } \
+    static inline double __dsub_##R(double a, double b) { return a - b; } \
+    static inline double __dmul_##R(double a, double b) { return a * b; } \
+    static inline double __ddiv_##R(double a, double b) { return a / b; } \
+    static inline double __fma_##R(double a, double b, double c) { return fma(a, b, c); }
+WBSIM_ROUNDED(rn) WBSIM_ROUNDED(rz) WBSIM_ROUNDED(ru) WBSIM_ROUNDED(rd)
+#undef WBSIM_ROUNDED
+static inline float __fmaf_ieee_rn(float a, float b, float c) { return fmaf(a, b, c); }
+
+/* conversions and reinterpretations */
+static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+static inline int __float2int_rz(float x) { return (int)x; }
+static inline int __float2int_ru(float x) { return (int)ceilf(x); }
+static inline int __float2int_rd(float x) { return (int)floorf(x); }
+static inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
+static inline unsigned __float2uint_rz(float x) { return (unsigned)x; }
+static inline unsigned __float2uint_ru(float x) { return (unsigned)ceilf(x); }
+static inline unsigned __float2uint_rd(float x) { return (unsigned)floorf(x); }
+static inline long long __float2ll_rn(float x) { return (long long)nearbyintf(x); }
+static inline long long __float2ll_rz(float x) { return (long long)x; }
+static inline int __double2int_rn(double x) { return (int)nearbyint(x); }
+static inline int __double2int_rz(double x) { return (int)x; }
+static inline long long __double2ll_rn(double x) { return (long long)nearbyint(x); }
+static inline float __double2float_rn(double x) { return (float)x; }
+static inline float __double2float_rz(double x) { return (float)x; }
+static inline float __int2float_rn(int x) { return (float)x; }
+static inline float __uint2float_rn(unsigned x) { return (float)x; }
+static inline float __ll2float_rn(long long x) { return (float)x; }
+static inline double __int2double_rn(int x) { return (double)x; }
+static inline double __ll2double_rn(long long x) { return (double)x; }
+static inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
+static inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, 4); return i; }
+static inline float __int_as_float(int i) { float x; memcpy(&x, &i, 4); return x; }
+static inline float __uint_as_float(unsigned i) { float x; memcpy(&x, &i, 4); return x; }
+static inline long long __double_as_longlong(double x) { long long i; memcpy(&i, &x, 8); return i; }
+static inline double __longlong_as_double(long long i) { double x; memcpy(&x, &i, 8); return x; }
+static inline int __double2hiint(double x) { return (int)(__double_as_longlong(x) >> 32); }
+static inline int __double2loint(double x) { return (int)(__double_as_longlong(x) & 0xffffffff); }
+static inline double __hiloint2double(int hi, int lo) {
+    return __longlong_as_double((long long)(((unsigned long long)(unsigned)hi << 32) | (unsigned)lo));
+}
+
+/* integer intrinsics */
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline unsigned __brev(unsigned x) {
+    x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+    x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+    x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4);
+    return __builtin_bswap32(x);
+}
+static inline unsigned long long __brevll(unsigned long long x) {
+    return ((unsigned long long)__brev((unsigned)x) << 32) | __brev((unsigned)(x >> 32));
+}
+static inline int __mul24(int a, int b) { return (int)(((long long)(a << 8 >> 8)) * (long long)(b << 8 >> 8)); }
+static inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xffffffu) * (b & 0xffffffu); }
+static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+static inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+static inline unsigned __sad(int a, int b, unsigned c) { return c + (unsigned)(a > b ? a - b : b - a); }
+static inline unsigned __usad(unsigned a, unsigned b, unsigned c) { return c + (a > b ? a - b : b - a); }
+static inline int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
+static inline int __rhadd(int a, int b) { return (int)(((long long)a + b + 1) >> 1); }
+static inline unsigned __uhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b) >> 1); }
+static inline unsigned __urhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b + 1) >> 1); }
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    unsigned long long v = ((unsigned long long)y << 32) | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+    return r;
+}
+static inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned sh) {
+    unsigned long long v = ((unsigned long long)hi << 32) | lo; return (unsigned)((v << (sh & 31)) >> 32);
+}
+static inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned sh) {
+    unsigned long long v = ((unsigned long long)hi << 32) | lo; return (unsigned)((v << (sh > 32 ? 32 : sh)) >> 32);
+}
+static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned sh) {
+    unsigned long long v = ((unsigned long long)hi << 32) | lo; return (unsigned)(v >> (sh & 31));
+}
+static inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned sh) {
+    unsigned long long v = ((unsigned long long)hi << 32) | lo; return (unsigned)(v >> (sh > 32 ? 32 : sh));
+}
+static inline int __dp4a(int a, int b, int c) {
+    for (int i = 0; i < 4; ++i) c += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
+    return c;
+}
+static inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
+    for (int i = 0; i < 4; ++i) c += ((a >> (8 * i)) & 0xff) * ((b >> (8 * i)) & 0xff);
+    return c;
+}
+
+/* ---- kernel launchers (used by the code the simulator appends) ------------- */
+template <auto F, class Tuple, size_t... I>
+static inline __attribute__((always_inline)) void __wbsim_call(Tuple& t, std::index_sequence<I...>) {
+    F(std::get<I>(t)...);
+}
+
+template <auto F, class... A> struct __wbsim_kernel_impl {
+    typedef std::tuple<A...> Tuple;
+    static void run_thread(void* p) {
+        __wbsim_call<F>(*static_cast<Tuple*>(p), std::index_sequence_for<A...>{});
+    }
+    static void run_block(void* p) {
+        Tuple& t = *static_cast<Tuple*>(p);
+        const unsigned bx = blockDim.x, by = blockDim.y, bz = blockDim.z;
+        for (unsigned z = 0; z < bz; ++z)
+            for (unsigned y = 0; y < by; ++y)
+                for (unsigned x = 0; x < bx; ++x) {
+                    threadIdx.x = x; threadIdx.y = y; threadIdx.z = z;
+                    __wbsim_call<F>(t, std::index_sequence_for<A...>{});
+                    if (__builtin_expect(__wbsim_fiber_mode, 0)) { wbsim_finish_block(); return; }
+                }
+    }
+    template <size_t... I> static Tuple unpack(const wbsim_launch* L, std::index_sequence<I...>) {
+        return Tuple(*reinterpret_cast<A*>(L->argv[I])...);
+    }
+    static int launch(const wbsim_launch* L, const char* name) {
+        static const size_t sizes[] = {sizeof(A)..., 0};
+        if (L->nargs != sizeof...(A)) {
+            snprintf(L->error, L->error_size, "kernel %s takes %zu arguments, the launch gave %u",
+                     name, sizeof...(A), L->nargs);
+            return 1;
+        }
+        for (unsigned i = 0; i < L->nargs; ++i)
+            if (L->argsize[i] != sizes[i]) {
+                snprintf(L->error, L->error_size,
+                         "argument %u of kernel %s is %zu bytes, the launch passed %u bytes",
+                         i + 1, name, sizes[i], L->argsize[i]);
+                return 1;
+            }
+        Tuple t = unpack(L, std::index_sequence_for<A...>{});
+        wbsim_kernel k = {name, &run_block, &run_thread, &t};
+        return wbsim_run_grid(&k, L->grid, L->block, L->shared_bytes);
+    }
+};
+
+template <auto F, class... A> static int __wbsim_launch(void (*)(A...), const wbsim_launch* L, const char* name) {
+    return __wbsim_kernel_impl<F, A...>::launch(L, name);
+}
+
+#endif

@@ -1,0 +1,209 @@
+"""The worker process that runs kernels, seen from the notebook side.
+
+The worker is the executable built from ``native/runtime.cpp``, started with
+``subprocess`` (never a fork of the notebook's kernel). It maps the device
+arena at the notebook's address, loads kernel libraries and runs launches;
+one request and one reply on a pipe per launch. When it dies (a fault, a
+time limit) the control page says why: :meth:`Worker.request` raises
+:class:`WorkerDied` with that record, and the next request starts a new
+worker. Device memory lives in the arena and survives.
+"""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import struct
+import subprocess
+import tempfile
+import time
+
+OP_LOAD, OP_LAUNCH, OP_SYMBOL_WRITE, OP_SYMBOL_READ, OP_PING = 1, 2, 3, 4, 5
+ABI_VERSION = 3
+#: Seconds the notebook waits past the worker's own time limit before killing it.
+GRACE_SECONDS = 5.0
+
+
+class WorkerDied(Exception):
+    """The worker ended during a request; ``record`` is its fault record
+    (None when it left none), ``log`` the tail of its stderr."""
+
+    def __init__(self, record, returncode, log: str, timed_out: bool = False):
+        self.record = record
+        self.returncode = returncode
+        self.log = log
+        self.timed_out = timed_out
+        super().__init__(f"simulator worker ended (exit status {returncode})")
+
+
+class WorkerError(Exception):
+    """The worker refused a request (bad library, bad arguments...)."""
+
+
+class Worker:
+    """One worker process (started lazily, restarted after it dies)."""
+
+    def __init__(self, arena, executable_factory, *, threads: int = 0, env: dict | None = None):
+        self._arena = arena
+        self._executable_factory = executable_factory
+        self._threads = threads
+        self._env = env or {}
+        self._proc: subprocess.Popen | None = None
+        self._rfd = self._wfd = -1
+        self._log_path: str | None = None
+        self.libraries: dict[str, int] = {}   # library path -> handle in this worker
+        self.starts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> None:
+        exe = str(self._executable_factory())
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        fd, self._log_path = tempfile.mkstemp(prefix="wbsim-worker-", suffix=".log")
+        env = dict(os.environ)
+        env.update(self._env)
+        arena = self._arena
+        try:
+            self._proc = subprocess.Popen(
+                [exe, str(arena.fd), hex(arena.base), str(arena.size), str(req_r), str(rep_w),
+                 str(self._threads)],
+                pass_fds=(arena.fd, req_r, rep_w), stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+                env=env, start_new_session=True)
+        finally:
+            os.close(fd)
+            os.close(req_r)
+            os.close(rep_w)
+        self._wfd, self._rfd = req_w, rep_r
+        self.libraries = {}
+        self.starts += 1
+        status, payload = self._read_reply(timeout=30.0)
+        if status != 0:
+            self.stop()
+            raise RuntimeError(f"the simulator's worker could not start: {payload.decode(errors='replace')}")
+        version, self.threads = struct.unpack("<II", payload[:8])
+        if version != ABI_VERSION:
+            self.stop()
+            raise RuntimeError(f"simulator worker speaks ABI {version}, expected {ABI_VERSION}")
+
+    def stop(self) -> None:
+        """End the worker (if running) and forget its libraries."""
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                try:
+                    self._proc.kill()
+                except ProcessLookupError:
+                    pass
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        for fd in (self._rfd, self._wfd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._rfd = self._wfd = -1
+        self._proc = None
+        self.libraries = {}
+        if self._log_path and os.path.exists(self._log_path):
+            try:
+                os.unlink(self._log_path)
+            except OSError:
+                pass
+        self._log_path = None
+
+    # -- requests ----------------------------------------------------------------
+    def request(self, op: int, payload: bytes, timeout: float | None = None) -> bytes:
+        """Send a request and return the reply's payload.
+
+        Raises :class:`WorkerError` when the worker refuses it and
+        :class:`WorkerDied` when the worker ends (it is restarted on the
+        next request).
+        """
+        if not self.alive:
+            if self._proc is not None:
+                self.stop()
+            self.start()
+        msg = struct.pack("<II", op, len(payload)) + payload
+        try:
+            _write_all(self._wfd, msg)
+        except (BrokenPipeError, OSError):
+            self._died(False)
+        status, data = self._read_reply(timeout)
+        if status != 0:
+            raise WorkerError(data.decode("utf-8", "replace"))
+        return data
+
+    def load(self, path: str) -> int:
+        handle = self.libraries.get(path)
+        if handle is None:
+            data = self.request(OP_LOAD, _str(path))
+            handle = struct.unpack("<I", data)[0]
+            self.libraries[path] = handle
+        return handle
+
+    def _read_reply(self, timeout: float | None) -> tuple[int, bytes]:
+        deadline = None if timeout is None else time.monotonic() + timeout + GRACE_SECONDS
+        head = self._read_exact(8, deadline)
+        status, length = struct.unpack("<iI", head)
+        data = self._read_exact(length, deadline) if length else b""
+        return status, data
+
+    def _read_exact(self, n: int, deadline: float | None) -> bytes:
+        chunks = []
+        while n:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self._rfd], [], [], wait)
+            if not ready:
+                self._died(True)
+            chunk = os.read(self._rfd, n)
+            if not chunk:
+                self._died(False)
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def _died(self, timed_out: bool):
+        proc = self._proc
+        if timed_out and proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        returncode = proc.wait() if proc is not None else None
+        log = self.log_tail()
+        record = self._arena.fault_record()
+        self.stop()
+        raise WorkerDied(record, returncode, log, timed_out)
+
+    def log_tail(self, limit: int = 20000) -> str:
+        if not self._log_path or not os.path.exists(self._log_path):
+            return ""
+        with open(self._log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            return f.read().decode("utf-8", "replace")
+
+    def __del__(self):
+        try:
+            self.stop()
+        except Exception:
+            pass
+
+
+def _str(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack("<I", len(b)) + b
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]

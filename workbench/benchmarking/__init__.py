@@ -1,0 +1,14 @@
+"""Benchmarks: accurate kernel timings, sweeps, rates against measured
+ceilings, plots and reports.
+
+The public functions are reached through the top-level package::
+
+    import workbench as wb
+    r = wb.bench(kernel, x, y, n, grid=..., block=...)
+    table = wb.sweep(fn, sizes=[2**k for k in range(10, 24)], setup=...)
+
+Modules: :mod:`.timer` (``bench``, ``BenchResult``), :mod:`.sweep`,
+:mod:`.compare`, :mod:`.ceilings`, :mod:`.report`, :mod:`.plots`
+(matplotlib, imported only when a plot is drawn) and :mod:`.history` (the
+session's results).
+"""

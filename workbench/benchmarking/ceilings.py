@@ -1,0 +1,273 @@
+"""``wb.ceilings()``: the device's measured bandwidth and compute ceilings.
+
+Measured by the workbench, not taken from a datasheet: a large
+device-to-device copy (bytes read plus bytes written per second), an
+FMA-bound CUDA C++ kernel, and the array library's best GEMM (cuBLAS through
+CuPy on a GPU). Measured once per device and cached on disk, in
+``$WORKBENCH_CACHE_DIR`` or ``~/.cache/cuda-workbench``. On the simulator the
+same things run on the CPU and the ceilings are labelled simulated.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Bump when the way ceilings are measured changes (old cache entries are ignored).
+CEILINGS_SCHEMA = "workbench.ceilings/1"
+
+_FMA_SOURCE = r"""
+extern "C" __global__ void workbench_fma_peak(float* out, int iterations, float a, float b)
+{
+    // Eight independent FMA chains per thread keep the pipelines full;
+    // the sum is stored so that the compiler cannot drop the work.
+    float x0 = threadIdx.x * 1e-7f, x1 = x0 + 0.1f, x2 = x0 + 0.2f, x3 = x0 + 0.3f;
+    float x4 = x0 + 0.4f, x5 = x0 + 0.5f, x6 = x0 + 0.6f, x7 = x0 + 0.7f;
+    #pragma unroll 8
+    for (int i = 0; i < iterations; ++i) {
+        x0 = fmaf(x0, a, b); x1 = fmaf(x1, a, b); x2 = fmaf(x2, a, b); x3 = fmaf(x3, a, b);
+        x4 = fmaf(x4, a, b); x5 = fmaf(x5, a, b); x6 = fmaf(x6, a, b); x7 = fmaf(x7, a, b);
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
+}
+"""
+_FMA_CHAINS = 8
+
+#: Problem sizes: (GPU, simulator).
+_COPY_BYTES = (2**30, 64 * 2**20)
+_FMA_BLOCKS_PER_SM = (8, None)       # simulator: a fixed small grid below
+_FMA_ITERATIONS = (16384, 2048)
+_GEMM_N = (8192, 512)
+_GEMM_DTYPES = (("float32", "float16"), ("float32",))
+
+_memory_cache: dict[str, "Ceilings"] = {}
+
+
+@dataclass(eq=False)
+class Ceilings:
+    """Measured ceilings of one device.
+
+    ``copy_gbps``: device-to-device copy, GB/s counting bytes read and
+    written. ``fma_gflops``: float32 FMA-bound kernel, GFLOP/s (an FMA counts
+    as 2). ``gemm_gflops``: best matrix multiply per dtype, GFLOP/s.
+    """
+
+    device: str
+    backend: str
+    simulated: bool
+    copy_gbps: float
+    fma_gflops: float | None
+    gemm_gflops: dict[str, float] = field(default_factory=dict)
+    measured: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def compute_gflops(self) -> float | None:
+        """The float32 compute ceiling: the better of the FMA kernel and the
+        float32 GEMM (what a hand-written float32 kernel can hope for)."""
+        values = [v for v in (self.fma_gflops, self.gemm_gflops.get("float32")) if v]
+        return max(values) if values else None
+
+    @property
+    def ridge_point(self) -> float | None:
+        """Arithmetic intensity (FLOP/byte) where the roofline bends."""
+        if not self.compute_gflops or not self.copy_gbps:
+            return None
+        return self.compute_gflops / self.copy_gbps
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": CEILINGS_SCHEMA, "device": self.device, "backend": self.backend,
+                "simulated": self.simulated, "copy_gbps": self.copy_gbps,
+                "fma_gflops": self.fma_gflops, "gemm_gflops": dict(self.gemm_gflops),
+                "measured": self.measured, "versions": dict(self.versions),
+                "details": dict(self.details)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Ceilings":
+        return cls(device=d["device"], backend=d["backend"], simulated=bool(d["simulated"]),
+                   copy_gbps=float(d["copy_gbps"]), fma_gflops=d.get("fma_gflops"),
+                   gemm_gflops={k: float(v) for k, v in d.get("gemm_gflops", {}).items()},
+                   measured=d.get("measured", ""), versions=dict(d.get("versions", {})),
+                   details=dict(d.get("details", {})))
+
+    def rows(self) -> list[tuple[str, float | None, str]]:
+        out = [("copy bandwidth (read + write)", self.copy_gbps, "GB/s"),
+               ("float32 FMA kernel", self.fma_gflops, "GFLOP/s")]
+        out += [(f"GEMM {dtype}", v, "GFLOP/s") for dtype, v in self.gemm_gflops.items()]
+        return out
+
+    def to_pandas(self):
+        import pandas as pd
+        return pd.DataFrame(self.rows(), columns=["ceiling", "value", "unit"])
+
+    def __str__(self) -> str:
+        label = " [simulated: measured on the CPU]" if self.simulated else ""
+        lines = [f"Ceilings of {self.device} ({self.backend}){label}"]
+        for what, value, unit in self.rows():
+            lines.append(f"  {what:<30} {'N/A' if value is None else f'{value:,.1f}'} {unit}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Ceilings {self.device}: copy {self.copy_gbps:.4g} GB/s, compute " \
+               f"{self.compute_gflops or float('nan'):.4g} GFLOP/s{' (simulated)' if self.simulated else ''}>"
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(str(self))
+
+    def _repr_html_(self) -> str:
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(w)}</th><td style='text-align:right'>"
+                       f"{'N/A' if v is None else f'{v:,.1f}'}</td><td>{u}</td></tr>"
+                       for w, v, u in self.rows())
+        note = ("<div style='color:#a15c00'><b>simulated: measured on the CPU</b></div>"
+                if self.simulated else "")
+        return (f"<div><b>Ceilings of {html.escape(self.device)}</b> "
+                f"<span style='color:gray'>({html.escape(self.backend)}, measured "
+                f"{html.escape(self.measured)})</span>{note}<table>{body}</table></div>")
+
+
+def cache_dir() -> Path:
+    """Where measured ceilings are kept: ``$WORKBENCH_CACHE_DIR`` or
+    ``~/.cache/cuda-workbench``."""
+    env = os.environ.get("WORKBENCH_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "cuda-workbench"
+
+
+def ceilings(*, refresh: bool = False, cache: bool = True) -> Ceilings:
+    """The active device's measured ceilings.
+
+    Measured on first use (a few seconds) and cached per device on disk;
+    ``refresh=True`` measures again, ``cache=False`` neither reads nor
+    writes the cache.
+    """
+    from ..core.session import backend as active_backend
+    if cache and not refresh:
+        found = cached()
+        if found is not None:
+            return found
+    b = active_backend()
+    key = _device_key(b)
+    path = cache_dir() / "ceilings.json"
+    memo_key = f"{path}|{key}"
+    measured = measure(b)
+    if cache:
+        _memory_cache[memo_key] = measured
+        _write_cache(path, key, measured)
+    return measured
+
+
+def cached() -> Ceilings | None:
+    """The active device's ceilings if they were measured before (in this
+    session or cached on disk), without measuring."""
+    from ..core.session import backend as active_backend
+    b = active_backend()
+    key = _device_key(b)
+    path = cache_dir() / "ceilings.json"
+    memo_key = f"{path}|{key}"
+    found = _memory_cache.get(memo_key) or _read_cache(path, key)
+    if found is not None:
+        _memory_cache[memo_key] = found
+    return found
+
+
+def measure(b) -> Ceilings:
+    """Measure the ceilings of backend ``b``'s current device now (no cache)."""
+    from .timer import bench
+    simulated = bool(b.simulated)
+    pick = 1 if simulated else 0
+    xp = b.xp
+    props = b.device_properties()
+    opts = dict(record=False, max_time=0.2, min_repeat=3, warmup=1, warmup_time=0.01)
+
+    copy_bytes = _COPY_BYTES[pick]
+    try:
+        free, _ = b.memory_info()
+        copy_bytes = min(copy_bytes, max(free // 4, 2**20))
+    except Exception:
+        pass
+    n = copy_bytes // 4
+    src = xp.arange(n, dtype=np.float32)
+    dst = xp.empty_like(src)
+    copy = bench(xp.copyto, dst, src, name="copy", bytes=2 * n * 4, **opts)
+    del src, dst
+
+    fma_gflops, fma_details = _measure_fma(b, props, pick, opts)
+
+    gemm: dict[str, float] = {}
+    size = _GEMM_N[pick]
+    rng = np.random.default_rng(0)
+    for dtype in _GEMM_DTYPES[pick]:
+        a = b.to_device(rng.standard_normal((size, size)).astype(dtype))
+        c = b.to_device(rng.standard_normal((size, size)).astype(dtype))
+        out = xp.empty((size, size), dtype=dtype)
+        r = bench(xp.matmul, a, c, out=out, name=f"gemm {dtype}", flops=2 * size**3, **opts)
+        gemm[dtype] = r.gflops
+        del a, c, out
+
+    try:
+        versions = {k: str(v) for k, v in b.versions().items()}
+    except Exception:
+        versions = {}
+    return Ceilings(device=props.name, backend=b.name, simulated=simulated,
+                    copy_gbps=copy.gbps, fma_gflops=fma_gflops, gemm_gflops=gemm,
+                    measured=_dt.datetime.now().isoformat(timespec="seconds"),
+                    versions=versions,
+                    details={"copy_bytes": 2 * n * 4, "gemm_n": size, **fma_details})
+
+
+def _measure_fma(b, props, pick: int, opts) -> tuple[float | None, dict]:
+    from ..core.compiler import compile as wb_compile
+    from .timer import bench
+    module = wb_compile(_FMA_SOURCE, name="workbench-ceilings")
+    kernel = module["workbench_fma_peak"]
+    block = 256
+    if _FMA_BLOCKS_PER_SM[pick] is None:
+        blocks = 4
+    else:
+        blocks = props.multiprocessors * _FMA_BLOCKS_PER_SM[pick]
+    iterations = _FMA_ITERATIONS[pick]
+    out = b.allocate((blocks * block,), np.float32)
+    flops = 2 * _FMA_CHAINS * iterations * blocks * block
+    r = bench(kernel, out, iterations, 0.999999, 1e-6, grid=blocks, block=block,
+              name="fma", flops=flops, **opts)
+    return r.gflops, {"fma_grid": blocks, "fma_block": block, "fma_iterations": iterations}
+
+
+def _device_key(b) -> str:
+    props = b.device_properties()
+    try:
+        driver = b.versions().get("driver", "")
+    except Exception:
+        driver = ""
+    major, minor = props.compute_capability
+    raw = f"{CEILINGS_SCHEMA}|{b.name}|{props.name}|sm_{major}{minor}|driver {driver}"
+    return re.sub(r"\s+", " ", raw)
+
+
+def _read_cache(path: Path, key: str) -> Ceilings | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Ceilings.from_dict(data[key])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_cache(path: Path, key: str, value: Ceilings) -> None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    data[key] = value.to_dict()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    os.replace(tmp, path)

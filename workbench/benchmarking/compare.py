@@ -1,0 +1,190 @@
+"""``wb.compare``: A/B timing of two implementations of the same thing."""
+from __future__ import annotations
+
+import html
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .checks import compare_arrays, select_output, to_numpy
+from .result import BenchResult, format_seconds
+from .timer import (_CHUNK, _HOLD_BELOW_S, _default_name, _device_name, _events, _input_sets,
+                    _make_flush, _make_hold, _repeat_call, _validate, _warm_up)
+
+
+@dataclass(eq=False)
+class CompareResult:
+    """Two implementations timed in alternation.
+
+    ``ratios[i]`` is ``a``'s time over ``b``'s in round ``i`` (the two calls
+    of a round run back to back, in alternating order), so drifts in clock
+    or temperature hit both. :attr:`speedup` (their median) above 1 means
+    ``b`` is faster.
+    """
+
+    a: BenchResult
+    b: BenchResult
+    ratios: np.ndarray
+
+    @property
+    def speedup(self) -> float:
+        """Median over rounds of time(a) / time(b): how many times faster b is."""
+        return float(np.median(self.ratios))
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        """First and third quartiles of the per-round ratios."""
+        q1, q3 = np.percentile(self.ratios, [25, 75])
+        return float(q1), float(q3)
+
+    @property
+    def simulated(self) -> bool:
+        return self.a.simulated
+
+    def _verdict(self) -> str:
+        s = self.speedup
+        if s >= 1:
+            return f"{self.b.name} is {s:.3g}x faster than {self.a.name}"
+        return f"{self.b.name} is {1 / s:.3g}x slower than {self.a.name}"
+
+    def __str__(self) -> str:
+        q1, q3 = self.spread
+        text = (f"{self._verdict()} (time ratio {self.a.name}/{self.b.name}: median {self.speedup:.4g}, "
+                f"IQR {q1:.4g} to {q3:.4g} over {self.ratios.size} rounds; medians "
+                f"{self.a.name} {format_seconds(self.a.median)}, {self.b.name} "
+                f"{format_seconds(self.b.median)})")
+        if self.simulated:
+            text += "  [simulated: CPU wall-clock times]"
+        return text
+
+    def __repr__(self) -> str:
+        return f"<CompareResult {self}>"
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(str(self))
+
+    def _repr_html_(self) -> str:
+        q1, q3 = self.spread
+        rows = [(r.name, format_seconds(r.median), format_seconds(r.iqr)) for r in (self.a, self.b)]
+        body = "".join(f"<tr><td>{html.escape(n)}</td><td style='text-align:right'>{m}</td>"
+                       f"<td style='text-align:right'>{i}</td></tr>" for n, m, i in rows)
+        note = ("<div style='color:#a15c00'><b>simulated: CPU wall-clock times</b></div>"
+                if self.simulated else "")
+        return (f"<div><b>{html.escape(self._verdict())}</b> <span style='color:gray'>"
+                f"(ratio IQR {q1:.4g} to {q3:.4g}, {self.ratios.size} rounds)</span>{note}"
+                f"<table><tr><th>variant</th><th>median</th><th>IQR</th></tr>{body}</table></div>")
+
+    def to_pandas(self):
+        """One row per round: the two times in seconds and their ratio."""
+        import pandas as pd
+        return pd.DataFrame({"round": np.arange(self.ratios.size),
+                             f"{self.a.name}_s": self.a.times, f"{self.b.name}_s": self.b.times,
+                             "ratio": self.ratios})
+
+    def to_dict(self) -> dict:
+        q1, q3 = self.spread
+        return {"a": self.a.to_dict(), "b": self.b.to_dict(), "speedup": self.speedup,
+                "ratio_q1": q1, "ratio_q3": q3, "ratios": self.ratios.tolist()}
+
+
+def compare(a, b, *args, names: tuple[str, str] | None = None, check: bool = True,
+            output=None, rtol: float | None = None, atol: float | None = None,
+            repeat: int | None = None, max_time: float = 0.5, min_repeat: int = 10,
+            max_repeat: int = 10_000, warmup: int = 1, warmup_time: float = 0.025,
+            flush_l2: bool = False, record: bool = True, **kwargs) -> CompareResult:
+    """Check that ``a(*args, **kwargs)`` and ``b(*args, **kwargs)`` compute
+    the same result, then time them in alternation and report the ratio.
+
+    ``check``: compare the two results first (within ``rtol``/``atol``, by
+    default set by the dtype) and raise
+    :class:`~workbench.benchmarking.checks.ResultMismatch` if they differ; their
+    results are their return values, or the argument ``output`` names (an
+    index) when they write into an argument. ``repeat`` is a number of rounds
+    (one call of each), else rounds run for ``max_time`` seconds. The other
+    options are those of :func:`workbench.bench`.
+    """
+    from ..core.session import backend as active_backend
+    _validate(repeat=repeat, max_time=max_time, min_repeat=min_repeat, max_repeat=max_repeat,
+              warmup=warmup, warmup_time=warmup_time)
+    name_a, name_b = names or (_default_name(a), _default_name(b))
+    if name_a == name_b:
+        name_a, name_b = f"{name_a} (a)", f"{name_b} (b)"
+    inputs = _input_sets(args, None)
+    bk = active_backend()
+    stream = kwargs.get("stream")
+
+    bk.synchronize()
+    out_a = a(*inputs[0], **kwargs)
+    reference = None
+    if check:
+        produced = select_output(out_a, inputs[0], output)
+        if produced is None:
+            raise ValueError(f"{name_a} returned None, so there is nothing to compare; pass "
+                             "output=<index of the argument both write> or check=False")
+        bk.synchronize()
+        reference = to_numpy(produced).copy()  # b may overwrite the same output array
+    out_b = b(*inputs[0], **kwargs)
+    if check:
+        bk.synchronize()
+        compare_arrays(select_output(out_b, inputs[0], output), reference, rtol=rtol, atol=atol,
+                       what=f"{name_b} (checked against {name_a})")
+    del out_a, out_b
+
+    call_a = _repeat_call(a, inputs, kwargs, bk)
+    call_b = _repeat_call(b, inputs, kwargs, bk)
+    flush = _make_flush(bk, stream) if flush_l2 else None
+    warm_a, per_a = _warm_up(bk, call_a, flush, warmup, warmup_time)
+    warm_b, per_b = _warm_up(bk, call_b, flush, warmup, warmup_time)
+    if flush is None and not bk.simulated and min(per_a, per_b) < _HOLD_BELOW_S:
+        flush = _make_hold(bk, stream)  # see wb.bench: keeps launch overhead out of the times
+    times_a, times_b = _alternate(bk, call_a, call_b, flush, stream, per_a + per_b,
+                                  repeat=repeat, max_time=max_time, min_repeat=min_repeat,
+                                  max_repeat=max_repeat)
+    common = dict(backend=bk.name, device=_device_name(bk), simulated=bool(bk.simulated),
+                  flush_l2=bool(flush_l2))
+    ra = BenchResult(name=name_a, times=times_a, warmup=warm_a, params={"compared_with": name_b}, **common)
+    rb = BenchResult(name=name_b, times=times_b, warmup=warm_b, params={"compared_with": name_a}, **common)
+    if record:
+        from . import history
+        history.record_result(ra)
+        history.record_result(rb)
+    return CompareResult(ra, rb, times_a / times_b)
+
+
+def _alternate(bk, call_a, call_b, flush, stream, per_round: float, *, repeat, max_time,
+               min_repeat, max_repeat) -> tuple[np.ndarray, np.ndarray]:
+    """Rounds of one timed call of each; the order flips every round."""
+    times_a: list[float] = []
+    times_b: list[float] = []
+    starts, ends = _events(bk, 2 * _CHUNK)
+    begin = time.perf_counter()
+    while True:
+        done = len(times_a)
+        if repeat is not None:
+            todo = repeat - done
+        else:
+            elapsed = time.perf_counter() - begin
+            if done >= max_repeat or (done >= min_repeat and elapsed >= max_time):
+                break
+            by_time = math.ceil((max_time - elapsed) / max(per_round, 1e-7))
+            todo = min(max(by_time, min_repeat - done, 1), max_repeat - done)
+        if todo <= 0:
+            break
+        chunk = min(todo, _CHUNK)
+        t0 = time.perf_counter()
+        for j in range(chunk):
+            i = done + j
+            order = ((call_a, 2 * j), (call_b, 2 * j + 1))
+            for call, slot in (order if i % 2 == 0 else order[::-1]):
+                if flush is not None:
+                    flush()
+                bk.record_event(starts[slot], stream)
+                call(i)
+                bk.record_event(ends[slot], stream)
+        for j in range(chunk):
+            times_a.append(bk.elapsed_ms(starts[2 * j], ends[2 * j]) * 1e-3)
+            times_b.append(bk.elapsed_ms(starts[2 * j + 1], ends[2 * j + 1]) * 1e-3)
+        per_round = (time.perf_counter() - t0) / chunk
+    return np.asarray(times_a), np.asarray(times_b)

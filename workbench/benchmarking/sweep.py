@@ -1,0 +1,215 @@
+"""``wb.sweep``: time a function over sizes or any parameter grid."""
+from __future__ import annotations
+
+import itertools
+import uuid
+from typing import Any, Callable, Mapping, Sequence
+
+from .timer import _default_name, _validate, run_benchmark
+
+#: Options of :func:`workbench.bench` that a sweep passes on.
+BENCH_OPTIONS = ("repeat", "max_time", "min_repeat", "max_repeat", "warmup", "warmup_time",
+                 "flush_l2", "rtol", "atol", "output")
+
+
+class SweepRun:
+    """A sweep in progress or finished: its points so far (for the panel)."""
+
+    def __init__(self, sweep_id: str, names: list[str], param_names: list[str],
+                 total: int, ceilings):
+        self.id = sweep_id
+        self.names = names
+        self.param_names = param_names
+        self.total = total
+        self.ceilings = ceilings
+        self.results: list = []
+        self.finished = False
+
+    def table(self):
+        """The points measured so far as a DataFrame, one row per point."""
+        import pandas as pd
+        rows = [r.summary(self.ceilings) for r in self.results]
+        df = pd.DataFrame(rows)
+        df.attrs.update(self.attrs())
+        return df
+
+    def attrs(self) -> dict[str, Any]:
+        first = self.results[0] if self.results else None
+        return {"sweep": self.id, "params": list(self.param_names),
+                "simulated": bool(first.simulated) if first else None,
+                "backend": first.backend if first else None,
+                "device": first.device if first else None,
+                "ceilings": self.ceilings.to_dict() if self.ceilings is not None else None}
+
+    def __repr__(self):
+        state = "finished" if self.finished else "running"
+        return f"<SweepRun {self.id} {state}: {len(self.results)}/{self.total} points>"
+
+
+def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, *,
+          params: Mapping[str, Sequence] | None = None, setup: Callable | None = None,
+          check: Callable | None = None, bytes=None, flops=None, name: str | None = None,
+          ceilings=True, progress: bool = True, **bench_options):
+    """Time ``fn`` at every point of a grid; one table row per point.
+
+    The grid is ``sizes`` (a parameter named ``size``) crossed with every
+    list in ``params`` (for example ``{"block": [64, 128, 256]}``). At each
+    point (a dict such as ``{"size": 4096, "block": 128}``):
+
+    - ``setup(**point)``, when given, prepares the inputs outside the timed
+      region and returns the arguments of ``fn``: a tuple (positional), a
+      dict (keywords) or a single value; then ``fn(*inputs)`` is timed.
+    - without ``setup``, ``fn(**point)`` itself is timed.
+
+    ``fn`` may be a dict ``{label: callable}`` to sweep several variants over
+    the same points and inputs (the ``name`` column tells them apart).
+
+    ``check(*inputs)`` (optional; ``check(**point)`` without ``setup``)
+    returns the expected output for a point's inputs; each variant's first call at each point is compared with it
+    (``output=`` says which argument holds the result when ``fn`` returns
+    nothing). ``bytes`` and ``flops`` are numbers per call or functions of the
+    point (``bytes=lambda size: 8 * size``); they add GB/s and GFLOP/s
+    columns and, with ``ceilings`` (True: this device's measured ceilings,
+    measured now once if needed and cached; False: none; or a
+    :class:`~workbench.benchmarking.ceilings.Ceilings`), the percentages of them.
+
+    Other keywords (``repeat``, ``max_time``, ``flush_l2``, ...) go to
+    :func:`workbench.bench`. A ``tqdm`` progress bar shows unless
+    ``progress=False``.
+
+    Returns a pandas DataFrame with a ``name`` column, one column per
+    parameter, the statistics in seconds (``median_s``, ``q1_s``, ...),
+    ``gbps``/``gflops`` and ``simulated``; ``df.attrs`` holds the sweep id,
+    device and ceilings.
+    """
+    variants = _variants(fn, name)
+    points = _points(sizes, params)
+    unknown = set(bench_options) - set(BENCH_OPTIONS)
+    if unknown:
+        raise TypeError(f"sweep() got unexpected keyword(s) {sorted(unknown)}; it passes on "
+                        f"only {', '.join(BENCH_OPTIONS)} to wb.bench")
+    options = {"repeat": None, "max_time": 0.25, "min_repeat": 5, "max_repeat": 10_000,
+               "warmup": 1, "warmup_time": 0.025, "flush_l2": False, "rtol": None,
+               "atol": None, "output": None}
+    options.update(bench_options)
+    _validate(**{k: options[k] for k in ("repeat", "max_time", "min_repeat", "max_repeat",
+                                         "warmup", "warmup_time")})
+    roof = _resolve_ceilings(ceilings, bytes, flops)
+
+    from . import history
+    param_names = list(points[0])
+    run = SweepRun(uuid.uuid4().hex[:8], [v for v, _ in variants], param_names,
+                   len(points) * len(variants), roof)
+    history.start_sweep(run)
+    bar = _progress_bar(run.total, enabled=progress)
+    try:
+        for point in points:
+            inputs_args, inputs_kwargs = _inputs(setup, point)
+            expected = None
+            for label, variant in variants:
+                if check is not None and expected is None:
+                    expected = (check(*inputs_args, **inputs_kwargs) if setup is not None
+                                else check(**point))
+                    if expected is None:
+                        raise ValueError("check() returned None; it must return the expected "
+                                         "output for the point's inputs")
+                call_kwargs = dict(inputs_kwargs) if setup is not None else dict(point)
+                result = run_benchmark(
+                    variant, [inputs_args], call_kwargs, name=label,
+                    check=expected, bytes=_per_point(bytes, point, "bytes"),
+                    flops=_per_point(flops, point, "flops"), params=point, sweep=run.id,
+                    **options)
+                run.results.append(result)
+                history.sweep_updated(run)
+                if bar is not None:
+                    bar.set_postfix_str(f"{label} {_point_text(point)}", refresh=False)
+                    bar.update(1)
+    finally:
+        run.finished = True
+        if bar is not None:
+            bar.close()
+        history.sweep_finished(run)
+    return run.table()
+
+
+def _variants(fn, name) -> list[tuple[str, Callable]]:
+    if isinstance(fn, Mapping):
+        if not fn:
+            raise ValueError("sweep() got an empty dict of variants; give {label: callable, ...}")
+        if name is not None:
+            raise ValueError("name= labels a single function; with a dict of variants the "
+                             "dict's keys are the labels")
+        out = [(str(k), v) for k, v in fn.items()]
+    else:
+        out = [(name or _default_name(fn), fn)]
+    for label, f in out:
+        if not callable(f):
+            raise TypeError(f"sweep() variant {label!r} is {type(f).__name__}, not a callable")
+    return out
+
+
+def _points(sizes, params) -> list[dict[str, Any]]:
+    axes: list[tuple[str, list]] = []
+    if sizes is not None:
+        axes.append(("size", _as_list(sizes, "sizes")))
+    for key, values in (params or {}).items():
+        if key == "size" and sizes is not None:
+            raise ValueError("'size' is given both as sizes= and in params=; use one")
+        axes.append((str(key), _as_list(values, f"params[{key!r}]")))
+    if not axes:
+        raise ValueError("sweep() needs sizes=[...] or params={'name': [values...]} to know "
+                         "which points to time")
+    names = [a for a, _ in axes]
+    return [dict(zip(names, combo)) for combo in itertools.product(*(v for _, v in axes))]
+
+
+def _as_list(values, what: str) -> list:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"{what} must be a list of values, got {values!r}")
+    out = list(values)
+    if not out:
+        raise ValueError(f"{what} is empty; give at least one value")
+    return out
+
+
+def _inputs(setup, point) -> tuple[tuple, dict]:
+    if setup is None:
+        return (), {}
+    made = setup(**point)
+    if isinstance(made, tuple):
+        return made, {}
+    if isinstance(made, dict):
+        return (), made
+    return (made,), {}
+
+
+def _per_point(value, point, what: str):
+    if value is None or not callable(value):
+        return value
+    out = value(**point)
+    if out is None:
+        raise ValueError(f"{what}(**point) returned None for {point}; return a number")
+    return out
+
+
+def _resolve_ceilings(ceilings, bytes, flops):
+    if ceilings is False or ceilings is None or (bytes is None and flops is None):
+        return None
+    if ceilings is True:
+        from .ceilings import ceilings as measured
+        return measured()
+    if not hasattr(ceilings, "copy_gbps"):
+        raise TypeError("ceilings= takes True (this device's measured ceilings), False, "
+                        f"or a Ceilings object from wb.ceilings(); got {type(ceilings).__name__}")
+    return ceilings
+
+
+def _progress_bar(total: int, *, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc="sweep", unit="point", leave=False)
+
+
+def _point_text(point: Mapping) -> str:
+    return " ".join(f"{k}={v}" for k, v in point.items())

@@ -1,0 +1,8 @@
+"""Devices, live statistics, kernel inspection and occupancy (no Jupyter here).
+
+* :mod:`.properties`: ``devices()``, ``use_device(i)``
+* :mod:`.live`: NVML statistics and the background :class:`~.live.LiveMonitor`
+* :mod:`.occupancy` (rules in :mod:`.occupancy_rules`): ``occupancy(kernel, ...)``
+* :mod:`.inspect`: ``inspect_kernel(kernel)``
+* :mod:`.na`: the ``NA`` value shown for what a driver cannot give
+"""

@@ -1,0 +1,308 @@
+"""Live device statistics through NVML (``nvidia-ml-py``), and a background
+sampler that keeps a short history of them.
+
+NVML is initialised on first use, never at import. Where it is missing (no
+driver, no library, the simulator) every figure NVML would give is
+:data:`~workbench.hardware.na.NA` and one ``HINT:`` line is logged, once.
+"""
+from __future__ import annotations
+
+import collections
+import html
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass, fields
+from typing import Callable
+
+from .na import NA, or_na
+
+log = logging.getLogger("workbench.hardware")
+
+_NVML_LOCK = threading.Lock()
+_nvml_ready: bool | None = None     # None: not tried yet
+_nvml_reason = ""
+_handles: dict = {}
+
+
+def nvml_available() -> bool:
+    """True when NVML answers; initialises it on the first call. When it does
+    not, logs one HINT saying why and what to do."""
+    global _nvml_ready, _nvml_reason
+    if _nvml_ready is not None:
+        return _nvml_ready
+    with _NVML_LOCK:
+        if _nvml_ready is None:
+            try:
+                import pynvml
+                pynvml.nvmlInit()
+                _nvml_ready = True
+            except ImportError:
+                _nvml_reason = "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+                _nvml_ready = False
+            except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded...
+                _nvml_reason = f"{exc} (is the NVIDIA driver installed and loaded?)"
+                _nvml_ready = False
+            if not _nvml_ready:
+                log.warning("HINT: NVML is unavailable: %s; live GPU statistics show N/A.",
+                            _nvml_reason)
+    return _nvml_ready
+
+
+def nvml_unavailable_reason() -> str:
+    """Why NVML is unavailable ('' when it works or was not tried)."""
+    return _nvml_reason
+
+
+def _pci_bus_id(index: int) -> str | None:
+    """The PCI bus id of CUDA device ``index`` (CUDA and NVML may number
+    devices differently, e.g. under CUDA_VISIBLE_DEVICES)."""
+    from ..core.session import backend
+    try:
+        extra = backend().device_properties(index).extra
+        return (f"{int(extra['pciDomainID']):08X}:{int(extra['pciBusID']):02X}:"
+                f"{int(extra['pciDeviceID']):02X}.0")
+    except Exception:
+        return None
+
+
+def nvml_handle(index: int):
+    """The NVML handle of CUDA device ``index``, or ``None``."""
+    if not nvml_available():
+        return None
+    if index in _handles:
+        return _handles[index]
+    import pynvml
+    handle = None
+    bus_id = _pci_bus_id(index)
+    try:
+        if bus_id is not None:
+            handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+    except pynvml.NVMLError:
+        handle = None
+    if handle is None:
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        except pynvml.NVMLError:
+            handle = None
+    _handles[index] = handle
+    return handle
+
+
+def _query(fn, *args, scale=1.0):
+    """``fn(*args) * scale``, or NA when NVML cannot give it."""
+    import pynvml
+    try:
+        value = fn(*args)
+    except (pynvml.NVMLError, AttributeError):
+        return NA
+    return value * scale if scale != 1.0 else value
+
+
+def driver_version() -> str:
+    """The NVIDIA display driver's version (e.g. ``"580.65.06"``), or NA."""
+    if not nvml_available():
+        return NA
+    import pynvml
+    value = _query(pynvml.nvmlSystemGetDriverVersion)
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def pcie_link(index: int) -> dict:
+    """``{"generation", "width", "max_generation", "max_width"}`` of the device's
+    PCIe link (NA each where NVML cannot tell)."""
+    handle = nvml_handle(index)
+    if handle is None:
+        return dict.fromkeys(("generation", "width", "max_generation", "max_width"), NA)
+    import pynvml
+    return {"generation": _query(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+            "width": _query(pynvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
+            "max_generation": _query(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+            "max_width": _query(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle)}
+
+
+@dataclass(frozen=True)
+class LiveStats:
+    """One sample of a device's state. Units are in the names; NA where
+    the driver cannot give a figure. ``source`` says where the figures came
+    from: "nvml", "backend" (memory only) or "simulator"."""
+
+    index: int
+    time: float                        # seconds since the epoch
+    gpu_utilization: object = NA       # percent of time a kernel ran
+    memory_utilization: object = NA    # percent of time memory was read or written
+    memory_used: object = NA           # bytes
+    memory_total: object = NA          # bytes
+    sm_clock_mhz: object = NA
+    memory_clock_mhz: object = NA
+    temperature_c: object = NA
+    power_w: object = NA
+    power_limit_w: object = NA
+    pcie_tx_bytes_per_s: object = NA
+    pcie_rx_bytes_per_s: object = NA
+    source: str = "none"
+
+    LABELS = {"gpu_utilization": "GPU utilisation (%)", "memory_utilization": "Memory utilisation (%)",
+              "memory_used": "Memory used", "memory_total": "Memory total",
+              "sm_clock_mhz": "SM clock (MHz)", "memory_clock_mhz": "Memory clock (MHz)",
+              "temperature_c": "Temperature (°C)", "power_w": "Power (W)",
+              "power_limit_w": "Power limit (W)", "pcie_tx_bytes_per_s": "PCIe TX",
+              "pcie_rx_bytes_per_s": "PCIe RX"}
+
+    def to_dict(self) -> dict:
+        """Plain values (NA stays the string "N/A"), JSON-safe."""
+        return asdict(self)
+
+    def formatted(self) -> dict:
+        """Label -> text, as the panels show it."""
+        from ..memory.units import format_bytes
+        out = {}
+        for key, label in self.LABELS.items():
+            value = getattr(self, key)
+            if value is NA:
+                text = str(NA)
+            elif key in ("memory_used", "memory_total"):
+                text = format_bytes(value)
+            elif key.startswith("pcie"):
+                text = f"{format_bytes(value)}/s"
+            elif isinstance(value, float):
+                text = f"{value:.1f}"
+            else:
+                text = str(value)
+            out[label] = text
+        return out
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={v}" for k, v in self.formatted().items())
+        return f"LiveStats(device {self.index}, {self.source}: {body})"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(f"<tr><td style='text-align:left'>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>"
+                       for k, v in self.formatted().items())
+        return f"<table>{rows}</table>"
+
+    def to_pandas(self):
+        import pandas as pd
+        return pd.DataFrame([self.to_dict()])
+
+
+_STAT_FIELDS = tuple(f.name for f in fields(LiveStats))
+
+
+def live_stats(index: int | None = None) -> LiveStats:
+    """A sample of device ``index`` (default: the current device) now.
+
+    Safe to call from any thread. On the simulator only memory is known.
+    """
+    from ..core.session import backend
+    b = backend()
+    if index is None:
+        index = b.current_device()
+    now = time.time()
+    if b.simulated:
+        free, total = b.memory_info()
+        return LiveStats(index, now, memory_used=total - free, memory_total=total, source="simulator")
+    handle = nvml_handle(index)
+    if handle is None:
+        if b.device_count() != 1:  # another thread's current device may differ
+            return LiveStats(index, now, source="none")
+        free, total = b.memory_info()
+        return LiveStats(index, now, memory_used=total - free, memory_total=total, source="backend")
+    import pynvml
+    util = _query(pynvml.nvmlDeviceGetUtilizationRates, handle)
+    mem = _query(pynvml.nvmlDeviceGetMemoryInfo, handle)
+    kib = 1024.0  # NVML reports PCIe throughput in KiB/s
+    return LiveStats(
+        index, now,
+        gpu_utilization=NA if util is NA else util.gpu,
+        memory_utilization=NA if util is NA else util.memory,
+        memory_used=NA if mem is NA else mem.used,
+        memory_total=NA if mem is NA else mem.total,
+        sm_clock_mhz=_query(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM),
+        memory_clock_mhz=_query(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_MEM),
+        temperature_c=_query(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU),
+        power_w=_query(pynvml.nvmlDeviceGetPowerUsage, handle, scale=1e-3),
+        power_limit_w=_query(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle, scale=1e-3),
+        pcie_tx_bytes_per_s=or_na(_query(pynvml.nvmlDeviceGetPcieThroughput, handle,
+                                         pynvml.NVML_PCIE_UTIL_TX_BYTES, scale=kib)),
+        pcie_rx_bytes_per_s=or_na(_query(pynvml.nvmlDeviceGetPcieThroughput, handle,
+                                         pynvml.NVML_PCIE_UTIL_RX_BYTES, scale=kib)),
+        source="nvml")
+
+
+class LiveMonitor:
+    """Samples :func:`live_stats` for some devices every ``interval`` seconds
+    on a daemon thread, keeping the last ``history`` samples per device and
+    calling each listener with every new round of samples.
+
+    The notebook stays responsive: nothing runs on the kernel's main thread.
+    ``stop()`` ends the thread (also a context manager).
+    """
+
+    def __init__(self, devices=(0,), interval: float = 1.0, history: int = 120,
+                 sampler: Callable[[int], LiveStats] = live_stats):
+        if interval <= 0:
+            raise ValueError(f"interval is in seconds and must be > 0, got {interval!r}")
+        self.devices = tuple(devices)
+        self.interval = float(interval)
+        self.history = {i: collections.deque(maxlen=history) for i in self.devices}
+        self._sampler = sampler
+        self._listeners: list[Callable[[dict], None]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors = 0          # samples that raised (logged, never stop the thread)
+
+    def add_listener(self, callback: Callable[[dict], None]) -> None:
+        """Call ``callback({index: LiveStats})`` after each round (on the
+        monitor's thread)."""
+        self._listeners.append(callback)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def sample_once(self) -> dict:
+        """Take one round of samples now (on the calling thread)."""
+        samples = {}
+        for i in self.devices:
+            try:
+                samples[i] = self._sampler(i)
+            except Exception:  # a failing sample must not kill the monitor
+                self.errors += 1
+                log.debug("live sample of device %s failed", i, exc_info=True)
+                continue
+            self.history[i].append(samples[i])
+        for callback in list(self._listeners):
+            try:
+                callback(samples)
+            except Exception:
+                log.exception("a live-stats listener failed")
+        return samples
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.sample_once()
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def start(self) -> "LiveMonitor":
+        """Start sampling in the background (no-op when already running)."""
+        if not self.running:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="workbench-live-stats",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        """Stop sampling and wait for the thread to end."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def __enter__(self) -> "LiveMonitor":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

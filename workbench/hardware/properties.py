@@ -1,0 +1,263 @@
+"""Every device's static properties and capabilities, and choosing the device.
+
+    >>> wb.devices()          # a table: one row per GPU (the virtual H100 on the simulator)
+    >>> wb.devices()[0].shared_memory_per_block_optin
+    >>> wb.use_device(1)      # later launches and allocations go to GPU 1
+
+A figure the driver cannot give is :data:`~workbench.hardware.na.NA`
+(printed ``N/A``), never an exception.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import asdict, dataclass
+
+from ..backends.base import Backend, DeviceProperties
+from ..errors import DeviceError
+from . import live
+from .na import NA, or_na
+
+# capability -> (key in the CUDA runtime's device properties, cudaDevAttr name)
+_CAPABILITIES = {
+    "cooperative_launch": ("cooperativeLaunch", "cudaDevAttrCooperativeLaunch"),
+    "managed_memory": ("managedMemory", "cudaDevAttrManagedMemory"),
+    "concurrent_managed_access": ("concurrentManagedAccess", "cudaDevAttrConcurrentManagedAccess"),
+    "mapped_host_memory": ("canMapHostMemory", "cudaDevAttrCanMapHostMemory"),
+}
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One device, as :func:`devices` lists it. Sizes in bytes, clocks in MHz."""
+
+    index: int
+    name: str
+    compute_capability: str           # "9.0"
+    multiprocessors: int
+    total_memory: int
+    l2_cache: object
+    shared_memory_per_multiprocessor: int
+    shared_memory_per_block: int
+    shared_memory_per_block_optin: int
+    registers_per_multiprocessor: int
+    registers_per_block: int
+    warp_size: int
+    max_threads_per_block: int
+    max_threads_per_multiprocessor: int
+    max_blocks_per_multiprocessor: int
+    clock_mhz: object
+    memory_clock_mhz: object
+    memory_bus_width: object          # bits
+    pcie_link: object                 # "Gen5 x16 (max Gen5 x16)"
+    driver_version: object            # the display driver (NVML)
+    cuda_driver_version: object       # the CUDA version the driver supports
+    runtime_version: object
+    nvrtc_version: object
+    cooperative_launch: object
+    managed_memory: object
+    concurrent_managed_access: object
+    mapped_host_memory: object
+    peer_access: object               # indices of devices this one can access
+    simulated: bool
+
+    LABELS = {
+        "index": "Index", "name": "Name", "compute_capability": "Compute capability",
+        "multiprocessors": "Multiprocessors", "total_memory": "Memory", "l2_cache": "L2 cache",
+        "shared_memory_per_multiprocessor": "Shared memory per SM",
+        "shared_memory_per_block": "Shared memory per block",
+        "shared_memory_per_block_optin": "Shared memory per block (opt-in)",
+        "registers_per_multiprocessor": "Registers per SM",
+        "registers_per_block": "Registers per block", "warp_size": "Warp size",
+        "max_threads_per_block": "Max threads per block",
+        "max_threads_per_multiprocessor": "Max threads per SM",
+        "max_blocks_per_multiprocessor": "Max blocks per SM",
+        "clock_mhz": "SM clock (MHz)", "memory_clock_mhz": "Memory clock (MHz)",
+        "memory_bus_width": "Memory bus (bits)", "pcie_link": "PCIe link",
+        "driver_version": "Driver", "cuda_driver_version": "CUDA driver",
+        "runtime_version": "CUDA runtime", "nvrtc_version": "NVRTC",
+        "cooperative_launch": "Cooperative launch", "managed_memory": "Managed memory",
+        "concurrent_managed_access": "Concurrent managed access",
+        "mapped_host_memory": "Mapped host memory", "peer_access": "Peer access to",
+        "simulated": "Simulated",
+    }
+    _BYTES = ("total_memory", "l2_cache", "shared_memory_per_multiprocessor",
+              "shared_memory_per_block", "shared_memory_per_block_optin")
+
+    def to_dict(self) -> dict:
+        """Field -> value (NA stays "N/A", peers a list), JSON-safe."""
+        d = asdict(self)
+        if isinstance(d["peer_access"], tuple):
+            d["peer_access"] = list(d["peer_access"])
+        return d
+
+    def formatted(self) -> dict:
+        """Label -> text, as tables and panels show it."""
+        from ..memory.units import format_bytes
+        out = {}
+        for key, label in self.LABELS.items():
+            value = getattr(self, key)
+            if value is NA:
+                text = str(NA)
+            elif key in self._BYTES:
+                text = format_bytes(value)
+            elif isinstance(value, bool):
+                text = "yes" if value else "no"
+            elif key == "peer_access":
+                text = ", ".join(map(str, value)) if value else "none"
+            else:
+                text = str(value)
+            out[label] = text
+        return out
+
+    def __repr__(self) -> str:
+        width = max(map(len, self.LABELS.values()))
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in self.formatted().items())
+
+    def _repr_html_(self) -> str:
+        rows = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+                       f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+                       for k, v in self.formatted().items())
+        return f"<table>{rows}</table>"
+
+    def to_pandas(self):
+        import pandas as pd
+        return pd.DataFrame([self.to_dict()])
+
+
+class DeviceList(tuple):
+    """The devices :func:`devices` found; a tuple of :class:`DeviceInfo`."""
+
+    def to_pandas(self):
+        """One row per device, one column per property (field names)."""
+        import pandas as pd
+        return pd.DataFrame([d.to_dict() for d in self]).set_index("index")
+
+    def _table(self):
+        import pandas as pd
+        return pd.DataFrame({f"GPU {d.index}": d.formatted() for d in self})
+
+    def __repr__(self) -> str:
+        if not self:
+            return "No devices"
+        return self._table().to_string()
+
+    def _repr_html_(self) -> str:
+        if not self:
+            return "<i>No devices</i>"
+        return self._table().to_html()
+
+
+def _versions(b: Backend) -> dict:
+    try:
+        return dict(b.versions())
+    except Exception:
+        return {}
+
+
+def _cupy_attribute(b: Backend, index: int, attr_name: str):
+    """A CUDA device attribute through CuPy, or NA (GPU backend only)."""
+    if b.name != "cupy":
+        return NA
+    try:
+        from cupy.cuda import runtime
+        return runtime.deviceGetAttribute(getattr(runtime, attr_name), index)
+    except Exception:
+        return NA
+
+
+def _capability(b: Backend, p: DeviceProperties, key: str, attr_name: str):
+    value = (p.extra or {}).get(key)
+    if value is None:
+        value = _cupy_attribute(b, p.index, attr_name)
+    return NA if value is NA else bool(value)
+
+
+def _peers(b: Backend, index: int, count: int):
+    others = [j for j in range(count) if j != index]
+    if not others:
+        return ()
+    if b.name != "cupy":
+        return NA
+    try:
+        from cupy.cuda import runtime
+        return tuple(j for j in others if runtime.deviceCanAccessPeer(index, j))
+    except Exception:
+        return NA
+
+
+def _pcie_text(b: Backend, index: int):
+    if b.simulated:
+        return NA
+    link = live.pcie_link(index)
+    if link["generation"] is NA:
+        return NA
+    text = f"Gen{link['generation']} x{link['width']}"
+    if link["max_generation"] is not NA:
+        text += f" (max Gen{link['max_generation']} x{link['max_width']})"
+    return text
+
+
+def _mhz(khz):
+    return NA if not khz else khz // 1000
+
+
+def device_info(index: int, b: Backend | None = None) -> DeviceInfo:
+    """The :class:`DeviceInfo` of device ``index`` of backend ``b`` (default:
+    the active backend)."""
+    if b is None:
+        from ..core.session import backend
+        b = backend()
+    p = b.device_properties(index)
+    count = b.device_count()
+    versions = _versions(b)
+    caps = {name: _capability(b, p, key, attr) for name, (key, attr) in _CAPABILITIES.items()}
+    bus = p.memory_bus_width or _cupy_attribute(b, index, "cudaDevAttrGlobalMemoryBusWidth")
+    return DeviceInfo(
+        index=p.index, name=p.name,
+        compute_capability=f"{p.compute_capability[0]}.{p.compute_capability[1]}",
+        multiprocessors=p.multiprocessors, total_memory=p.total_memory,
+        l2_cache=or_na(p.l2_cache_bytes),
+        shared_memory_per_multiprocessor=p.shared_memory_per_multiprocessor,
+        shared_memory_per_block=p.shared_memory_per_block,
+        shared_memory_per_block_optin=p.shared_memory_per_block_optin,
+        registers_per_multiprocessor=p.registers_per_multiprocessor,
+        registers_per_block=p.registers_per_block, warp_size=p.warp_size,
+        max_threads_per_block=p.max_threads_per_block,
+        max_threads_per_multiprocessor=p.max_threads_per_multiprocessor,
+        max_blocks_per_multiprocessor=p.max_blocks_per_multiprocessor,
+        clock_mhz=_mhz(p.clock_khz), memory_clock_mhz=_mhz(p.memory_clock_khz),
+        memory_bus_width=or_na(bus or None),
+        pcie_link=_pcie_text(b, index),
+        driver_version=NA if b.simulated else live.driver_version(),
+        cuda_driver_version=versions.get("driver", NA),
+        runtime_version=versions.get("runtime", NA),
+        nvrtc_version=versions.get("nvrtc", NA),
+        peer_access=_peers(b, index, count),
+        simulated=bool(p.simulated or b.simulated),
+        **caps)
+
+
+def devices() -> DeviceList:
+    """Every device of the active backend with its properties and capabilities.
+
+    On the simulator: the one virtual device (an H100's properties,
+    ``simulated=True``).
+    """
+    from ..core.session import backend
+    b = backend()
+    return DeviceList(device_info(i, b) for i in range(b.device_count()))
+
+
+def use_device(index: int) -> DeviceInfo:
+    """Make device ``index`` current: later allocations, compiles and launches
+    go to it. Returns its :class:`DeviceInfo`."""
+    from ..core.session import backend
+    b = backend()
+    count = b.device_count()
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+        names = ", ".join(f"{i}: {b.device_properties(i).name}" for i in range(count))
+        raise DeviceError(f"No device {index!r}: this {b.name} backend has {count} "
+                             f"device{'s' if count != 1 else ''} ({names}); "
+                             f"pass an index from 0 to {count - 1}.")
+    b.set_device(index)
+    return device_info(index, b)

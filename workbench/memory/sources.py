@@ -1,0 +1,173 @@
+"""Where an allocation came from: a short Python stack cut to the user's code.
+
+:func:`capture` runs on every tracked allocation, so it only walks frames
+(``sys._getframe``) and keeps ``(code, line)`` pairs; everything readable
+(file names, notebook cells, source text) is worked out later by
+:func:`resolve`, only for the allocations someone looks at.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+import re
+import sys
+import sysconfig
+from dataclasses import dataclass
+from typing import Callable
+
+#: How many user frames an allocation keeps (the allocating line first).
+DEPTH = 3
+
+# Packages whose frames are never "the user's line": the allocator and array
+# libraries and the workbench itself (skipped), and the machinery that runs
+# user code: notebook kernel, event loop, test runner (the walk stops there,
+# since nothing below it is the user's).
+_LIBRARY_PACKAGES = frozenset({
+    "cupy", "cupyx", "cupy_backends", "numpy", "numba", "ipywidgets", "traitlets",
+    "zmq", "jupyter_client", "jupyter_core", "comm", "debugpy",
+})
+_DRIVER_PACKAGES = frozenset({
+    "IPython", "ipykernel", "tornado", "nbclient", "nbval", "_pytest", "pytest", "pluggy",
+})
+_DRIVER_STDLIB = frozenset({"asyncio", "runpy.py", "threading.py", "concurrent"})
+_IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
+_SITE_PACKAGES = os.sep + "site-packages" + os.sep
+
+USER, LIBRARY, DRIVER = 0, 1, 2
+_kind_by_file: dict = {}   # file name -> USER / LIBRARY / DRIVER (str hashes are cached;
+                           # code objects hash their whole contents on every look-up)
+_library_dirs: tuple[str, ...] | None = None
+_cell_resolver: Callable[[str], int | None] | None = None
+
+
+def _library_roots() -> tuple[str, ...]:
+    global _library_dirs
+    if _library_dirs is None:
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # workbench/
+        paths = sysconfig.get_paths()
+        roots = [here + os.sep]
+        for key in ("stdlib", "platstdlib"):
+            if paths.get(key):
+                roots += [os.path.realpath(paths[key]) + os.sep, paths[key] + os.sep]
+        _library_dirs = tuple(dict.fromkeys(roots))
+    return _library_dirs
+
+
+def frame_kind(filename: str) -> int:
+    """USER for code the user wrote, LIBRARY for the workbench, the standard
+    library and array libraries (skipped), DRIVER for the notebook kernel,
+    event loop and test runner (the walk stops)."""
+    if filename.startswith("<frozen"):
+        return LIBRARY
+    cut = filename.find(_SITE_PACKAGES)
+    if cut >= 0:
+        package = filename[cut + len(_SITE_PACKAGES):].split(os.sep, 1)[0]
+        if package in _DRIVER_PACKAGES:
+            return DRIVER
+        return LIBRARY if package in _LIBRARY_PACKAGES else USER
+    for root in _library_roots():
+        if filename.startswith(root):
+            first = filename[len(root):].split(os.sep, 1)[0]
+            return DRIVER if first in _DRIVER_STDLIB else LIBRARY
+    return USER
+
+
+def is_library_file(filename: str) -> bool:
+    """True for frames the user did not write (see :func:`frame_kind`)."""
+    return frame_kind(filename) != USER
+
+
+def capture(skip: int = 2, depth: int = DEPTH) -> tuple:
+    """The innermost ``depth`` user frames as ``((code, instruction offset), ...)``.
+
+    ``skip`` frames above the caller are ignored outright (the allocation
+    callbacks themselves). Cheap: no strings are built here, each file is
+    classified once, and the walk stops at the notebook kernel.
+    """
+    try:
+        frame = sys._getframe(skip)
+    except ValueError:
+        return ()
+    found = []
+    kinds = _kind_by_file
+    while frame is not None:
+        code = frame.f_code
+        filename = code.co_filename
+        kind = kinds.get(filename)
+        if kind is None:
+            kind = kinds[filename] = frame_kind(filename)
+        if kind == USER:
+            found.append((code, frame.f_lasti))   # the line is found later: f_lineno is slow
+            if len(found) == depth:
+                break
+        elif kind == DRIVER:
+            break
+        frame = frame.f_back
+    return tuple(found)
+
+
+def set_cell_resolver(resolver: Callable[[str], int | None] | None) -> None:
+    """Install how to map a code file name to a notebook execution count
+    (the IPython layer installs one; the core imports no IPython)."""
+    global _cell_resolver
+    _cell_resolver = resolver
+
+
+def cell_of_file(filename: str) -> int | None:
+    """The execution count whose cell ``filename`` is, when known."""
+    match = _IPYTHON_INPUT.match(filename)
+    if match:
+        return int(match.group(1))
+    if _cell_resolver is not None:
+        try:
+            return _cell_resolver(filename)
+        except Exception:  # a resolver must never break a report
+            return None
+    return None
+
+
+@dataclass(frozen=True)
+class SourceSite:
+    """One line of user code: file, line, function, notebook cell and text."""
+
+    filename: str
+    line: int | None
+    function: str
+    cell: int | None = None
+    text: str = ""
+
+    @property
+    def location(self) -> str:
+        """``"In [3] line 2"`` for a notebook cell, ``"file.py:12 in f()"`` otherwise."""
+        if self.cell is not None:
+            where = f"In [{self.cell}] line {self.line}"
+        else:
+            where = f"{os.path.basename(self.filename)}:{self.line}"
+        if not self.function.startswith("<"):  # not <module>, <cell line: N>, <lambda>
+            where += f" in {self.function}()"
+        return where
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.text}" if self.text else self.location
+
+
+UNKNOWN_SITE = SourceSite("?", None, "?", None, "")
+
+
+def line_of(code, offset: int) -> int | None:
+    """The source line of the instruction at byte ``offset`` of ``code``."""
+    for start, end, line in code.co_lines():
+        if start <= offset < end:
+            return line
+    return None
+
+
+def resolve(frames: tuple) -> tuple[SourceSite, ...]:
+    """Readable sites for the ``(code, offset)`` pairs :func:`capture` kept."""
+    sites = []
+    for code, offset in frames:
+        filename = code.co_filename
+        line = line_of(code, offset)
+        text = linecache.getline(filename, line).strip() if line else ""
+        sites.append(SourceSite(filename, line, code.co_name, cell_of_file(filename), text))
+    return tuple(sites)

@@ -1,0 +1,266 @@
+"""Records every device allocation and free of the active backend.
+
+One :class:`Tracker` per process (:func:`tracker`). It listens to the
+backend through :meth:`Backend.add_allocation_listener` and keeps:
+
+- the live allocations (pointer -> ``(size, time, cell, frames)``: the
+  notebook cell and the allocating user frames; :meth:`Tracker.allocations`
+  gives them as :class:`Allocation` objects);
+- per-cell counters (:class:`CellCounts`: allocated, freed, still alive, peak);
+- a bounded timeline of ``(time, in_use, reserved, event, size, cell)``
+  tuples, bytes in use and reserved as they were after each event.
+
+The callbacks run on every allocation, so they do plain dict and counter
+updates and keep code objects instead of strings (see :mod:`.sources`).
+Bytes in use that were allocated before tracking started are counted as
+"untracked" so that :attr:`Tracker.in_use` always equals the pool's own count.
+"""
+from __future__ import annotations
+
+import collections
+import time
+from bisect import bisect_right
+
+from . import sources
+from .pool import pool_counts, reserved_getter
+
+_now = time.perf_counter
+_capture = sources.capture
+
+#: Events the timeline keeps (the oldest are dropped first).
+TIMELINE_LENGTH = 200_000
+
+
+class Allocation:
+    """One live device allocation (built on demand from the tracker's raw
+    ``(size, time, cell, frames)`` entry)."""
+
+    __slots__ = ("ptr", "size", "time", "cell", "frames")
+
+    def __init__(self, ptr: int, size: int, time_: float, cell, frames: tuple):
+        self.ptr = ptr
+        self.size = size
+        self.time = time_        # seconds since tracking started
+        self.cell = cell         # execution count, None outside a notebook cell
+        self.frames = frames     # ((code, line), ...) innermost user frame first
+
+    @property
+    def sites(self) -> tuple:
+        """The user frames as :class:`~.sources.SourceSite`, allocating line first."""
+        return sources.resolve(self.frames)
+
+    def __repr__(self) -> str:
+        site = self.sites[0] if self.frames else sources.UNKNOWN_SITE
+        return f"<Allocation {self.size} B at 0x{self.ptr:x} from {site.location}>"
+
+
+class CellCounts:
+    """What one notebook cell (execution count) did to device memory."""
+
+    __slots__ = ("cell", "allocated", "freed", "n_allocs", "n_frees", "alive",
+                 "peak", "in_use_before", "in_use_after")
+
+    def __init__(self, cell, in_use: int):
+        self.cell = cell
+        self.allocated = 0        # bytes allocated while the cell ran
+        self.freed = 0            # bytes freed while the cell ran (of any cell's allocations)
+        self.n_allocs = 0
+        self.n_frees = 0
+        self.alive = 0            # bytes allocated by this cell and still not freed
+        self.peak = in_use        # most bytes in use while the cell ran
+        self.in_use_before = in_use
+        self.in_use_after = None  # set when the cell ends
+
+
+class Tracker:
+    """Listens to one backend's allocations; see the module docstring."""
+
+    def __init__(self, timeline_length: int = TIMELINE_LENGTH):
+        self._timeline_length = timeline_length
+        self.backend = None
+        self._remove_listener = None
+        self._session = None
+        self._reserved = None
+        self._reset_counts(0)
+
+    def _reset_counts(self, untracked: int) -> None:
+        self.live: dict[int, tuple] = {}   # ptr -> (size, time, cell, frames)
+        self.cells: dict = {}
+        self.timeline = collections.deque(maxlen=self._timeline_length)
+        self.tracked_bytes = 0
+        self.untracked_bytes = untracked
+        self.peak = untracked
+        self.t0 = time.perf_counter()
+        self._last_reserved = self._reserved_now()
+
+    # -- switching on and off ------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        return self._remove_listener is not None
+
+    @property
+    def n_allocs(self) -> int:
+        """Allocations recorded since tracking started."""
+        return sum(c.n_allocs for c in self.cells.values())
+
+    @property
+    def n_frees(self) -> int:
+        """Frees recorded since tracking started."""
+        return sum(c.n_frees for c in self.cells.values())
+
+    @property
+    def in_use(self) -> int:
+        """Bytes in use: tracked live allocations plus those made before tracking."""
+        return self.tracked_bytes + self.untracked_bytes
+
+    def start(self, backend) -> None:
+        """Listen to ``backend`` from now on (resets the counts when it is a
+        different backend from the one tracked before)."""
+        if self.enabled and backend is self.backend:
+            return
+        self.stop()
+        used = pool_counts(backend).get("used_bytes") or 0
+        if backend is not self.backend:
+            self.backend = backend
+            self._reserved = reserved_getter(backend)
+            self._reset_counts(used)
+        else:
+            # Back on after a pause: what happened meanwhile is unknown, so
+            # everything in use now counts as untracked; cell history stays.
+            self.live.clear()
+            for counts in self.cells.values():
+                counts.alive = 0
+            self.tracked_bytes = 0
+            self.untracked_bytes = used
+        from ..core.session import session
+        self._session = session()   # its .cell is read on every allocation
+        self._remove_listener = backend.add_allocation_listener(self._on_alloc, self._on_free)
+        self.mark("tracking on")
+
+    def stop(self) -> None:
+        """Stop listening; what was recorded stays readable."""
+        if self._remove_listener is not None:
+            remove, self._remove_listener = self._remove_listener, None
+            remove()
+            self.mark("tracking off")
+
+    # -- the allocation callbacks (hot path) -----------------------------------
+    def _current_cell(self):
+        s = self._session
+        return s.cell if s is not None else None
+
+    def _on_alloc(self, ptr: int, size: int) -> None:
+        t = _now() - self.t0
+        s = self._session
+        cell = s.cell if s is not None else None
+        self.live[ptr] = (size, t, cell, _capture())
+        in_use = self.tracked_bytes = self.tracked_bytes + size
+        in_use += self.untracked_bytes
+        if in_use > self.peak:
+            self.peak = in_use
+        counts = self.cells.get(cell)
+        if counts is None:
+            counts = self.cells[cell] = CellCounts(cell, in_use - size)
+        counts.allocated += size
+        counts.n_allocs += 1
+        counts.alive += size
+        if in_use > counts.peak:
+            counts.peak = in_use
+        reserved = self._last_reserved = self._reserved_now()
+        self.timeline.append((t, in_use, reserved, "alloc", size, cell))
+
+    def _on_free(self, ptr: int, size: int) -> None:
+        t = _now() - self.t0
+        s = self._session
+        cell = s.cell if s is not None else None
+        entry = self.live.pop(ptr, None)
+        if entry is not None:
+            self.tracked_bytes -= entry[0]
+            owner = self.cells.get(entry[2])
+            if owner is not None:
+                owner.alive -= entry[0]
+        else:  # allocated before tracking started
+            self.untracked_bytes = max(0, self.untracked_bytes - size)
+        in_use = self.tracked_bytes + self.untracked_bytes
+        counts = self.cells.get(cell)
+        if counts is None:
+            counts = self.cells[cell] = CellCounts(cell, in_use + size)
+        counts.freed += size
+        counts.n_frees += 1
+        # a free returns the block to the pool: reserved does not change
+        self.timeline.append((t, in_use, self._last_reserved, "free", size, cell))
+
+    def _reserved_now(self):
+        try:
+            return self._reserved() if self._reserved is not None else None
+        except Exception:
+            return None
+
+    # -- cells and marks ---------------------------------------------------------
+    def begin_cell(self, cell) -> None:
+        """A notebook cell starts (called from IPython's ``pre_run_cell``)."""
+        in_use = self.in_use
+        counts = self.cells.get(cell)
+        if counts is None:
+            self.cells[cell] = CellCounts(cell, in_use)
+        else:  # the same count again (a silent re-run): keep adding to it
+            counts.in_use_after = None
+        self.mark(f"cell {cell} start", cell=cell)
+
+    def end_cell(self, cell) -> None:
+        """A notebook cell ends (called from IPython's ``post_run_cell``)."""
+        counts = self.cells.get(cell)
+        if counts is not None:
+            counts.in_use_after = self.in_use
+        self.mark(f"cell {cell} end", cell=cell)
+
+    def mark(self, event: str, cell=None) -> None:
+        """Put a named event (cell boundary, cache emptied...) on the timeline."""
+        t = time.perf_counter() - self.t0
+        self._last_reserved = self._reserved_now()
+        self.timeline.append((t, self.in_use, self._last_reserved, event, 0,
+                              cell if cell is not None else self._current_cell()))
+
+    def reset_peak(self) -> None:
+        self.peak = self.in_use
+
+    # -- queries -------------------------------------------------------------------
+    def allocations(self) -> list[Allocation]:
+        """The live allocations as :class:`Allocation` objects."""
+        return [Allocation(ptr, *entry) for ptr, entry in list(self.live.items())]
+
+    def find(self, address: int) -> Allocation | None:
+        """The live allocation that contains ``address`` (views point inside one)."""
+        return self.address_index()(address)
+
+    def address_index(self):
+        """A function ``address -> Allocation | None`` over the allocations
+        live now (sorted once; use it for many look-ups)."""
+        live = dict(self.live)
+        starts = sorted(live)
+
+        def lookup(address: int) -> Allocation | None:
+            ptr = address if address in live else None
+            if ptr is None:
+                i = bisect_right(starts, address) - 1
+                if i >= 0 and address < starts[i] + live[starts[i]][0]:
+                    ptr = starts[i]
+            return None if ptr is None else Allocation(ptr, *live[ptr])
+        return lookup
+
+    def __repr__(self) -> str:
+        state = "on" if self.enabled else "off"
+        name = self.backend.name if self.backend is not None else "no backend"
+        return (f"<Tracker {state} ({name}): {len(self.live)} live allocations, "
+                f"{self.in_use} B in use, peak {self.peak} B>")
+
+
+_TRACKER: Tracker | None = None
+
+
+def tracker() -> Tracker:
+    """The process's tracker (created on first use, not started)."""
+    global _TRACKER
+    if _TRACKER is None:
+        _TRACKER = Tracker()
+    return _TRACKER

@@ -1,0 +1,62 @@
+"""Byte counts for people: ``format_bytes`` and ``parse_size``."""
+from __future__ import annotations
+
+import math
+import re
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+_FACTORS = {"": 1, "b": 1,
+            "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+            "t": 10**12, "tb": 10**12,
+            "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20,
+            "gi": 2**30, "gib": 2**30, "ti": 2**40, "tib": 2**40}
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+NA = "N/A"
+
+
+def is_missing(value) -> bool:
+    """True for a value the backend could not give (``None`` or NaN)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def format_bytes(n) -> str:
+    """``1536`` -> ``"1.50 KiB"``; ``None`` -> ``"N/A"``."""
+    if is_missing(n):
+        return NA
+    n = int(n)
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    if n < 1024:
+        return f"{sign}{n} B"
+    value = float(n)
+    for unit in _UNITS[1:]:
+        value /= 1024
+        if value < 1024 or unit == _UNITS[-1]:
+            return f"{sign}{value:.2f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def format_fraction(x) -> str:
+    """``0.25`` -> ``"25.0%"``; ``None`` -> ``"N/A"``."""
+    return NA if is_missing(x) else f"{100 * x:.1f}%"
+
+
+def parse_size(text) -> int:
+    """``"512MiB"``, ``"2 GB"``, ``"1e9"``, ``4096`` -> bytes.
+
+    Decimal units (kB, MB, GB) are powers of 1000 and binary ones (KiB, MiB,
+    GiB) powers of 1024. Raises ValueError saying how to write a size.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"not a size: {text!r}")
+    if isinstance(text, int):
+        if text < 0:
+            raise ValueError(f"a size must not be negative, got {text}")
+        return text
+    match = _SIZE.match(str(text))
+    factor = _FACTORS.get(match.group(2).lower()) if match else None
+    if factor is None:
+        raise ValueError(f"cannot read {text!r} as a size; write bytes as a number "
+                         "or with a unit, e.g. 4096, '512MiB', '2GB', '1.5GiB'")
+    return int(float(match.group(1)) * factor)

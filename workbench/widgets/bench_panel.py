@@ -1,0 +1,170 @@
+"""``wb.BenchmarkPanel()``: the latest sweep's plot and table, live.
+
+The panel listens to the session's benchmark history: when a sweep starts it
+follows it, and redraws as each point arrives (at most every
+``min_interval`` seconds while the sweep runs, and always when it ends), so
+the plot grows while :func:`workbench.sweep` is still running.
+"""
+from __future__ import annotations
+
+import html
+import io
+import time
+import weakref
+
+import ipywidgets as widgets
+from traitlets import Bool, Float, Int, List, Unicode, validate
+
+from ..benchmarking import history
+
+_Y_CHOICES = ("time", "bandwidth", "gflops")
+_TABLE_COLUMNS = ("name", "median_s", "iqr_s", "gbps", "gflops", "pct_bandwidth", "pct_compute")
+
+
+class BenchmarkPanel(widgets.VBox):
+    """Plot and table of the latest :func:`workbench.sweep`, updated while it runs.
+
+    Every displayed fact is a synced trait (``sweep_id``, ``points``,
+    ``total``, ``running``, ``rows``...), so ``panel.get_state()`` tells what
+    the panel shows without a browser.
+    """
+
+    y = Unicode("time", help="what the plot shows: 'time', 'bandwidth' or 'gflops'").tag(sync=True)
+    sweep_id = Unicode("", help="id of the sweep shown ('' before any sweep)").tag(sync=True)
+    points = Int(0, help="points of the shown sweep measured so far").tag(sync=True)
+    total = Int(0, help="points the shown sweep will measure").tag(sync=True)
+    running = Bool(False, help="True while the shown sweep is still measuring").tag(sync=True)
+    simulated = Bool(False, help="True when the times are the simulator's CPU "
+                                 "wall-clock times").tag(sync=True)
+    columns = List(help="column names of rows").tag(sync=True)
+    rows = List(help="the table shown: one list per point, in the order of columns").tag(sync=True)
+    redraws = Int(0, help="how many times the plot has been drawn").tag(sync=True)
+    min_interval = Float(0.5, help="seconds between redraws while a sweep runs").tag(sync=True)
+
+    def __init__(self, y: str = "time", min_interval: float = 0.5, **kwargs):
+        self._title = widgets.HTML()
+        self._choice = widgets.ToggleButtons(options=_Y_CHOICES, value=y,
+                                             tooltips=["median time", "GB/s", "GFLOP/s"])
+        self._image = widgets.Image(format="png")
+        self._table = widgets.HTML()
+        super().__init__(children=[self._title, self._choice, self._image, self._table],
+                         y=y, min_interval=min_interval, **kwargs)
+        self._choice.observe(lambda change: setattr(self, "y", change["new"]), names="value")
+        self.observe(self._on_y, names="y")
+        self._run = None
+        self._last_draw = 0.0
+        self._remove_listener = history.add_listener(_weak_listener(self))
+        latest = history.latest_sweep()
+        if latest is not None:
+            self.show(latest)
+        else:
+            self._title.value = ("<b>Benchmark panel</b>: waiting for a sweep "
+                                 "(<code>wb.sweep(...)</code>)")
+
+    @validate("y")
+    def _check_y(self, proposal):
+        if proposal["value"] not in _Y_CHOICES:
+            raise ValueError(f"y={proposal['value']!r}: choose one of {', '.join(_Y_CHOICES)}")
+        return proposal["value"]
+
+    def _on_y(self, change) -> None:
+        self._choice.value = change["new"]
+        self._redraw()
+
+    def show(self, run) -> None:
+        """Show ``run`` (a sweep from :func:`workbench.benchmarking.history.sweeps`)."""
+        self._run = run
+        self._update(force=True)
+
+    def close(self):
+        remove = getattr(self, "_remove_listener", None)
+        if remove is not None:
+            remove()
+        super().close()
+
+    # -- updates ---------------------------------------------------------------------
+    def _on_event(self, event: str, payload) -> None:
+        if event == "sweep_started":
+            self._run = payload
+            self._update(force=True)
+        elif event in ("sweep_point", "sweep_finished") and payload is self._run:
+            self._update(force=event == "sweep_finished")
+
+    def _update(self, force: bool) -> None:
+        run = self._run
+        if run is None:
+            return
+        table = run.table() if run.results else None
+        with self.hold_sync():
+            self.sweep_id = run.id
+            self.points = len(run.results)
+            self.total = run.total
+            self.running = not run.finished
+            if table is not None:
+                self.simulated = bool(table["simulated"].any())
+                cols = [c for c in self._columns(table) if c in table.columns]
+                self.columns = cols
+                self.rows = [[_plain(v) for v in row] for row in table[cols].itertuples(index=False)]
+            else:
+                self.columns, self.rows = [], []
+        self._title.value = self._title_html()
+        if table is not None:
+            self._table.value = table[self.columns].to_html(index=False, float_format="{:.4g}".format,
+                                                            na_rep="N/A")
+        now = time.monotonic()
+        if table is not None and (force or now - self._last_draw >= self.min_interval):
+            self._draw(table)
+            self._last_draw = now
+
+    def _columns(self, table) -> list[str]:
+        params = table.attrs.get("params") or []
+        return [_TABLE_COLUMNS[0], *params, *_TABLE_COLUMNS[1:]]
+
+    def _title_html(self) -> str:
+        state = "running" if self.running else "finished"
+        sim = (" <span style='color:#a15c00'><b>simulated: CPU wall-clock times</b></span>"
+               if self.simulated else "")
+        return (f"<b>Sweep {html.escape(self.sweep_id)}</b>: {self.points}/{self.total} points, "
+                f"{state}{sim}")
+
+    def _redraw(self) -> None:
+        if self._run is not None and self._run.results:
+            self._draw(self._run.table())
+
+    def _draw(self, table) -> None:
+        from matplotlib.figure import Figure
+
+        from ..benchmarking.plots import plot_sweep
+        column = {"time": "median_s", "bandwidth": "gbps", "gflops": "gflops"}[self.y]
+        fig = Figure(figsize=(6.5, 3.8))
+        ax = fig.subplots()
+        if column in table.columns and table[column].notna().any():
+            plot_sweep(table, y=self.y, ax=ax)
+        else:
+            ax.text(0.5, 0.5, f"no {self.y} figures: pass bytes=/flops= to wb.sweep",
+                    ha="center", va="center", transform=ax.transAxes)
+            ax.set_axis_off()
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=90)
+        self._image.value = buffer.getvalue()
+        self.redraws += 1
+
+
+def _weak_listener(panel: BenchmarkPanel):
+    """A history listener that does not keep the panel alive."""
+    ref = weakref.ref(panel)
+
+    def listener(event, payload):
+        target = ref()
+        if target is not None:
+            target._on_event(event, payload)
+    return listener
+
+
+def _plain(value):
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return None
+    return value

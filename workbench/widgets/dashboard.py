@@ -1,0 +1,109 @@
+"""``wb.dashboard()``: the device, memory, kernel and benchmark panels in tabs."""
+from __future__ import annotations
+
+import html
+import importlib
+
+import ipywidgets as widgets
+
+from .device_panel import DevicePanel
+from .kernel_panel import KernelPanel
+
+# tab title -> (module, class) of panels built by other parts of the workbench
+_OPTIONAL = {"Memory": ("workbench.widgets.memory_panel", "MemoryPanel"),
+             "Benchmarks": ("workbench.widgets.bench_panel", "BenchmarkPanel")}
+
+
+def _placeholder(text: str) -> widgets.HTML:
+    return widgets.HTML(f"<i>{html.escape(text)}</i>")
+
+
+def _optional_panel(title: str) -> widgets.Widget:
+    module_name, class_name = _OPTIONAL[title]
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError):
+        return _placeholder(f"The {title.lower()} panel is not available in this version.")
+    try:
+        return cls()
+    except Exception as exc:  # a panel that cannot start must not take the others down
+        return _placeholder(f"The {title.lower()} panel could not start: {exc}")
+
+
+def _all_kernels() -> dict:
+    """``{"module: kernel": Kernel}`` for every compiled kernel of the session."""
+    from ..core.session import session
+    out = {}
+    for module_name, module in session().modules.items():
+        for kernel_name in getattr(module, "kernel_names", lambda: [])():
+            out[f"{module_name}: {kernel_name}"] = module[kernel_name]
+    return out
+
+
+class KernelChooser(widgets.VBox):
+    """A drop-down of the session's compiled kernels above the chosen one's
+    :class:`KernelPanel`."""
+
+    def __init__(self, kernel=None, **kwargs):
+        super().__init__(**kwargs)
+        self._kernels = _all_kernels()
+        self._panel = None
+        if kernel is not None:
+            label = next((k for k, v in self._kernels.items() if v is kernel), kernel.name)
+            self._kernels.setdefault(label, kernel)
+        options = list(self._kernels)
+        self._choice = widgets.Dropdown(options=options, description="kernel",
+                                        value=(label if kernel is not None else None))
+        self._choice.observe(self._chosen, names="value")
+        self._body = widgets.VBox()
+        if not options:
+            self._body.children = [_placeholder("No kernels yet: compile one in a %%cuda cell, "
+                                                "then open the dashboard again.")]
+        self.children = [self._choice, self._body]
+        if kernel is not None:
+            self._show(kernel)
+
+    @property
+    def panel(self) -> KernelPanel | None:
+        return self._panel
+
+    def _chosen(self, change) -> None:
+        if change["new"] is not None:
+            self._show(self._kernels[change["new"]])
+
+    def _show(self, kernel) -> None:
+        if self._panel is not None:
+            self._panel.close()
+        self._panel = KernelPanel(kernel)
+        self._body.children = [self._panel]
+
+    def close(self) -> None:
+        if self._panel is not None:
+            self._panel.close()
+        super().close()
+
+
+class Dashboard(widgets.Tab):
+    """The panels of :func:`dashboard`; ``close()`` stops their refreshes."""
+
+    def __init__(self, kernel=None, interval: float = 1.0, **kwargs):
+        self.device_panel = DevicePanel(interval=interval)
+        self.memory_panel = _optional_panel("Memory")
+        self.kernel_chooser = KernelChooser(kernel)
+        self.benchmark_panel = _optional_panel("Benchmarks")
+        super().__init__(children=[self.device_panel, self.memory_panel, self.kernel_chooser,
+                                   self.benchmark_panel],
+                         titles=("Device", "Memory", "Kernel", "Benchmarks"), **kwargs)
+
+    def close(self) -> None:
+        for child in self.children:
+            child.close()
+        super().close()
+
+
+def dashboard(kernel=None, interval: float = 1.0) -> Dashboard:
+    """Device, memory, kernel and benchmark panels in tabs, for the active
+    device. ``kernel`` is shown in the Kernel tab (else pick one of the
+    session's kernels there); ``interval`` is the device panel's refresh
+    period in seconds."""
+    return Dashboard(kernel=kernel, interval=interval)

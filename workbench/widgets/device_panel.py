@@ -1,0 +1,189 @@
+"""``wb.DevicePanel()``: every device's properties and live statistics, with a
+short history plot, refreshed in the background.
+
+The refresh runs on a daemon thread (:class:`workbench.hardware.live.LiveMonitor`),
+so the panel keeps updating while a long cell runs, and the kernel stays
+responsive. ``panel.close()`` (or the Stop button) ends it.
+"""
+from __future__ import annotations
+
+import html
+import io
+import threading
+import time
+
+import ipywidgets as widgets
+from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode, observe, validate
+
+from ..hardware import live
+from ..hardware.properties import devices
+
+MIN_INTERVAL = 0.1  # seconds; faster sampling only measures NVML itself
+PLOT_EVERY = 1.0    # seconds between history-plot redraws (a PNG render costs ~50 ms)
+
+
+def _history_png(history: dict, simulated: bool) -> bytes:
+    """Utilisation and memory use over time, one line per device, as PNG."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 2.2), dpi=80)
+    FigureCanvasAgg(fig)
+    ax_util, ax_mem = fig.subplots(1, 2)
+    for index, samples in history.items():
+        if not samples:
+            continue
+        t0 = samples[-1].time
+        ts = [s.time - t0 for s in samples]
+        util = [float(s.gpu_utilization) for s in samples]
+        mem = [100.0 * float(s.memory_used) / float(s.memory_total) if s.memory_total else float("nan")
+               for s in samples]
+        ax_util.plot(ts, util, label=f"GPU {index}")
+        ax_mem.plot(ts, mem, label=f"GPU {index}")
+    for ax, title in ((ax_util, "utilisation (%)"), (ax_mem, "memory used (%)")):
+        ax.set_ylim(0, 100)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("seconds", fontsize=8)
+        ax.tick_params(labelsize=7)
+    if simulated:
+        ax_util.text(0.5, 0.5, "N/A on the simulator", ha="center", va="center",
+                     transform=ax_util.transAxes, fontsize=8, color="0.4")
+    if len(history) > 1:
+        ax_mem.legend(fontsize=7)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+class DevicePanel(widgets.VBox):
+    """Properties and live statistics of every device of the active backend.
+
+    ``interval`` is the refresh period in seconds; ``history`` how many
+    samples per device the plot keeps. Without NVML (or on the simulator)
+    the static properties still show and live figures read N/A.
+    """
+
+    devices = List(Dict(), help="wb.devices() as plain values, one dict per device").tag(sync=True)
+    stats = Dict(help="The latest live sample per device index (str), as plain values").tag(sync=True)
+    samples = Int(0, help="Rounds of samples taken so far").tag(sync=True)
+    interval = Float(1.0, help="Seconds between refreshes (>= 0.1)").tag(sync=True)
+    running = Bool(False, help="True while the background refresh runs").tag(sync=True)
+    history_size = Int(120, help="Samples per device kept for the history plot").tag(sync=True)
+    simulated = Bool(False, help="True when the device is the simulator's virtual GPU").tag(sync=True)
+    note = Unicode("", help="Why live figures are missing, if they are").tag(sync=True)
+
+    def __init__(self, interval: float = 1.0, history: int = 120, start: bool = True, **kwargs):
+        from ..core.session import backend
+        super().__init__(**kwargs)
+        b = backend()
+        infos = devices()
+        self._lock = threading.Lock()
+        self._last_plot = 0.0
+        self._properties = widgets.HTML(infos._repr_html_())
+        self._live = widgets.HTML()
+        self._plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self._interval_box = widgets.BoundedFloatText(value=interval, min=MIN_INTERVAL, max=3600.0,
+                                                      step=0.5, description="refresh (s)",
+                                                      layout=widgets.Layout(width="180px"))
+        self._toggle = widgets.ToggleButton(value=False, description="Run", icon="play",
+                                            layout=widgets.Layout(width="90px"))
+        widgets.link((self._interval_box, "value"), (self, "interval"))
+        widgets.link((self._toggle, "value"), (self, "running"))
+        header = widgets.HTML(f"<b>{html.escape(b.describe())}</b>")
+        properties = widgets.Accordion(children=[self._properties], titles=("Properties",))
+        self.children = [header, widgets.HBox([self._toggle, self._interval_box]),
+                         self._live, self._plot, properties]
+        with self.hold_sync():
+            self.simulated = bool(b.simulated)
+            self.devices = [d.to_dict() for d in infos]
+            self.history_size = history
+            self.interval = interval
+        self._monitor = live.LiveMonitor([d.index for d in infos], interval=self.interval,
+                                         history=history)
+        self._monitor.add_listener(self._on_samples)
+        self._on_samples(self._monitor.sample_once())  # show figures at once
+        self.running = start
+
+    # -- traits --------------------------------------------------------------
+    @validate("interval")
+    def _check_interval(self, proposal):
+        value = proposal["value"]
+        if not value >= MIN_INTERVAL:
+            raise TraitError(f"interval is in seconds and must be >= {MIN_INTERVAL}, got {value!r}")
+        return value
+
+    @observe("interval")
+    def _interval_changed(self, change):
+        monitor = getattr(self, "_monitor", None)
+        if monitor is not None:
+            monitor.interval = change["new"]
+
+    @observe("running")
+    def _running_changed(self, change):
+        monitor = getattr(self, "_monitor", None)
+        if monitor is None:
+            return
+        if change["new"]:
+            monitor.start()
+        else:
+            monitor.stop()
+        self._toggle.description = "Stop" if change["new"] else "Run"
+        self._toggle.icon = "stop" if change["new"] else "play"
+
+    # -- refresh ----------------------------------------------------------------
+    def _on_samples(self, samples: dict) -> None:
+        """Called on the monitor's thread with ``{index: LiveStats}``."""
+        if not samples:
+            return
+        with self._lock:
+            if self.simulated:
+                note = "simulated device: only memory use is live"
+            elif live.nvml_unavailable_reason():
+                note = f"NVML unavailable: {live.nvml_unavailable_reason()}"
+            else:
+                note = ""
+            png = None
+            now = time.monotonic()
+            if now - self._last_plot >= PLOT_EVERY:
+                self._last_plot = now
+                png = _history_png(self.history, self.simulated)
+            with self.hold_sync():
+                self.note = note
+                self.stats = {str(i): s.to_dict() for i, s in samples.items()}
+                self.samples = self.samples + 1
+            self._live.value = self._live_table(samples)
+            if png is not None:
+                self._plot.value = png
+
+    def _live_table(self, samples: dict) -> str:
+        labels = next(iter(samples.values())).formatted().keys()
+        cols = {i: s.formatted() for i, s in samples.items()}
+        head = "".join(f"<th>GPU {i}</th>" for i in cols)
+        rows = "".join(f"<tr><th style='text-align:left'>{html.escape(label)}</th>"
+                       + "".join(f"<td>{html.escape(c[label])}</td>" for c in cols.values())
+                       + "</tr>" for label in labels)
+        note = f"<div><i>{html.escape(self.note)}</i></div>" if self.note else ""
+        stamp = time.strftime("%H:%M:%S", time.localtime(next(iter(samples.values())).time))
+        return f"<table><tr><th>live ({stamp})</th>{head}</tr>{rows}</table>{note}"
+
+    @property
+    def history(self) -> dict:
+        """``{index: [LiveStats, ...]}``: the samples the plot shows."""
+        return {i: list(h) for i, h in self._monitor.history.items()}
+
+    def refresh(self) -> None:
+        """Take a sample now (on the calling thread)."""
+        self._monitor.sample_once()
+
+    def stop(self) -> None:
+        """Stop the background refresh (the panel stays)."""
+        self.running = False
+
+    def close(self) -> None:
+        """Stop the background refresh and remove the panel."""
+        monitor = getattr(self, "_monitor", None)
+        if monitor is not None:
+            monitor.stop()
+            self.running = False
+        super().close()

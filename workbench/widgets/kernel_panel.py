@@ -1,0 +1,116 @@
+"""``wb.KernelPanel(kernel)``: a kernel's resources, its occupancy at a block
+size and dynamic shared-memory size chosen with sliders, the occupancy
+chart against block size, and its PTX and SASS."""
+from __future__ import annotations
+
+import html
+import io
+
+import ipywidgets as widgets
+from traitlets import Dict, Int, TraitError, Unicode, observe, validate
+
+from ..hardware.inspect import inspect_kernel
+from ..hardware.occupancy import occupancy
+
+
+def _chart_png(occ) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 2.8), dpi=80)
+    FigureCanvasAgg(fig)
+    occ.sweep().plot(ax=fig.add_subplot())
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _pre(text) -> str:
+    return f"<pre style='max-height:400px;overflow:auto;font-size:11px'>{html.escape(str(text))}</pre>"
+
+
+class KernelPanel(widgets.VBox):
+    """Resources and occupancy of one compiled kernel.
+
+    Move the block-size slider or type a dynamic shared-memory size: the
+    occupancy, the limit that binds and the chart follow. The PTX and SASS
+    sections are produced when first opened.
+    """
+
+    kernel_name = Unicode(help="The kernel shown").tag(sync=True)
+    resources = Dict(help="kernel.inspect() figures as plain values").tag(sync=True)
+    block = Int(256, help="Threads per block for the occupancy figures").tag(sync=True)
+    shared_mem = Int(0, help="Dynamic shared memory per block, bytes").tag(sync=True)
+    occupancy = Dict(help="wb.occupancy(kernel, block, shared_mem) as plain values").tag(sync=True)
+
+    def __init__(self, kernel, block: int | None = None, shared_mem: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self._kernel = kernel
+        self._report = inspect_kernel(kernel)
+        from ..core.session import backend
+        props = backend().device_properties()
+        self._max_block = props.max_threads_per_block
+        self._max_shared = props.shared_memory_per_block_optin
+        if block is None:
+            block = occupancy(kernel, shared_mem=shared_mem).block
+        self._resources_html = widgets.HTML(self._report._repr_html_())
+        self._summary = widgets.HTML()
+        self._chart = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self._block_slider = widgets.IntSlider(value=block, min=32, max=self._max_block, step=32,
+                                               description="block", continuous_update=False)
+        self._shared_box = widgets.BoundedIntText(value=shared_mem, min=0, max=self._max_shared,
+                                                  step=1024, description="dyn. shared (B)")
+        self._code = widgets.Accordion(children=[widgets.HTML(), widgets.HTML()],
+                                       titles=("PTX", "SASS"), selected_index=None)
+        self._code.observe(self._show_code, names="selected_index")
+        self.children = [self._resources_html, widgets.HBox([self._block_slider, self._shared_box]),
+                         self._summary, self._chart, self._code]
+        with self.hold_sync():
+            self.shared_mem = shared_mem
+            self.block = block
+            self.resources = self._report.to_dict()
+            self.kernel_name = self._report.name  # last: observers wait for it
+        widgets.link((self._block_slider, "value"), (self, "block"))
+        widgets.link((self._shared_box, "value"), (self, "shared_mem"))
+        self._update()
+
+    @validate("block")
+    def _check_block(self, proposal):
+        value = proposal["value"]
+        limit = getattr(self, "_max_block", 1024)
+        if not 1 <= value <= limit:
+            raise TraitError(f"block must be 1..{limit} threads, got {value}")
+        return value
+
+    @validate("shared_mem")
+    def _check_shared(self, proposal):
+        value = proposal["value"]
+        limit = getattr(self, "_max_shared", None)
+        if value < 0 or (limit is not None and value > limit):
+            raise TraitError(f"shared_mem must be 0..{limit} bytes, got {value}")
+        return value
+
+    @observe("block", "shared_mem")
+    def _launch_changed(self, change):
+        if getattr(self, "_summary", None) is not None and self.kernel_name:
+            self._update()
+
+    def _update(self) -> None:
+        occ = occupancy(self._kernel, block=self.block, shared_mem=self.shared_mem)
+        self.occupancy = occ.to_dict()
+        self._summary.value = occ._repr_html_()
+        self._chart.value = _chart_png(occ)
+
+    def _show_code(self, change) -> None:
+        index = change["new"]
+        if index is None:
+            return
+        target = self._code.children[index]
+        if target.value:
+            return
+        r = self._report
+        if index == 0:
+            target.value = _pre(r.kernel_ptx) if r.ptx_reason == "" else html.escape(r.ptx_reason)
+        else:
+            target.value = _pre(r.sass) if not r.sass_reason else html.escape(r.sass_reason)

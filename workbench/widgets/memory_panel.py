@@ -1,0 +1,202 @@
+"""``wb.MemoryPanel()``: device memory at a glance in the notebook.
+
+A bar of in use / cached / free with the pool limit marked, the per-cell
+table and the largest live allocations by source line. It refreshes after
+every cell (IPython's ``post_run_cell``) and when its Refresh button is
+pressed; a refresh only reads counters the tracker keeps, so it never waits
+for the device.
+"""
+from __future__ import annotations
+
+import html
+import math
+import weakref
+
+import ipywidgets as widgets
+from traitlets import Bool, Float, Int, List, Unicode
+
+from .. import memory
+from ..memory.units import format_bytes, format_fraction
+
+_COLORS = {"in_use": "#d62728", "cached": "#ff9f40", "free": "#c7e9c0"}
+
+
+class MemoryPanel(widgets.VBox):
+    """Device memory panel: bars, per-cell table and top live allocations.
+
+    Every number it shows is a synced trait, so ``panel.get_state()`` holds
+    the same values as :func:`workbench.memory.stats` at the last refresh.
+    """
+
+    backend_name = Unicode("", help="the backend whose memory is shown").tag(sync=True)
+    simulated = Bool(False, help="True when the device is the CPU simulator's").tag(sync=True)
+    tracking = Bool(False, help="whether allocations are being tracked").tag(sync=True)
+    in_use = Int(None, allow_none=True, help="bytes held by live arrays").tag(sync=True)
+    cached = Int(None, allow_none=True,
+                 help="bytes the pool keeps in free blocks for reuse").tag(sync=True)
+    reserved = Int(None, allow_none=True,
+                   help="bytes the pool holds from the device (in use + cached)").tag(sync=True)
+    peak = Int(None, allow_none=True, help="most bytes in use since tracking started").tag(sync=True)
+    free_blocks = Int(None, allow_none=True, help="free blocks in the pool").tag(sync=True)
+    fragmentation = Float(None, allow_none=True,
+                          help="1 - largest free block / cached bytes").tag(sync=True)
+    limit = Int(None, allow_none=True, help="the pool's cap in bytes (None: none)").tag(sync=True)
+    device_free = Int(None, allow_none=True, help="bytes free on the device").tag(sync=True)
+    device_total = Int(None, allow_none=True, help="bytes of device memory").tag(sync=True)
+    per_cell = List(help="per-cell rows: cell, allocated, freed, alive, net, peak, "
+                         "allocations, frees").tag(sync=True)
+    top_live = List(help="largest live allocations by line: line, code, bytes, count, "
+                         "held_by").tag(sync=True)
+    top_n = Int(5, help="how many lines the live table lists").tag(sync=True)
+    refreshes = Int(0, help="how many times the panel has refreshed").tag(sync=True)
+
+    def __init__(self, top_n: int = 5, auto_refresh: bool = True, **kwargs):
+        self._title = widgets.HTML()
+        self._bar = widgets.HTML()
+        self._cells = widgets.HTML()
+        self._live = widgets.HTML()
+        refresh = widgets.Button(description="Refresh", icon="refresh",
+                                 tooltip="read the pool and the tracker again")
+        empty = widgets.Button(description="Empty cache", icon="trash",
+                               tooltip="wb.memory.empty_cache(): give cached blocks back")
+        refresh.on_click(lambda _: self.refresh())
+        empty.on_click(lambda _: self.empty_cache())
+        super().__init__(children=[self._title, self._bar, widgets.HBox([refresh, empty]),
+                                   self._cells, self._live], top_n=top_n, **kwargs)
+        self._unhook = _hook_post_run_cell(self) if auto_refresh else None
+        self.refresh()
+
+    # -- actions ------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Read :func:`workbench.memory.stats`, the per-cell table and the
+        live allocations, and redraw."""
+        stats = memory.stats()
+        cells = memory.per_cell().to_pandas()
+        live = memory.live().head(self.top_n)
+        with self.hold_sync():
+            self.backend_name = stats.backend
+            self.simulated = stats.simulated
+            self.tracking = stats.tracking
+            for name in ("in_use", "cached", "reserved", "peak", "free_blocks", "fragmentation",
+                         "limit", "device_free", "device_total"):
+                setattr(self, name, getattr(stats, name))
+            self.per_cell = _records(cells)
+            self.top_live = _records(live[["line", "code", "bytes", "count", "held_by"]])
+            self.refreshes += 1
+        self._redraw()
+
+    def empty_cache(self) -> None:
+        memory.empty_cache()
+        self.refresh()
+
+    def close(self) -> None:
+        if self._unhook is not None:
+            self._unhook()
+            self._unhook = None
+        super().close()
+
+    # -- drawing ---------------------------------------------------------------------
+    def _redraw(self) -> None:
+        device = "simulated device" if self.simulated else "device"
+        state = "tracking on" if self.tracking else "tracking off: wb.memory.tracking(True)"
+        self._title.value = (f"<b>Device memory</b> — {html.escape(self.backend_name)} "
+                             f"{device}, {state}")
+        self._bar.value = _bar_html(self)
+        self._cells.value = _table_html(
+            "Per cell", ["cell", "allocated", "freed", "alive", "net"],
+            [[_cell_label(r["cell"]), format_bytes(r["allocated"]), format_bytes(r["freed"]),
+              format_bytes(r["alive"]), _signed(r["net"])] for r in self.per_cell])
+        self._live.value = _table_html(
+            f"Largest live allocations (top {self.top_n})", ["bytes", "count", "line", "code", "held by"],
+            [[format_bytes(r["bytes"]), "" if r["count"] is None else str(r["count"]), r["line"],
+              r["code"], r["held_by"]] for r in self.top_live])
+
+
+def _hook_post_run_cell(panel: MemoryPanel):
+    """Refresh ``panel`` after every cell, without keeping it alive."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    ip = get_ipython()
+    if ip is None:
+        return None
+    ref = weakref.ref(panel)
+
+    def on_post_run_cell(result=None):
+        target = ref()
+        if target is None:
+            ip.events.unregister("post_run_cell", on_post_run_cell)
+            return
+        try:
+            target.refresh()
+        except Exception as exc:  # say so in the panel; never fail the user's cell
+            target._title.value = f"<b>Device memory</b> — refresh failed: {html.escape(str(exc))}"
+
+    ip.events.register("post_run_cell", on_post_run_cell)
+
+    def unhook():
+        try:
+            ip.events.unregister("post_run_cell", on_post_run_cell)
+        except ValueError:
+            pass
+    return unhook
+
+
+def _plain(value):
+    """A DataFrame cell as JSON: NumPy scalars unboxed, NaN -> None, and
+    whole floats (int columns that held a missing value) -> int."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float):
+        return None if math.isnan(value) else int(value) if value.is_integer() else value
+    return value
+
+
+def _records(frame) -> list[dict]:
+    """DataFrame rows as plain dicts (JSON for the widget state)."""
+    return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def _cell_label(cell) -> str:
+    return "-" if cell is None else str(cell)
+
+
+def _signed(n) -> str:
+    return "running" if n is None else ("+" if n > 0 else "") + format_bytes(n)
+
+
+def _bar_html(p: MemoryPanel) -> str:
+    """One stacked bar: in use, cached, free; the pool limit as a black tick."""
+    scale = p.device_total or max(p.reserved or 0, p.limit or 0, 1)
+    in_use, cached = p.in_use or 0, p.cached or 0
+    free = max(scale - in_use - cached, 0) if p.device_free is None else p.device_free
+    parts = [("in_use", in_use, "in use"), ("cached", cached, "cached"), ("free", free, "free")]
+    segments = "".join(
+        f"<div title='{label} {format_bytes(n)}' style='width:{100 * n / scale:.3f}%;"
+        f"background:{_COLORS[key]}'></div>" for key, n, label in parts if n > 0)
+    limit = ""
+    if p.limit is not None and p.limit <= scale:
+        limit = (f"<div title='pool limit {format_bytes(p.limit)}' style='position:absolute;"
+                 f"left:{100 * p.limit / scale:.3f}%;top:-3px;bottom:-3px;width:2px;"
+                 f"background:#000'></div>")
+    legend = " &nbsp; ".join(
+        f"<span style='color:{_COLORS[key]}'>&#9632;</span> {label} {format_bytes(n)}"
+        for key, n, label in parts)
+    extra = (f"reserved {format_bytes(p.reserved)} &nbsp; peak {format_bytes(p.peak)} &nbsp; "
+             f"limit {'none' if p.limit is None else format_bytes(p.limit)} &nbsp; "
+             f"device {format_bytes(p.device_total)} &nbsp; "
+             f"fragmentation {format_fraction(p.fragmentation)}")
+    return (f"<div style='position:relative;display:flex;height:18px;border:1px solid #888;"
+            f"margin:4px 0'>{segments}{limit}</div><div style='font-size:90%'>{legend}<br>"
+            f"{extra}</div>")
+
+
+def _table_html(title: str, headers: list[str], rows: list[list[str]]) -> str:
+    if not rows:
+        return f"<p><b>{html.escape(title)}</b>: nothing recorded yet</p>"
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
+                   for row in rows)
+    return (f"<b>{html.escape(title)}</b><table style='font-size:90%'><thead><tr>{head}</tr>"
+            f"</thead><tbody>{body}</tbody></table>")
