@@ -259,6 +259,7 @@ def test_inspect_reports_resources_and_ptx(tiled):
     if not (shutil.which("cuobjdump") or shutil.which("nvdisasm")):
         assert report.sass is NA and "cuobjdump" in report.sass_reason
     else:
+        assert report.sass is not NA, report.sass_reason
         assert "tiled" in report.sass
 
 

@@ -60,7 +60,8 @@ class _AllocationHook(MemoryHook):
     # malloc_*: an allocation from the pool (alloc_* would be the pool's own
     # cudaMalloc, missed when a cached block is reused); free_*: back to the pool.
     def malloc_postprocess(self, **kw):
-        self._on_alloc(kw["mem_ptr"], kw["mem_size"])
+        if kw["mem_ptr"]:  # 0: the allocation failed (out of memory)
+            self._on_alloc(kw["mem_ptr"], kw["mem_size"])
 
     def free_postprocess(self, **kw):
         self._on_free(kw["mem_ptr"], kw["mem_size"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BackendUnavailable, OutOfMemoryError
+from ..errors import OutOfMemoryError
 from .session import backend
 
 
@@ -98,16 +98,20 @@ def launch_kernel(kernel, grid, block, *args, shared_mem: int = 0, stream=None):
 
 
 def frontend_status() -> dict | None:
-    """What the JupyterLab status bar shows: backend, device and memory."""
+    """What the JupyterLab status bar shows: backend, device and memory
+    (``None`` until a backend is in use: asking must not start one)."""
+    from .session import active_backend_or_none
+    b = active_backend_or_none()
+    if b is None:
+        return None
     try:
-        b = backend()
         props = b.device_properties()
         free, total = b.memory_info()
-    except (BackendUnavailable, Exception):
+    except Exception:  # the status bar must never raise into the kernel
         return None
     used = total - free
     short = props.name.replace("NVIDIA ", "").split()[0] if props.name else b.name
-    label = (f"simulator · {used / 1e9:.1f}/{total / 1e9:.0f} GB" if b.simulated
-             else f"{short} · {used / 1e9:.1f}/{total / 1e9:.0f} GB")
+    gib = 2 ** 30
+    label = f"{'simulator' if b.simulated else short} · {used / gib:.1f}/{total / gib:.0f} GB"
     return {"backend": b.name, "device": device_name(), "short": short, "simulated": b.simulated,
             "used_bytes": int(used), "total_bytes": int(total), "label": label}

@@ -57,16 +57,21 @@ def disassemble(cubin: bytes, symbol: str) -> tuple[str | None, str]:
         path = os.path.join(tmp, "kernel.cubin")
         with open(path, "wb") as f:
             f.write(cubin)
-        tool = tools[0]
-        cmd = ([tool, "-sass", "-fun", symbol, path] if tool == "cuobjdump"
-               else [tool, "-c", "-fun", symbol, path])
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return None, f"{tool} failed: {exc}"
-        if out.returncode != 0 or not out.stdout.strip():
-            return None, f"{tool} failed: {(out.stderr or out.stdout).strip()[:500]}"
-        return out.stdout, ""
+        errors = []
+        for tool in tools:
+            # one function if the tool finds it by name, else the whole cubin
+            for cmd in (([tool, "-sass", "-fun", symbol, path], [tool, "-sass", path])
+                        if tool == "cuobjdump" else
+                        ([tool, "-c", "-fun", symbol, path], [tool, "-c", path])):
+                try:
+                    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+                except (OSError, subprocess.TimeoutExpired) as exc:
+                    errors.append(f"{tool}: {exc}")
+                    continue
+                if out.returncode == 0 and out.stdout.strip():
+                    return out.stdout, ""
+                errors.append(f"{' '.join(cmd[:-1])}: {(out.stderr or out.stdout).strip()[:300]}")
+        return None, "disassembly failed: " + "; ".join(errors)
 
 
 class KernelReport:
