@@ -180,18 +180,19 @@ class _CudaBindingsNvrtc:
             ptx = self._read(nv.nvrtcGetPTXSize, nv.nvrtcGetPTX, prog).decode(errors="replace")
             cubin = None
             if _is_real_arch(options):
-                cubin = self._read(nv.nvrtcGetCUBINSize, nv.nvrtcGetCUBIN, prog) or None
+                cubin = self._read(nv.nvrtcGetCUBINSize, nv.nvrtcGetCUBIN, prog, text=False) or None
             lowered = {e: self._check(nv.nvrtcGetLoweredName(prog, e.encode())).decode()
                        for e in name_expressions}
             return True, log, ptx, cubin, lowered
         finally:
             nv.nvrtcDestroyProgram(prog)
 
-    def _read(self, get_size, get, prog) -> bytes:
+    def _read(self, get_size, get, prog, text: bool = True) -> bytes:
         size = self._check(get_size(prog))
         buf = b" " * size
         self._check(get(prog, buf))
-        return buf.rstrip(b"\0")
+        # text ends with a NUL; a binary (the cubin) may end in zero bytes that belong to it
+        return buf.rstrip(b"\0") if text else buf
 
 
 class _CupyNvrtc:
