@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import html
-import math
 import time
 from dataclasses import dataclass
 
@@ -10,7 +9,7 @@ import numpy as np
 
 from .checks import compare_arrays, select_output, to_numpy
 from .result import BenchResult, format_seconds
-from .timer import (_CHUNK, _HOLD_BELOW_S, _default_name, _device_name, _events, _input_sets,
+from .timer import (_CHUNK, next_chunk, _HOLD_BELOW_S, _default_name, _device_name, _events, _input_sets,
                     _make_flush, _make_hold, _repeat_call, _validate, _warm_up)
 
 
@@ -162,17 +161,10 @@ def _alternate(bk, call_a, call_b, flush, stream, per_round: float, *, repeat, m
     begin = time.perf_counter()
     while True:
         done = len(times_a)
-        if repeat is not None:
-            todo = repeat - done
-        else:
-            elapsed = time.perf_counter() - begin
-            if done >= max_repeat or (done >= min_repeat and elapsed >= max_time):
-                break
-            by_time = math.ceil((max_time - elapsed) / max(per_round, 1e-7))
-            todo = min(max(by_time, min_repeat - done, 1), max_repeat - done)
-        if todo <= 0:
+        chunk = next_chunk(done, begin, per_round, repeat=repeat, max_time=max_time,
+                           min_repeat=min_repeat, max_repeat=max_repeat, chunk=_CHUNK)
+        if chunk == 0:
             break
-        chunk = min(todo, _CHUNK)
         t0 = time.perf_counter()
         for j in range(chunk):
             i = done + j

@@ -174,17 +174,10 @@ def _timed_repeats(b, call, before_each, stream, per_call: float, *, repeat, max
     begin = time.perf_counter()
     while True:
         done = len(times)
-        if repeat is not None:
-            todo = repeat - done
-        else:
-            elapsed = time.perf_counter() - begin
-            if done >= max_repeat or (done >= min_repeat and elapsed >= max_time):
-                break
-            by_time = math.ceil((max_time - elapsed) / max(per_call, 1e-7))
-            todo = min(max(by_time, min_repeat - done, 1), max_repeat - done)
-        if todo <= 0:
+        chunk = next_chunk(done, begin, per_call, repeat=repeat, max_time=max_time,
+                           min_repeat=min_repeat, max_repeat=max_repeat, chunk=_CHUNK)
+        if chunk == 0:
             break
-        chunk = min(todo, _CHUNK)
         t0 = time.perf_counter()
         for j in range(chunk):
             if before_each is not None:
@@ -195,6 +188,22 @@ def _timed_repeats(b, call, before_each, stream, per_call: float, *, repeat, max
         times.extend(b.elapsed_ms(starts[j], ends[j]) * 1e-3 for j in range(chunk))
         per_call = (time.perf_counter() - t0) / chunk
     return np.asarray(times, dtype=np.float64)
+
+
+def next_chunk(done: int, begin: float, per_call: float, *, repeat, max_time, min_repeat,
+               max_repeat, chunk: int) -> int:
+    """How many timed calls to make next (at most ``chunk``; 0: stop): the exact
+    ``repeat`` count, or as many as fit in what is left of ``max_time`` within
+    ``min_repeat``..``max_repeat``."""
+    if repeat is not None:
+        todo = repeat - done
+    else:
+        elapsed = time.perf_counter() - begin
+        if done >= max_repeat or (done >= min_repeat and elapsed >= max_time):
+            return 0
+        by_time = math.ceil((max_time - elapsed) / max(per_call, 1e-7))
+        todo = min(max(by_time, min_repeat - done, 1), max_repeat - done)
+    return max(0, min(todo, chunk))
 
 
 def _events(b, n: int) -> tuple[list, list]:

@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import Callable
 
-from .na import NA, or_na
+from .na import NA, formatted_fields, or_na
 
 log = logging.getLogger("workbench.hardware")
 
@@ -156,21 +156,14 @@ class LiveStats:
     def formatted(self) -> dict:
         """Label -> text, as the panels show it."""
         from ..memory.units import format_bytes
-        out = {}
-        for key, label in self.LABELS.items():
-            value = getattr(self, key)
-            if value is NA:
-                text = str(NA)
-            elif key in ("memory_used", "memory_total"):
-                text = format_bytes(value)
-            elif key.startswith("pcie"):
-                text = f"{format_bytes(value)}/s"
-            elif isinstance(value, float):
-                text = f"{value:.1f}"
-            else:
-                text = str(value)
-            out[label] = text
-        return out
+
+        def text_of(key, value):
+            if key in ("memory_used", "memory_total"):
+                return format_bytes(value)
+            if key.startswith("pcie"):
+                return f"{format_bytes(value)}/s"
+            return f"{value:.1f}" if isinstance(value, float) else str(value)
+        return formatted_fields(self, self.LABELS, text_of)
 
     def __repr__(self) -> str:
         body = ", ".join(f"{k}={v}" for k, v in self.formatted().items())

@@ -72,3 +72,13 @@ def is_na(value) -> bool:
 def or_na(value):
     """``value``, or :data:`NA` when it is ``None`` or NaN."""
     return NA if is_na(value) else value
+
+
+def formatted_fields(obj, labels: dict, text_of) -> dict:
+    """``{label: text}`` for each field of ``obj`` named in ``labels``: NA
+    prints as N/A, anything else as ``text_of(field, value)`` says."""
+    out = {}
+    for key, label in labels.items():
+        value = getattr(obj, key)
+        out[label] = str(NA) if value is NA else text_of(key, value)
+    return out

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from ..backends.base import Backend, DeviceProperties
 from ..errors import DeviceError
 from . import live
-from .na import NA, or_na
+from .na import NA, formatted_fields, or_na
 
 # capability -> (key in the CUDA runtime's device properties, cudaDevAttr name)
 _CAPABILITIES = {
@@ -93,21 +93,16 @@ class DeviceInfo:
     def formatted(self) -> dict:
         """Label -> text, as tables and panels show it."""
         from ..memory.units import format_bytes
-        out = {}
-        for key, label in self.LABELS.items():
-            value = getattr(self, key)
-            if value is NA:
-                text = str(NA)
-            elif key in self._BYTES:
-                text = format_bytes(value)
-            elif isinstance(value, bool):
-                text = "yes" if value else "no"
-            elif key == "peer_access":
-                text = ", ".join(map(str, value)) if value else "none"
-            else:
-                text = str(value)
-            out[label] = text
-        return out
+
+        def text_of(key, value):
+            if key in self._BYTES:
+                return format_bytes(value)
+            if isinstance(value, bool):
+                return "yes" if value else "no"
+            if key == "peer_access":
+                return ", ".join(map(str, value)) if value else "none"
+            return str(value)
+        return formatted_fields(self, self.LABELS, text_of)
 
     def __repr__(self) -> str:
         width = max(map(len, self.LABELS.values()))
