@@ -108,6 +108,7 @@ class CupyBackend(Backend):
         if device is not None:
             self.set_device(device)
         self._compiled_keys: set = set()
+        self._properties: dict[int, DeviceProperties] = {}
 
     @property
     def xp(self):
@@ -139,6 +140,12 @@ class CupyBackend(Backend):
 
     def device_properties(self, index: int | None = None) -> DeviceProperties:
         i = self.current_device() if index is None else index
+        props = self._properties.get(i)
+        if props is None:  # static for the life of the process: read once
+            props = self._properties[i] = self._read_properties(i)
+        return props
+
+    def _read_properties(self, i: int) -> DeviceProperties:
         p = runtime.getDeviceProperties(i)
 
         def attr(name, default=None):

@@ -2,6 +2,7 @@
 launches on the active backend and logs a timed record of every launch."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -161,8 +162,13 @@ def _argument_checker(params, converters, backend):
     names = ", ".join(f"a{i}" for i in range(len(params)))
     unpack = f"    {names}{',' if len(params) == 1 else ''} = args\n" if params else ""
     src = f"def check(args):\n{unpack}    return [{', '.join(items)}]\n"
-    exec(src, ns)  # noqa: S102 -- generated from parsed parameter types only
+    exec(_compiled(src), ns)  # noqa: S102 -- generated from parsed parameter types only
     return ns["check"]
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(src: str):
+    return compile(src, "<workbench argument checker>", "exec")
 
 
 def _dim3(value, what: str) -> tuple[int, int, int]:

@@ -9,6 +9,7 @@ pointer-to-pointer, ``unsigned``/``size_t``/``long long``, vector types
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -235,6 +236,11 @@ _EXTERN_C = re.compile(r'extern\s+"C"\s*$')
 def find_kernels(source: str) -> list[KernelSignature]:
     """Every ``__global__`` function defined or declared in ``source``, in
     order of appearance, one entry per name."""
+    return list(_find_kernels(source))
+
+
+@functools.lru_cache(maxsize=256)  # re-running an unchanged cell re-parses nothing
+def _find_kernels(source: str) -> tuple[KernelSignature, ...]:
     text = blank_comments(source)
     extern_blocks = _extern_c_block_ranges(text)
     found: dict[str, KernelSignature] = {}
@@ -269,7 +275,7 @@ def find_kernels(source: str) -> list[KernelSignature]:
         line = source.count("\n", 0, m.end() + name_match.start()) + 1
         if name not in found:
             found[name] = KernelSignature(name, params, template_params, extern_c, line)
-    return list(found.values())
+    return tuple(found.values())
 
 
 def _template_param(text: str) -> tuple[str, str]:
