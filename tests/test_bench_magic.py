@@ -69,3 +69,19 @@ def test_panel_follows_a_running_sweep(backend):
     with pytest.raises(Exception, match="choose one of"):
         panel.y = "latency"
     panel.close()
+
+
+def test_panel_draws_a_sweep_over_parameters_only(backend):
+    pytest.importorskip("ipywidgets")
+    import warnings
+    panel = wb.BenchmarkPanel(min_interval=0)
+    x = backend.to_device(np.random.default_rng(2).standard_normal(256).astype(np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a failing redraw is reported as a warning
+        table = wb.sweep(lambda block: x[:block] * 2, params={"block": [32, 64]},
+                         repeat=2, warmup_time=0, ceilings=False, progress=False)
+    state = panel.get_state()
+    assert "size" not in table.columns and table.attrs["params"] == ["block"]
+    assert state["points"] == 2 and state["columns"][:2] == ["name", "block"]
+    assert state["redraws"] >= 2 and panel._image.value[:4] == b"\x89PNG"
+    panel.close()

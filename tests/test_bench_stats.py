@@ -3,11 +3,13 @@ rates and result objects, on every backend (the ``backend`` fixture)."""
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 import workbench as wb
+from workbench.benchmarking import timer
 from workbench.benchmarking.checks import ResultMismatch
 from workbench.benchmarking.result import BenchResult
 
@@ -70,6 +72,27 @@ def test_statistics_of_given_times(seed):
     np.testing.assert_array_equal(df["time_s"].to_numpy(), times)
 
 
+@pytest.fixture
+def simulator():
+    """The simulator as the active backend (its events read the CPU's wall clock)."""
+    from workbench.core import session
+    previous = session.active_backend_or_none()
+    try:
+        yield session.use_backend("simulator")
+    finally:
+        session.restore_backend(previous)
+
+
+def test_simulator_times_are_wall_clock_seconds(simulator):
+    # a 2 ms sleep between the events: the median is 2 ms (plus the sleep's
+    # overshoot), stored in seconds, not milliseconds
+    r = wb.bench(lambda: time.sleep(0.002), repeat=10)
+    assert r.simulated and r.repeats == 10
+    assert 1.9e-3 <= r.median <= 4e-3, r.times
+    assert np.all(r.times >= 1.9e-3)  # time.sleep never returns early
+    assert "ms median" in str(r)
+
+
 def test_time_budget_bounds_the_repeats(backend, arrays):
     _, x, y = arrays
     copy = wb.compile(COPY)["copy"]
@@ -121,11 +144,49 @@ def test_rotation_uses_every_input_set(backend):
     assert r.to_pandas()["input_set"].tolist() == [0, 1, 2, 0, 1, 2]
 
 
-def test_l2_flush_is_recorded(backend, arrays):
+def test_l2_flush_runs_before_every_call(backend, arrays, monkeypatch):
     _, x, y = arrays
     copy = wb.compile(COPY)["copy"]
+    made, flushes, allocated = [], [], []
+    real_make_flush, real_allocate = timer._make_flush, backend.allocate
+
+    def allocate(shape, dtype, *a, **k):  # the real allocation, seen on its way
+        out = real_allocate(shape, dtype, *a, **k)
+        allocated.append(int(np.prod(shape)) * np.dtype(dtype).itemsize)
+        return out
+
+    def make_flush(b, stream):
+        flush = real_make_flush(b, stream)
+        made.append(list(allocated))
+        return lambda: (flushes.append(len(flushes)), flush())
+
+    monkeypatch.setattr(timer, "_make_flush", make_flush)
+    monkeypatch.setattr(backend, "allocate", allocate)
     r = wb.bench(copy, x, y, N, n=N, repeat=3, flush_l2=True)
     assert r.flush_l2 and r.repeats == 3 and "L2 flushed" in str(r)
+    l2 = backend.device_properties().l2_cache_bytes
+    assert len(made) == 1 and made[0][0] == 2 * l2  # one read buffer, twice the L2
+    # one flush before every warm-up call after the first and every timed call
+    assert len(flushes) == (r.warmup - 1) + r.repeats
+    before = len(flushes)
+    wb.bench(copy, x, y, N, n=N, repeat=3)
+    assert len(flushes) == before  # no flush unless asked
+
+
+def test_percent_of_measured_ceilings_is_shown(simulator, monkeypatch, tmp_path):
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path))  # nothing measured there yet
+    x = simulator.to_device(np.random.default_rng(5).standard_normal(1 << 16).astype(np.float32))
+    r = wb.bench(lambda a: a * 2, x, repeat=5, bytes=8 * x.size, flops=x.size, record=False)
+    assert "%" not in str(r) and "%" not in r._repr_html_()  # never measures by itself
+    roof = wb.ceilings()
+    bandwidth = 100 * r.gbps / roof.copy_gbps
+    compute = 100 * r.gflops / roof.compute_gflops
+    assert f"({bandwidth:.3g}% of copy ceiling)" in str(r)
+    assert f"({compute:.3g}% of FMA/GEMM ceiling)" in str(r)
+    assert "% of copy ceiling" in r._repr_html_()
+    other = BenchResult(name="elsewhere", times=r.times, backend="cupy", device="Other GPU",
+                        bytes=8 * x.size)
+    assert "%" not in str(other)  # ceilings of another device do not apply
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -102,6 +102,8 @@ def test_sweep_percentages_of_given_ceilings(backend, kernels):
     ({"sizes": []}, ValueError, "empty"),
     ({"sizes": [1], "params": {"size": [2]}}, ValueError, "both"),
     ({"sizes": [1], "bogus": 1}, TypeError, "bogus"),
+    ({"params": {"name": ["a", "b"]}}, ValueError, "'name' is a column"),
+    ({"sizes": [1], "params": {"bytes": [4]}}, ValueError, "rename the parameter"),
 ])
 def test_sweep_bad_arguments(backend, kwargs, error, message):
     with pytest.raises(error, match=message):
@@ -131,3 +133,22 @@ def test_compare_checks_results_first(backend, kernels):
         wb.compare(copy, wrong, x, y, n, n=n, output=1, repeat=2)
     with pytest.raises(ValueError, match="output="):
         wb.compare(copy, wrong, x, y, n, n=n, repeat=2)
+
+
+def test_summary_columns_cannot_be_overwritten_by_parameters():
+    from workbench.benchmarking.result import SUMMARY_COLUMNS, BenchResult
+    roof = Ceilings(device="d", backend="b", simulated=True, copy_gbps=1.0, fma_gflops=1.0)
+    row = BenchResult(name="k", times=[1.0], bytes=1.0, flops=1.0).summary(roof)
+    assert set(row) == set(SUMMARY_COLUMNS)  # the names sweep() refuses as parameters
+    with pytest.raises(ValueError, match="overwrite"):
+        BenchResult(name="k", times=[1.0], params={"bytes": 4}).summary()
+
+
+def test_compare_keeps_repeats_out_of_the_timing_log(backend, kernels):
+    copy, copy2 = kernels["copy"], kernels["copy2"]
+    x, y, n = _setup(backend)(1024)
+    before = len(wb.timings())
+    wb.compare(lambda: copy(x, y, n, n=n), lambda: copy2(x, y, n, n=(n + 1) // 2),
+               check=False, repeat=20)
+    # only the first call of each (the checked calls) is a logged launch
+    assert len(wb.timings()) - before <= 2

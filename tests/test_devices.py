@@ -210,9 +210,74 @@ def test_device_panel_rejects_a_bad_interval(backend):
         with pytest.raises(TraitError, match="interval"):
             panel.interval = 0.0
         panel.interval = 0.5
+        panel.running = True      # the monitor samples at the interval of the panel it feeds
         assert panel._monitor.interval == 0.5
+        panel.interval = 0.25
+        assert panel._monitor.interval == 0.25
     finally:
         panel.close()
+
+
+_EARLIER_THREADS: set = set()   # sampler threads of other tests' panels, if any were left
+
+
+def _sampler_threads() -> list:
+    """Live-stats threads running now, those of earlier tests left out."""
+    return [t for t in threading.enumerate() if t.name == "workbench-live-stats"
+            and t.is_alive() and t not in _EARLIER_THREADS]
+
+
+def test_new_device_panels_stop_the_previous_ones_threads(backend):
+    _EARLIER_THREADS.update(_sampler_threads())
+    dropped = wb.DevicePanel(interval=0.1)
+    del dropped                              # still in ipywidgets' registry: not collected
+    panels = [wb.DevicePanel(interval=0.1) for _ in range(3)]
+    try:
+        assert len(_sampler_threads()) <= 1
+        assert [p.running for p in panels] == [False, False, True]
+        stopped = [p.samples for p in panels[:2]]
+        assert wait_for(lambda: panels[2].samples >= 3)
+        assert [p.samples for p in panels[:2]] == stopped   # only the newest is fed
+        panels[0].running = True                 # Run on an old panel takes the monitor back
+        assert [p.running for p in panels] == [True, False, False]
+        assert len(_sampler_threads()) == 1
+        first = panels[0].samples
+        assert wait_for(lambda: panels[0].samples >= first + 2)
+    finally:
+        for p in panels:
+            p.close()
+    assert _sampler_threads() == []
+
+
+def test_closing_the_panel_in_the_front_end_stops_its_thread(backend):
+    panel = wb.DevicePanel(interval=0.1)
+    assert panel.running and len(_sampler_threads()) == 1
+    panel.comm.handle_close({"content": {"data": {}}})   # what the kernel does on comm_close
+    assert panel.running is False and panel.comm is None
+    assert _sampler_threads() == []
+
+
+def test_a_weak_listener_that_is_collected_ends_the_monitor_thread(backend):
+    import gc
+
+    rounds = []
+
+    class Listener:
+        def on_samples(self, samples):
+            rounds.append(samples)
+
+    listener = Listener()
+    monitor = live.LiveMonitor([0], interval=0.05)
+    monitor.add_listener(listener.on_samples, weak=True)
+    monitor.start()
+    try:
+        assert wait_for(lambda: len(rounds) >= 2)
+        del listener
+        gc.collect()
+        assert wait_for(lambda: not monitor.running, timeout=5)
+        assert monitor.listeners == []
+    finally:
+        monitor.stop()
 
 
 @pytest.fixture
@@ -273,6 +338,20 @@ def test_dashboard_puts_the_panels_in_tabs(tiled):
     finally:
         board.close()
     assert not board.device_panel._monitor.running
+
+
+def test_dashboard_that_fails_to_build_leaves_no_thread(tiled, monkeypatch):
+    from workbench.widgets import dashboard as dashboard_module
+
+    class Broken(Exception):
+        pass
+
+    def failing_chooser(kernel):
+        raise Broken("the kernel tab could not be built")
+    monkeypatch.setattr(dashboard_module, "KernelChooser", failing_chooser)
+    with pytest.raises(Broken):
+        wb.dashboard(kernel=tiled, interval=0.1)
+    assert _sampler_threads() == []
 
 
 # -- GPU only -------------------------------------------------------------------

@@ -29,7 +29,8 @@ def test_option_parsing():
 
 
 def test_unknown_option_is_an_error():
-    with pytest.raises(Exception):
+    from IPython.core.error import UsageError
+    with pytest.raises(UsageError, match="frobnicate"):
         parse("--frobnicate")
 
 

@@ -74,9 +74,6 @@ def test_stats_tell_cached_from_in_use(backend, tracking):
     assert "in use" in text and "cached" in text and "empty_cache" in text
     assert "<table>" in after._repr_html_()
     assert after.to_pandas()["in_use"] == after.in_use
-    if not _can_empty_cache(backend):
-        pytest.skip("the simulator backend has no empty_cache() yet: its freed blocks stay "
-                    "counted as cached")
     emptied = wb.memory.empty_cache()
     assert emptied.cached <= before.cached and emptied.in_use == after.in_use
     assert emptied.reserved <= after.reserved - (1 << 19)
@@ -203,7 +200,7 @@ def test_panel_state_holds_the_numbers_of_stats(backend, tracking):
         state = panel.get_state()
         stats = wb.memory.stats()
         for name in ("in_use", "cached", "reserved", "peak", "free_blocks", "limit",
-                     "device_total", "fragmentation"):
+                     "device_free", "device_total", "fragmentation"):
             assert state[name] == getattr(stats, name), name
         assert state["backend_name"] == backend.name and state["tracking"] is True
         assert state["top_live"][0]["bytes"] == int(wb.memory.live()["bytes"].iloc[0])
@@ -214,6 +211,33 @@ def test_panel_state_holds_the_numbers_of_stats(backend, tracking):
         panel.refresh()
         assert panel.get_state()["in_use"] == wb.memory.stats().in_use >= state["in_use"] + more.nbytes
         assert panel.refreshes == 2
+    finally:
+        panel.close()
+
+
+def _bar_widths(panel) -> dict:
+    """Percent width of each segment of the panel's memory bar, by its label."""
+    bar = panel._bar.value.split("</div><div style='font-size")[0]
+    return {label: float(width) for label, width in
+            re.findall(r"title='(in use|cached|free) [^']*' style='width:([0-9.]+)%", bar)}
+
+
+def test_panel_bar_never_exceeds_the_device(backend, tracking):
+    from workbench.widgets.memory_panel import MemoryPanel
+    rng = np.random.default_rng(5)
+    kept = [wb.to_device(rng.random(int(n))) for n in rng.integers(1 << 14, 1 << 18, size=6)]
+    del kept[::2]        # freed blocks stay cached in the pool
+    gc.collect()
+    panel = MemoryPanel(auto_refresh=False)
+    try:
+        stats = wb.memory.stats()
+        assert stats.cached > 0
+        # the pool's reserved bytes are not free on the device (as cudaMemGetInfo says)
+        assert stats.device_free <= stats.device_total - stats.reserved
+        widths = _bar_widths(panel)
+        assert set(widths) == {"in use", "cached", "free"}
+        assert sum(widths.values()) <= 100.0 + 1e-3
+        assert widths["in use"] == pytest.approx(100 * stats.in_use / stats.device_total, abs=1e-3)
     finally:
         panel.close()
 
@@ -267,6 +291,76 @@ def test_out_of_memory_names_the_holder(small_device):
     if small_device.name == "cupy":
         assert "raise the pool limit" in message
     assert holder_of_memory.nbytes == 8 << 20
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("64MiB", (64 << 20, None)), ("4096", (4096, None)), ("1", (1, None)), ("1e6", (10**6, None)),
+    ("50%", (None, 0.5)), ("100%", (None, 1.0)), ("0.5", (None, 0.5)), (".25", (None, 0.25)),
+    ("none", (None, None)), ("0", (None, None))])
+def test_limit_values_are_sizes_or_shares_of_the_device(value, expected):
+    from workbench.ipython.memory_magic import _size_or_fraction
+    assert _size_or_fraction(value) == expected
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("1.0", "fraction of the device, between 0 and 1"),
+    ("2.5", "fraction of the device, between 0 and 1"),
+    ("2.5B", "not a whole number of bytes"),
+    ("lots%", "'lots' is not a number"),
+    ("150%", "at most 100"),
+    ("0%", "above 0"),
+    ("-5", "cannot be negative"),
+    ("-50%", "cannot be negative"),
+    ("lots", "cannot read 'lots' as a size"),
+])
+def test_bad_limit_values_say_why_and_how_to_write_one(value, reason):
+    from IPython.core.error import UsageError
+    from workbench.ipython.memory_magic import _size_or_fraction
+    from workbench.memory.units import SIZE_HINT
+    with pytest.raises(UsageError) as caught:
+        _size_or_fraction(value)
+    message = str(caught.value)
+    assert reason in message and SIZE_HINT in message and "'50%'" in message
+
+
+def test_gpu_mem_limit_errors_reach_the_user(shell, backend, tracking, capsys):
+    for value in ("2.5", "lots%", "-5"):
+        result = shell.run_cell(f"%gpu_mem --limit {value}")
+        assert not result.success
+        assert "512MiB" in str(result.error_in_exec)
+    assert wb.memory.stats().limit is None   # nothing was changed by a refused value
+
+
+def test_callbacks_from_many_threads_keep_the_counts_exact(backend, tracking):
+    import threading
+    rng = np.random.default_rng(6)
+    sizes = [[int(n) for n in rng.integers(1, 50_000, size=200)] for _ in range(4)]
+    before_allocs = tracking.n_allocs
+    start = threading.Barrier(len(sizes))
+    kept = [[] for _ in sizes]
+
+    def work(mine, out):
+        start.wait()
+        for i, n in enumerate(mine):
+            a = wb.allocate((n,), np.uint8)
+            if i % 3:
+                out.append(a)     # two in three stay alive, the rest are freed at once
+
+    threads = [threading.Thread(target=work, args=(mine, out)) for mine, out in zip(sizes, kept)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    if backend.name == "cupy":
+        # CuPy memory hooks are per thread: the tracker sees only the thread
+        # that turned tracking on (documented in workbench.memory.tracker)
+        assert tracking.n_allocs == before_allocs
+        return
+    assert tracking.n_allocs - before_allocs == sum(len(m) for m in sizes)
+    assert tracking.in_use == _pool_used(backend)
+    kept.clear()
+    gc.collect()
+    assert tracking.in_use == _pool_used(backend)
 
 
 def test_bad_arguments_say_what_to_write(backend):

@@ -17,9 +17,14 @@ def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["lots", "12 parsecs", -1, "", True])
+def test_parse_size_takes_numpy_integers():
+    import numpy as np
+    assert parse_size(np.int64(4096)) == 4096 and type(parse_size(np.int64(1))) is int
+
+
+@pytest.mark.parametrize("bad", ["lots", "12 parsecs", -1, "", True, "2.5", 2.5, "0.5B"])
 def test_parse_size_rejects_with_a_hint(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="e.g. 4096, '512MiB'"):
         parse_size(bad)
 
 
@@ -30,6 +35,7 @@ def test_format_bytes():
     assert format_bytes(3 << 30) == "3.00 GiB"
     assert format_bytes(-2048) == "-2.00 KiB"
     assert format_bytes(None) == "N/A"
+    assert format_bytes(float("nan")) == "N/A"
 
 
 def _allocating_line():
@@ -55,6 +61,27 @@ def test_frame_kinds():
     assert sources.frame_kind(__file__) == sources.USER
     assert sources.frame_kind("<ipython-input-3-0123abcd>") == sources.USER
     assert sources.cell_of_file("<ipython-input-3-0123abcd>") == 3
+
+
+@pytest.mark.parametrize("path", [
+    "/opt/venv/lib/python3.11/site-packages/pandas/core/frame.py",
+    "/usr/lib/python3/dist-packages/scipy/linalg/_basic.py",
+    "/home/u/.local/lib/python3.11/site-packages/torch/functional.py",
+    "/opt/venv/lib/python3.11/site-packages/some_module.py",
+])
+def test_every_installed_package_is_library_code(path):
+    assert sources.frame_kind(path) == sources.LIBRARY
+
+
+def test_installed_driver_packages_stop_the_walk_and_notebook_cells_stay_user_code():
+    assert sources.frame_kind("/usr/lib/python3/dist-packages/IPython/core/interactiveshell.py") \
+        == sources.DRIVER
+    cell_file = "/opt/venv/lib/python3.11/site-packages/nbrunner/cells/cell-7.py"
+    sources.set_cell_resolver(lambda name: 7 if name == cell_file else None)
+    try:
+        assert sources.frame_kind(cell_file) == sources.USER
+    finally:
+        sources.set_cell_resolver(None)
 
 
 def test_memory_core_imports_no_gui():

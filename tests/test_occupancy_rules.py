@@ -189,6 +189,21 @@ def test_bad_arguments_raise_with_a_message(bad, message):
         occupancy(usage(32), device=H100, **bad)
 
 
+def test_numpy_integers_are_accepted_like_ints():
+    import numpy as np
+    plain = occupancy(usage(32), block=256, shared_mem=1024, device=H100, carveout=50)
+    numpy = occupancy(usage(32), block=np.int64(256), shared_mem=np.int64(1024), device=H100,
+                      carveout=np.int32(50))
+    assert numpy.to_dict() == plain.to_dict()
+    assert type(numpy.block) is int and type(numpy.shared_mem) is int
+    dims = occupancy(usage(32), block=(np.int32(16), np.int32(16)), device=H100)
+    assert dims.block == 256
+    with pytest.raises(LaunchConfigError, match="shared_mem"):
+        occupancy(usage(32), block=256, shared_mem=1024.0, device=H100)
+    with pytest.raises(LaunchConfigError, match="block"):
+        occupancy(usage(32), block=True, device=H100)
+
+
 def test_not_a_kernel_raises_type_error():
     with pytest.raises(TypeError, match="needs a workbench Kernel"):
         occupancy("saxpy", block=256, device=H100)
@@ -208,11 +223,21 @@ def test_results_present_the_figures():
     assert "cannot launch" in repr(cannot) and "256" in repr(cannot)
 
 
-def test_plot_marks_limits(tmp_path):
+def test_plot_marks_limits_and_returns_a_closed_figure(tmp_path):
     import matplotlib
     matplotlib.use("Agg")
-    ax = occupancy(usage(64), block=128, device=H100).plot()
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+    open_before = plt.get_fignums()
+    fig = occupancy(usage(64), block=128, device=H100).plot()
+    assert isinstance(fig, Figure)
+    assert plt.get_fignums() == open_before  # not left open in pyplot: shows once, as the value
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "limited by registers" in labels
     assert "suggested 1024" in labels
-    ax.figure.savefig(tmp_path / "occ.png")
+    fig.savefig(tmp_path / "occ.png")
+    _, ax = plt.subplots()
+    try:
+        assert occupancy(usage(64), block=128, device=H100).plot(ax=ax) is ax.figure
+    finally:
+        plt.close(ax.figure)

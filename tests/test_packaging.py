@@ -51,7 +51,11 @@ def test_environment_yml_lists_the_same_dependencies():
 
 
 @pytest.mark.parametrize("module", ["workbench", "workbench.core.compiler", "workbench.core.kernel",
-                                    "workbench.core.api", "workbench.backends", "workbench.core.timing"])
+                                    "workbench.core.api", "workbench.backends", "workbench.core.timing",
+                                    "workbench.memory.tracker", "workbench.memory.oom",
+                                    "workbench.benchmarking.timer", "workbench.benchmarking.sweep",
+                                    "workbench.hardware.properties", "workbench.hardware.occupancy",
+                                    "workbench.backends.simulator.backend"])
 def test_core_imports_no_notebook_libraries(module):
     code = (f"import sys, {module}\n"
             "import workbench.core.session as s; s.backend()\n"

@@ -106,3 +106,19 @@ def test_blank_comments_keeps_line_numbers():
     text = "a // x\n/* y\n z */ b\n"
     out = blank_comments(text)
     assert out.count("\n") == text.count("\n") and "x" not in out and "y" not in out
+
+
+def test_conditional_branches_follow_the_defines():
+    src = ("#define TILE 16\n#if TILE >= 16 && !defined(SMALL)\n"
+           "__global__ void big(float* x) {}\n#elif defined(SMALL)\n"
+           "__global__ void small(float* x) {}\n#else\n__global__ void other(int* x) {}\n#endif\n"
+           "#if SOME_UNKNOWN_MACRO(3)\n__global__ void kept(int* x) {}\n#endif\n")
+    assert [k.name for k in find_kernels(src)] == ["big", "kept"]
+    assert [k.name for k in find_kernels(src, ["SMALL"])] == ["small", "kept"]
+    assert [k.name for k in find_kernels(src.replace("TILE 16", "TILE 8"))] == ["other", "kept"]
+
+
+def test_digit_separators_and_apostrophes_do_not_swallow_lines():
+    src = "const int n = 1'000'000; // don't\n__global__ void k(int* x) {}\n"
+    (k,) = find_kernels(src)
+    assert (k.name, k.line) == ("k", 2)

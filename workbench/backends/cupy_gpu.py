@@ -8,9 +8,13 @@ launch path).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ctypes
 import io
+import os
 import struct
+import tempfile
+import threading
 import time
 from typing import Sequence
 
@@ -20,15 +24,16 @@ from cupy.cuda.memory_hook import MemoryHook
 
 from ..errors import KernelFault
 from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
-                   DeviceProperties, KernelResources)
+                   DeviceProperties, KernelResources, normalise_arch)
 
 
 class CupyModule(CompiledModule):
     compiler = "NVRTC"
 
     def __init__(self, raw: cupy.RawModule, arch: str, log: str,
-                 cache_hit: bool, seconds: float):
+                 cache_hit: bool, seconds: float, names: dict | None = None):
         self.raw = raw
+        self._names = names or {}  # name expression -> lowered (mangled) name
         self.arch = arch
         self.log = log
         self.cache_hit = cache_hit
@@ -38,7 +43,7 @@ class CupyModule(CompiledModule):
     def get_function(self, name: str) -> cupy.RawKernel:
         fn = self._functions.get(name)
         if fn is None:
-            fn = self._functions[name] = self.raw.get_function(name)
+            fn = self._functions[name] = self.raw.get_function(self._names.get(name, name))
         return fn
 
     def resources(self, name: str) -> KernelResources:
@@ -71,21 +76,30 @@ _STICKY_ERRORS = ("illegal", "misaligned", "assert", "launch failure", "exceptio
                   "hardware stack")
 
 
+def _kernel_fault(exc: BaseException) -> KernelFault | None:
+    """The KernelFault for a CUDA error that means a kernel faulted (None for
+    other errors): say what happened and what to do."""
+    text = str(exc)
+    if not any(word in text.lower() for word in _STICKY_ERRORS):
+        return None
+    return KernelFault(
+        f"A kernel faulted on the GPU ({text}). CUDA cannot recover from this in the same "
+        "process: save your work and restart the notebook kernel. To find the faulting block, "
+        "thread and line, run the kernel on the CPU simulator in checked mode: "
+        "wb.backend('simulator', checked=True), then re-run its %%cuda cell.", signal=text)
+
+
 @contextlib.contextmanager
 def _faults_as_kernel_faults():
-    """A kernel that faulted on the GPU surfaces at the next synchronising
-    call as a CUDA error; say what happened and what to do."""
+    """A kernel that faulted surfaces at the next synchronising call as a CUDA
+    error; raise it as a KernelFault."""
     try:
         yield
     except (runtime.CUDARuntimeError, driver.CUDADriverError) as exc:
-        text = str(exc)
-        if not any(word in text.lower() for word in _STICKY_ERRORS):
+        fault = _kernel_fault(exc)
+        if fault is None:
             raise
-        raise KernelFault(
-            f"A kernel faulted on the GPU ({text}). CUDA cannot recover from this in the same "
-            "process: save your work and restart the notebook kernel. To find the faulting block, "
-            "thread and line, run the kernel on the simulator in checked mode: "
-            "wb.backend('simulator', checked=True) or %%cuda --check.", signal=text) from None
+        raise fault from None
 
 
 #: NumPy dtype char -> struct format of the C type, for packed launches.
@@ -211,8 +225,10 @@ class CupyBackend(Backend):
     # -- compile and launch ---------------------------------------------------
     def compile(self, source: str, options: CompileOptions,
                 kernel_names: Sequence[str]) -> CupyModule:
-        arch = options.arch or self.default_arch()
-        opts = options.nvrtc_options(arch)
+        arch = normalise_arch(options.arch) if options.arch else self.default_arch()
+        if arch != self.default_arch():
+            return self._compile_for_arch(source, options, kernel_names, arch)
+        opts = dataclasses.replace(options, arch=None).nvrtc_options()  # CuPy adds the device's -arch
         key = (source, opts, options.name_expressions, self.current_device())
         seen_in_process = key in self._compiled_keys
         log = io.StringIO()
@@ -228,6 +244,34 @@ class CupyBackend(Backend):
         self._compiled_keys.add(key)
         cache_hit = seen_in_process or seconds < _CACHE_HIT_SECONDS
         return CupyModule(raw, arch, log.getvalue(), cache_hit, seconds)
+
+    def _compile_for_arch(self, source, options, kernel_names, arch) -> CupyModule:
+        """Build for an architecture other than the device's (``--arch sm_90a``,
+        ``--arch compute_80``) with NVRTC directly -- CuPy's RawModule always
+        targets the device -- and load the image through CuPy."""
+        from .nvrtc import check_with_nvrtc
+        start = time.perf_counter()
+        result = check_with_nvrtc(source, options, kernel_names, arch=arch)  # CompileFailed on error
+        ptx_only = arch.startswith("compute_")
+        image = result.ptx.encode() if ptx_only or not result.cubin else result.cubin
+        with tempfile.TemporaryDirectory(prefix="workbench-") as tmp:
+            path = os.path.join(tmp, "module.ptx" if ptx_only else "module.cubin")
+            with open(path, "wb") as f:
+                f.write(image)
+            module = CupyModule(cupy.RawModule(path=path), arch, result.log,
+                                getattr(result, "cache_hit", False), 0.0,
+                                names=dict(result.lowered_names))
+            try:  # load now, while the file exists, and say clearly if it cannot run here
+                for name in list(kernel_names) + list(options.name_expressions):
+                    module.get_function(name)
+            except (driver.CUDADriverError, runtime.CUDARuntimeError) as exc:
+                raise CompileFailed(
+                    f"nvrtc: error: code built for {arch} cannot run on this {self.default_arch()} "
+                    f"device ({exc}). Leave out --arch to build for the device, or give "
+                    f"--arch compute_XX for PTX that the driver compiles for it.",
+                    compiler="NVRTC") from None
+        module.compile_seconds = time.perf_counter() - start
+        return module
 
     def launch(self, function, grid, block, args, shared_mem=0, stream=None):
         if shared_mem > 48 * 1024 and function.max_dynamic_shared_size_bytes < shared_mem:
@@ -253,26 +297,37 @@ class CupyBackend(Backend):
                     return super().make_launcher(function, params)
                 formats.append(_STRUCT_CODES[dt.char])
         packer = struct.Struct("<" + "".join(f + "x" * (8 - struct.calcsize(f)) for f in formats))
-        buffer = (ctypes.c_char * max(8, packer.size))()
-        pointers = (ctypes.c_void_p * max(1, len(params)))(
-            *[ctypes.addressof(buffer) + 8 * i for i in range(len(params))])
-        pointers_address = ctypes.addressof(pointers)  # the closure keeps `pointers` alive
+        count = len(params)
         pointer_slots = tuple(i for i, p in enumerate(params) if p.is_pointer)
         func_ptr = function.kernel.ptr
         launch_kernel = driver.launchKernel
-        opted_in = [48 * 1024]
+        opted_in = [function.max_dynamic_shared_size_bytes]  # 48 KiB less static shared
+        per_thread = threading.local()  # each thread packs into its own argument block
+
+        def argument_block():
+            buffer = (ctypes.c_char * max(8, packer.size))()
+            pointers = (ctypes.c_void_p * max(1, count))(
+                *[ctypes.addressof(buffer) + 8 * i for i in range(count)])
+            per_thread.block = (buffer, pointers, ctypes.addressof(pointers))
+            return per_thread.block
 
         def launcher(grid, block, args, shared_mem, stream):
             if shared_mem > opted_in[0]:
                 function.max_dynamic_shared_size_bytes = shared_mem
                 opted_in[0] = shared_mem
-            values = list(args)
+            try:
+                buffer, _, pointers_address = per_thread.block
+            except AttributeError:
+                buffer, _, pointers_address = argument_block()
+            values = list(args)  # args may be reused by the caller (benchmarks)
             for i in pointer_slots:
                 values[i] = values[i].data.ptr
             packer.pack_into(buffer, 0, *values)
-            launch_kernel(func_ptr, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                          shared_mem, stream.ptr, pointers_address, 0)
-        launcher.keepalive = (buffer, pointers)
+            try:
+                launch_kernel(func_ptr, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                              shared_mem, stream.ptr, pointers_address, 0)
+            except driver.CUDADriverError as exc:
+                raise _kernel_fault(exc) or exc
         return launcher
 
     def suggest_block_size(self, function, shared_mem: int = 0) -> int:

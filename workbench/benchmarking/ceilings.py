@@ -153,12 +153,10 @@ def ceilings(*, refresh: bool = False, cache: bool = True) -> Ceilings:
         if found is not None:
             return found
     b = active_backend()
-    key = _device_key(b)
-    path = cache_dir() / "ceilings.json"
-    memo_key = f"{path}|{key}"
+    path, key = _cache_location(b)
     measured = measure(b)
     if cache:
-        _memory_cache[memo_key] = measured
+        _memory_cache[f"{path}|{key}"] = measured
         _write_cache(path, key, measured)
     return measured
 
@@ -167,9 +165,7 @@ def cached() -> Ceilings | None:
     """The active device's ceilings if they were measured before (in this
     session or cached on disk), without measuring."""
     from ..core.session import backend as active_backend
-    b = active_backend()
-    key = _device_key(b)
-    path = cache_dir() / "ceilings.json"
+    path, key = _cache_location(active_backend())
     memo_key = f"{path}|{key}"
     found = _memory_cache.get(memo_key) or _read_cache(path, key)
     if found is not None:
@@ -238,6 +234,11 @@ def _measure_fma(b, props, pick: int, opts) -> tuple[float | None, dict]:
     r = bench(kernel, out, iterations, 0.999999, 1e-6, grid=blocks, block=block,
               name="fma", flops=flops, **opts)
     return r.gflops, {"fma_grid": blocks, "fma_block": block, "fma_iterations": iterations}
+
+
+def _cache_location(b) -> tuple[Path, str]:
+    """The cache file and the key of backend ``b``'s device in it."""
+    return cache_dir() / "ceilings.json", _device_key(b)
 
 
 def _device_key(b) -> str:

@@ -9,8 +9,8 @@ import numpy as np
 
 from .checks import compare_arrays, select_output, to_numpy
 from .result import BenchResult, format_seconds
-from .timer import (_CHUNK, next_chunk, _HOLD_BELOW_S, _default_name, _device_name, _events, _input_sets,
-                    _make_flush, _make_hold, _repeat_call, _validate, _warm_up)
+from .timer import (_CHUNK, _default_name, _device_name, _events, _input_sets, _repeat_call,
+                    _validate, measure_repeats, next_chunk)
 
 
 @dataclass(eq=False)
@@ -133,14 +133,11 @@ def compare(a, b, *args, names: tuple[str, str] | None = None, check: bool = Tru
 
     call_a = _repeat_call(a, inputs, kwargs, bk)
     call_b = _repeat_call(b, inputs, kwargs, bk)
-    flush = _make_flush(bk, stream) if flush_l2 else None
-    warm_a, per_a = _warm_up(bk, call_a, flush, warmup, warmup_time)
-    warm_b, per_b = _warm_up(bk, call_b, flush, warmup, warmup_time)
-    if flush is None and not bk.simulated and min(per_a, per_b) < _HOLD_BELOW_S:
-        flush = _make_hold(bk, stream)  # see wb.bench: keeps launch overhead out of the times
-    times_a, times_b = _alternate(bk, call_a, call_b, flush, stream, per_a + per_b,
-                                  repeat=repeat, max_time=max_time, min_repeat=min_repeat,
-                                  max_repeat=max_repeat)
+    (warm_a, warm_b), (times_a, times_b) = measure_repeats(
+        bk, [call_a, call_b], stream, flush_l2=flush_l2, warmup=warmup, warmup_time=warmup_time,
+        timed=lambda before_each, per_calls: _alternate(
+            bk, call_a, call_b, before_each, stream, sum(per_calls), repeat=repeat,
+            max_time=max_time, min_repeat=min_repeat, max_repeat=max_repeat))
     common = dict(backend=bk.name, device=_device_name(bk), simulated=bool(bk.simulated),
                   flush_l2=bool(flush_l2))
     ra = BenchResult(name=name_a, times=times_a, warmup=warm_a, params={"compared_with": name_b}, **common)

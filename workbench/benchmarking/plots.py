@@ -12,13 +12,18 @@ from typing import Sequence
 
 import numpy as np
 
+from .result import time_unit
+
 _Y_COLUMNS = {"time": "median_s", "bandwidth": "gbps", "gbps": "gbps",
               "gflops": "gflops", "compute": "gflops"}
 _Y_LABELS = {"gbps": "bandwidth (GB/s)", "gflops": "compute (GFLOP/s)",
              "pct_bandwidth": "% of copy ceiling", "pct_compute": "% of compute ceiling"}
 
 
-def _axes(ax, figsize=(7, 4.2)):
+def figure_axes(ax, figsize=(7, 4.2)):
+    """``(figure, axes)``: those of ``ax``, or a new figure closed in pyplot so
+    that it shows once, as the value the plot function returns (shared by the
+    memory timeline and the occupancy chart)."""
     if ax is not None:
         return ax.figure, ax
     import matplotlib.pyplot as plt
@@ -35,11 +40,25 @@ def _plain_log_ticks(axis) -> None:
     axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
 
 
-def _time_unit(seconds: float) -> tuple[str, float]:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return unit, scale
-    return "ns", 1e-9
+def sweep_x(table) -> str:
+    """The column a sweep is plotted against: ``size`` when the sweep has
+    sizes, else its first parameter."""
+    if "size" in table.columns:
+        return "size"
+    params = [p for p in (table.attrs.get("params") or []) if p in table.columns]
+    if not params:
+        raise ValueError("the table has no 'size' column and no sweep parameters in "
+                         "table.attrs['params']; pass x=<column> to plot against")
+    return params[0]
+
+
+def _log_scale_fits(values) -> bool:
+    """True when every value is a positive number (a log axis can show them)."""
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    return bool(array.size) and bool(np.all(np.isfinite(array) & (array > 0)))
 
 
 def _simulated(table) -> bool:
@@ -73,16 +92,19 @@ def _series(table, x: str, keys: list[str]):
         yield " ".join(parts), sub.sort_values(x)
 
 
-def plot_sweep(table, y: str = "time", *, x: str = "size", by=None, ax=None,
+def plot_sweep(table, y: str = "time", *, x: str | None = None, by=None, ax=None,
                logx: bool = True, logy: bool = True, spread: bool = True,
                title: str | None = None):
     """Time (median, with the interquartile range shaded), bandwidth or
     GFLOP/s against ``x`` for every variant of a :func:`workbench.sweep` table.
 
-    ``y``: ``"time"``, ``"bandwidth"`` (GB/s), ``"gflops"`` or any numeric
-    column. With ``y="bandwidth"`` and measured ceilings in the table, the
-    copy ceiling is drawn as a dashed line.
+    ``x``: a column (default: ``size``, or the first sweep parameter of a
+    sweep without sizes). ``y``: ``"time"``, ``"bandwidth"`` (GB/s),
+    ``"gflops"`` or any numeric column. With ``y="bandwidth"`` and measured
+    ceilings in the table, the copy ceiling is drawn as a dashed line.
+    ``logx`` applies only when every x value is a positive number.
     """
+    x = sweep_x(table) if x is None else x
     if x not in table.columns:
         raise ValueError(f"the table has no column {x!r} to put on the x axis; "
                          f"columns: {', '.join(map(str, table.columns))}")
@@ -90,10 +112,10 @@ def plot_sweep(table, y: str = "time", *, x: str = "size", by=None, ax=None,
     if column not in table.columns:
         raise ValueError(f"the table has no column {column!r} (y={y!r}); pass bytes=/flops= "
                          "to wb.sweep for bandwidth and GFLOP/s")
-    fig, ax = _axes(ax)
+    fig, ax = figure_axes(ax)
     scale, ylabel = 1.0, _Y_LABELS.get(column, column)
     if column == "median_s":
-        unit, scale = _time_unit(float(np.nanmax(table["median_s"])))
+        unit, scale = time_unit(float(np.nanmax(table["median_s"])))
         ylabel = f"median time ({unit})"
     for label, sub in _series(table, x, _series_keys(table, x, by)):
         xs = sub[x].to_numpy()
@@ -107,7 +129,7 @@ def plot_sweep(table, y: str = "time", *, x: str = "size", by=None, ax=None,
     if column == "gbps" and ceilings:
         ax.axhline(ceilings["copy_gbps"], color="gray", linestyle="--",
                    label=f"copy ceiling ({ceilings['copy_gbps']:.4g} GB/s)")
-    if logx:
+    if logx and _log_scale_fits(table[x]):
         ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
@@ -121,16 +143,18 @@ def plot_sweep(table, y: str = "time", *, x: str = "size", by=None, ax=None,
     return fig
 
 
-def plot_speedup(table, baseline, *, x: str = "size", by=None, ax=None, logx: bool = True,
+def plot_speedup(table, baseline, *, x: str | None = None, by=None, ax=None, logx: bool = True,
                  title: str | None = None):
-    """Speedup of every variant over ``baseline`` at each ``x``: the
-    baseline's median time over the variant's (above 1: faster).
+    """Speedup of every variant over ``baseline`` at each ``x`` (default as
+    in :func:`plot_sweep`): the baseline's median time over the variant's
+    (above 1: faster).
 
     ``baseline`` is a variant name in ``table`` (``"numpy"`` timed in the
     same sweep, say) or another sweep table (a CPU run, CuPy) whose rows
     match on ``x``.
     """
     import pandas as pd
+    x = sweep_x(table) if x is None else x
     if isinstance(baseline, str):
         if baseline not in set(table["name"]):
             raise ValueError(f"baseline {baseline!r} is not a variant of this table; variants: "
@@ -148,7 +172,7 @@ def plot_speedup(table, baseline, *, x: str = "size", by=None, ax=None, logx: bo
     else:
         raise TypeError("baseline= takes a variant name or a sweep table (DataFrame)")
     base_times = base.groupby(x)["median_s"].median()
-    fig, ax = _axes(ax)
+    fig, ax = figure_axes(ax)
     for label, sub in _series(others, x, _series_keys(others, x, by)):
         matched = sub[sub[x].isin(base_times.index)]
         if matched.empty:
@@ -157,7 +181,7 @@ def plot_speedup(table, baseline, *, x: str = "size", by=None, ax=None, logx: bo
         speedup = base_times.loc[xs].to_numpy(float) / matched["median_s"].to_numpy(float)
         ax.plot(xs, speedup, marker="o", label=label or None)
     ax.axhline(1.0, color="gray", linestyle="--", label=f"{base_label} (baseline)")
-    if logx:
+    if logx and _log_scale_fits(others[x]):
         ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     _plain_log_ticks(ax.yaxis)
@@ -221,7 +245,7 @@ def plot_roofline(results=None, ceilings=None, *, ax=None, annotate: bool = Fals
     elif hasattr(results, "times"):  # one BenchResult
         results = [results]
     points = roofline_points(results)
-    fig, ax = _axes(ax)
+    fig, ax = figure_axes(ax)
     intensities = [p["intensity"] for p in points] + [ceilings.ridge_point or 1.0]
     lo = min(min(intensities) / 4, 1 / 16)
     hi = max(max(intensities) * 4, 64)
@@ -262,8 +286,8 @@ def plot_roofline(results=None, ceilings=None, *, ax=None, annotate: bool = Fals
 def plot_times(result, *, ax=None, bins: int = 40, title: str | None = None):
     """Histogram of one :class:`~workbench.BenchResult`'s times with its
     median and quartiles marked."""
-    fig, ax = _axes(ax)
-    unit, scale = _time_unit(result.median)
+    fig, ax = figure_axes(ax)
+    unit, scale = time_unit(result.median)
     ax.hist(result.times / scale, bins=bins, color="tab:blue", alpha=0.7, label="repeats")
     ax.axvline(result.median / scale, color="black", label="median")
     ax.axvline(result.q1 / scale, color="gray", linestyle="--", label="quartiles")

@@ -15,14 +15,21 @@ RESULT_SCHEMA = "workbench.bench-result/1"
 _SIMULATED_NOTE = "simulated: CPU wall-clock times, not GPU times"
 
 
+def time_unit(seconds: float) -> tuple[str, float]:
+    """The unit to show ``seconds`` in and its size in seconds:
+    ``0.0012`` -> ``("ms", 1e-3)``; below a microsecond, nanoseconds."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(seconds) >= scale:
+            return unit, scale
+    return "ns", 1e-9
+
+
 def format_seconds(seconds: float) -> str:
     """``0.0012345`` -> ``"1.234 ms"``; N/A for NaN or None."""
     if seconds is None or not np.isfinite(seconds):
         return "N/A"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if abs(seconds) >= scale:
-            return f"{seconds / scale:.3f} {unit}"
-    return f"{seconds / 1e-9:.1f} ns"
+    unit, scale = time_unit(seconds)
+    return f"{seconds / scale:.{1 if unit == 'ns' else 3}f} {unit}"
 
 
 def format_rate(value: float | None, unit: str) -> str:
@@ -32,15 +39,26 @@ def format_rate(value: float | None, unit: str) -> str:
     return f"{value:.4g} {unit}"
 
 
-def _plain(value):
-    """JSON-friendly version of a NumPy scalar or other parameter value."""
+def plain_value(value):
+    """JSON-safe version of a NumPy scalar, parameter value or table cell:
+    NumPy scalars become Python numbers, NaN becomes None, tuples lists, and
+    anything else its ``repr``."""
     if isinstance(value, np.generic):
-        return value.item()
+        value = value.item()
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return None
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
+        return [plain_value(v) for v in value]
     return repr(value)
+
+
+#: Columns of :meth:`BenchResult.summary` besides the parameters; a sweep
+#: parameter may not take one of these names.
+SUMMARY_COLUMNS = ("name", "repeats", "median_s", "mean_s", "std_s", "min_s", "max_s",
+                   "q1_s", "q3_s", "iqr_s", "bytes", "flops", "gbps", "gflops",
+                   "pct_bandwidth", "pct_compute", "simulated")
 
 
 @dataclass(eq=False)
@@ -156,6 +174,10 @@ class BenchResult:
     def summary(self, ceilings=None) -> dict[str, Any]:
         """One flat row: name, parameters, statistics in seconds and rates
         (what :func:`workbench.sweep` puts in its table)."""
+        clash = set(self.params) & set(SUMMARY_COLUMNS)
+        if clash:
+            raise ValueError(f"parameter(s) {sorted(clash)} would overwrite the summary's own "
+                             "column(s) of that name; rename the parameter(s)")
         row: dict[str, Any] = {"name": self.name, **self.params,
                                "repeats": self.repeats, "median_s": self.median,
                                "mean_s": self.mean, "std_s": self.std,
@@ -186,7 +208,7 @@ class BenchResult:
             "schema": RESULT_SCHEMA, "name": self.name, "backend": self.backend,
             "device": self.device, "simulated": self.simulated,
             "timestamp": self.timestamp, "sweep": self.sweep,
-            "params": {str(k): _plain(v) for k, v in self.params.items()},
+            "params": {str(k): plain_value(v) for k, v in self.params.items()},
             "options": {"warmup": self.warmup, "flush_l2": self.flush_l2,
                         "input_sets": self.input_sets},
             "bytes": self.bytes, "flops": self.flops, "unit": "s",
@@ -227,13 +249,42 @@ class BenchResult:
         return text
 
     # -- display --------------------------------------------------------------------
+    def _measured_ceilings(self):
+        """This device's ceilings if they were already measured (in this
+        session or cached on disk) on the backend and device of the result;
+        None otherwise. Never measures."""
+        if self.gbps is None and self.gflops is None:
+            return None
+        try:
+            from ..core.session import active_backend_or_none
+            from .ceilings import cached
+            b = active_backend_or_none()
+            if b is None or b.name != self.backend:
+                return None
+            found = cached()
+        except Exception:  # a display must not fail for want of ceilings
+            return None
+        return found if found is not None and found.device == self.device else None
+
+    def _rates(self) -> list[tuple[str, str]]:
+        """(what, text) for bandwidth and compute, with the percentage of the
+        measured ceiling when :func:`workbench.ceilings` has measured it."""
+        roof = self._measured_ceilings()
+        pct = self.percent_of(roof) if roof is not None else {}
+        rows = []
+        for what, value, unit, key, ceiling in (
+                ("bandwidth", self.gbps, "GB/s", "bandwidth", "copy ceiling"),
+                ("compute", self.gflops, "GFLOP/s", "compute", "FMA/GEMM ceiling")):
+            if value is None:
+                continue
+            text = format_rate(value, unit)
+            if pct.get(key) is not None:
+                text += f" ({pct[key]:.3g}% of {ceiling})"
+            rows.append((what, text))
+        return rows
+
     def _rates_text(self) -> str:
-        parts = []
-        if self.gbps is not None:
-            parts.append(format_rate(self.gbps, "GB/s"))
-        if self.gflops is not None:
-            parts.append(format_rate(self.gflops, "GFLOP/s"))
-        return ", ".join(parts)
+        return ", ".join(text for _, text in self._rates())
 
     def __str__(self) -> str:
         text = (f"{self.name}: {format_seconds(self.median)} median, IQR {format_seconds(self.iqr)} "
@@ -260,10 +311,7 @@ class BenchResult:
                 ("min", format_seconds(self.min)), ("max", format_seconds(self.max)),
                 ("mean ± std", f"{format_seconds(self.mean)} ± {format_seconds(self.std)}"),
                 ("repeats", str(self.repeats))]
-        if self.gbps is not None:
-            rows.append(("bandwidth", format_rate(self.gbps, "GB/s")))
-        if self.gflops is not None:
-            rows.append(("compute", format_rate(self.gflops, "GFLOP/s")))
+        rows += self._rates()
         options = [f"{self.warmup} warm-up calls"]
         if self.flush_l2:
             options.append("L2 flushed before each call")

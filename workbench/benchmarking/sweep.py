@@ -5,6 +5,7 @@ import itertools
 import uuid
 from typing import Any, Callable, Mapping, Sequence
 
+from .result import SUMMARY_COLUMNS
 from .timer import _default_name, _validate, run_benchmark
 
 #: Options of :func:`workbench.bench` that a sweep passes on.
@@ -155,6 +156,11 @@ def _points(sizes, params) -> list[dict[str, Any]]:
     for key, values in (params or {}).items():
         if key == "size" and sizes is not None:
             raise ValueError("'size' is given both as sizes= and in params=; use one")
+        if str(key) in SUMMARY_COLUMNS:
+            raise ValueError(f"params={{{str(key)!r}: ...}}: {str(key)!r} is a column of the sweep's "
+                             "table already (the table also has "
+                             f"{', '.join(c for c in SUMMARY_COLUMNS if c != str(key))}); "
+                             f"rename the parameter, e.g. to 'param_{key}'")
         axes.append((str(key), _as_list(values, f"params[{key!r}]")))
     if not axes:
         raise ValueError("sweep() needs sizes=[...] or params={'name': [values...]} to know "

@@ -10,13 +10,19 @@ from ..errors import OutOfMemoryError
 from .session import backend
 
 
-def _out_of_memory(requested: int, cause: BaseException) -> OutOfMemoryError:
+def out_of_memory(requested: int | None, cause: BaseException) -> OutOfMemoryError:
+    """The workbench's out-of-memory error for a failed allocation or launch:
+    what was asked, what holds the memory and what to do (see
+    :mod:`workbench.memory.oom`)."""
+    if isinstance(cause, OutOfMemoryError) and getattr(cause, "_explained", False):
+        return cause
     try:
         from ..memory.oom import out_of_memory_error
     except ImportError:
-        return OutOfMemoryError(f"Out of device memory allocating {requested} bytes: {cause}",
-                                requested=requested)
-    return out_of_memory_error(requested, cause)
+        return OutOfMemoryError(f"Out of device memory: {cause}", requested=requested)
+    error = out_of_memory_error(requested, cause)
+    error._explained = True
+    return error
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -49,18 +55,21 @@ def allocate(shape, dtype=np.float32):
     except Exception as exc:
         if _is_oom(exc):
             size = int(np.prod(shape if isinstance(shape, tuple) else (shape,))) * dtype.itemsize
-            raise _out_of_memory(size, exc) from None
+            raise out_of_memory(size, exc) from None
         raise
 
 
 def to_device(array):
-    """Copy a host array to the device (returns a device array)."""
+    """Copy a host array to the device (returns a device array); an array
+    already on the device is returned as it is."""
+    if backend().is_device_array(array):
+        return array
     host = np.asarray(array)
     try:
         return backend().to_device(host)
     except Exception as exc:
         if _is_oom(exc):
-            raise _out_of_memory(host.nbytes, exc) from None
+            raise out_of_memory(host.nbytes, exc) from None
         raise
 
 

@@ -15,7 +15,7 @@ from ..errors import CompileError, Diagnostic
 from .diagnostics import parse_log
 from .kernel import Kernel, KernelTemplate
 from .session import backend as _active_backend, session
-from .signature import find_kernels
+from .signature import OverloadedKernel, find_kernels
 
 #: Compiled modules by name; re-compiling under a name replaces the entry.
 modules: dict = session().modules
@@ -106,16 +106,22 @@ def compile(source: str, *, name: str | None = None, arch: str | None = None,
     opts = CompileOptions(arch=arch, defines=tuple(defines), std=std, fast_math=fast_math,
                           extra=tuple(options), name_expressions=tuple(instantiate),
                           checked=checked)
-    signatures = find_kernels(source)
-    by_name = {s.name: s for s in signatures}
+    try:
+        signatures = find_kernels(source, opts.defines)
+    except OverloadedKernel as exc:
+        raise CompileError([Diagnostic("error", str(exc), exc.line + line_offset)],
+                           source, "", line_offset, compiler="workbench") from None
+    templates = {s.template_name: s for s in signatures if s.is_template}
+    templates.update({s.name: s for s in signatures if s.is_template})
     for expr in opts.name_expressions:
         base = expr.split("<", 1)[0].strip()
-        if base not in by_name or not by_name[base].is_template:
+        if base not in templates:
             raise CompileError([Diagnostic(
                 "error", f"--instantiate {expr!r}: no template kernel named {base!r} in this source "
-                         f"(kernels: {', '.join(by_name) or 'none'})")], source, "", line_offset)
-    # Plain C++-linkage kernels are reachable through their name as a name expression.
-    plain = [s.name for s in signatures if not s.extern_c and not s.is_template]
+                         f"(kernels: {', '.join(s.name for s in signatures) or 'none'})")],
+                source, "", line_offset, compiler="workbench")
+    # Plain C++-linkage kernels are reachable through their (qualified) name as a name expression.
+    plain = [s.qualified_name for s in signatures if not s.extern_c and not s.is_template]
     if plain:
         opts = CompileOptions(**{**opts.__dict__, "name_expressions": opts.name_expressions + tuple(plain)})
     extern_c = [s.name for s in signatures if s.extern_c and not s.is_template]
@@ -137,9 +143,10 @@ def compile(source: str, *, name: str | None = None, arch: str | None = None,
     for s in signatures:
         if s.is_template:
             instances = {e: Kernel(s.instantiate(e), module, compiled.get_function(e))
-                         for e in opts.name_expressions if e.split("<", 1)[0].strip() == s.name}
+                         for e in opts.name_expressions
+                         if e.split("<", 1)[0].strip() in (s.name, s.qualified_name)}
             module.templates[s.name] = KernelTemplate(s.name, instances)
         else:
-            module.kernels[s.name] = Kernel(s, module, compiled.get_function(s.name))
+            module.kernels[s.name] = Kernel(s, module, compiled.get_function(s.qualified_name))
     modules[module.name] = module
     return module

@@ -42,9 +42,10 @@ def parse_log(log: str, source: str, *, line_shift: int = 0, line_offset: int = 
             out.append(Diagnostic(sev, f"{msg} (in {m['file'].strip()}:{m['line']})"))
             continue
         out.append(Diagnostic(sev, msg, src_line + line_offset, col))
-    if not out and log.strip():
-        first = next((ln for ln in lines if ln.strip()), log.strip())
-        out.append(Diagnostic("error", first.strip()))
+    if not out and log.strip():  # a message with no location (an option, the driver)
+        first = next((ln for ln in lines if ln.strip()), log.strip()).strip()
+        severity = "warning" if re.search(r"\bwarning\b", first) and "error" not in first else "error"
+        out.append(Diagnostic(severity, first))
     return out
 
 

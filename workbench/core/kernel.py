@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ..errors import KernelArgumentError, LaunchConfigError
+from .api import out_of_memory as _out_of_memory
 from .session import session
 from .signature import KernelSignature, Param
 
@@ -47,6 +48,12 @@ def _pointer_converter(kernel: str, p: Param, backend):
     def slow(a):
         if is_device(a):
             if accepts(a.dtype):
+                if a.size > 1 and not a.flags.c_contiguous:
+                    raise KernelArgumentError(
+                        f"{where} gets the address of the first element only, but this array "
+                        f"is a strided view (shape {tuple(a.shape)}, strides {tuple(a.strides)}): "
+                        f"the kernel would read the wrong elements. Pass "
+                        f"wb.xp.ascontiguousarray(...) of it.")
                 return a
             want = (expected if expected is not None else
                     f"{vector[0]} (x{vector[1]}) or a structured dtype" if vector else "uint64 (pointers)")
@@ -65,12 +72,22 @@ def _pointer_converter(kernel: str, p: Param, backend):
     if expected is None or p.pointer_depth > 1 or fast_type is None:
         return slow
 
+    contiguous = _contiguous_test(fast_type)
+
     def convert(a):
-        if type(a) is fast_type and a.dtype == expected:
+        if type(a) is fast_type and a.dtype == expected and contiguous(a):
             return a
         return slow(a)
 
     return convert
+
+
+def _contiguous_test(array_type):
+    """``a -> bool`` for C-contiguity, by the cheapest attribute the type has
+    (CuPy's ndarray keeps it as ``_c_contiguous``)."""
+    if array_type is not None and hasattr(array_type, "_c_contiguous"):
+        return lambda a: a._c_contiguous
+    return lambda a: a.flags.c_contiguous
 
 
 def _scalar_converter(kernel: str, p: Param, backend):
@@ -102,25 +119,39 @@ def _scalar_converter(kernel: str, p: Param, backend):
     integer = dt.kind in "iub"
     info = np.iinfo(dt) if dt.kind in "iu" else None
 
+    def _to_float(a):
+        """A finite number that the C type cannot hold is an error, not inf."""
+        try:
+            with np.errstate(over="ignore"):
+                value = scalar_type(a)
+        except OverflowError:
+            value = None
+        if value is None or (np.isinf(value) and math.isfinite(a)):
+            raise KernelArgumentError(f"{where}: {a!r} does not fit in {p.base} "
+                                      f"(largest {np.finfo(dt).max}).")
+        return value
+
     def convert(a):
         t = type(a)
         if t is scalar_type:
             return a
         if t is float:
             if not integer:
-                return scalar_type(a)
+                return _to_float(a)
         elif t is int or t is bool or isinstance(a, np.integer):
             if dt.kind == "b":
                 if a in (0, 1):
                     return scalar_type(a)
-            elif info is None or info.min <= a <= info.max:
+            elif info is None:
+                return _to_float(a)
+            elif info.min <= a <= info.max:
                 return scalar_type(a)
             else:
                 raise KernelArgumentError(
                     f"{where}: {a} does not fit in {p.base} (range {info.min}..{info.max}).")
         elif isinstance(a, np.floating):
             if not integer:
-                return scalar_type(a)
+                return _to_float(a)
         if t is float or isinstance(a, np.floating):
             raise KernelArgumentError(f"{where} is an integer, got {_describe(a)}. "
                                       f"Pass int(value) if truncation is what you want.")
@@ -142,6 +173,7 @@ def _argument_checker(params, converters, backend):
     parameter's full converter, which raises the helpful error.
     """
     ns: dict = {"array_type": backend.device_array_type}
+    fast_contiguous = ns["array_type"] is not None and hasattr(ns["array_type"], "_c_contiguous")
     items = []
     for i, (p, conv) in enumerate(zip(params, converters)):
         a = f"a{i}"
@@ -149,10 +181,12 @@ def _argument_checker(params, converters, backend):
         dt = p.dtype
         if p.is_pointer and dt is not None and p.pointer_depth == 1 and ns["array_type"] is not None:
             ns[f"d{i}"] = dt
-            items.append(f"{a} if type({a}) is array_type and {a}.dtype == d{i} else c{i}({a})")
+            contiguous = f" and {a}._c_contiguous" if fast_contiguous else ""
+            items.append(f"{a} if type({a}) is array_type and {a}.dtype == d{i}{contiguous} else c{i}({a})")
         elif not p.is_pointer and dt is not None and dt.kind == "f":
             ns[f"t{i}"] = dt.type
-            items.append(f"t{i}({a}) if type({a}) is float else c{i}({a})")
+            top = float(np.finfo(dt).max)
+            items.append(f"t{i}({a}) if type({a}) is float and {-top!r} <= {a} <= {top!r} else c{i}({a})")
         elif not p.is_pointer and dt is not None and dt.kind in "iu":
             info = np.iinfo(dt)
             ns[f"t{i}"] = dt.type
@@ -249,6 +283,10 @@ class Kernel:
         return tuple(self._check(args))
 
     def launch_config(self, grid, block, shared_mem: int, n) -> tuple[tuple, tuple]:
+        """Checked ``(grid, block)`` as 3-tuples for these launch options."""
+        if not isinstance(shared_mem, (int, np.integer)) or isinstance(shared_mem, bool):
+            raise LaunchConfigError(f"{self.name}(): shared_mem must be a number of bytes (an int), "
+                                    f"got {shared_mem!r}.")
         if n is not None:
             if grid is not None:
                 raise LaunchConfigError(f"{self.name}(): pass either n= or grid=, not both.")
@@ -272,10 +310,18 @@ class Kernel:
                 f"{self._max_threads} per block and {self._max_block} per dimension.")
         if any(g > m for g, m in zip(grid3, self._max_grid)):
             raise LaunchConfigError(f"{self.name}(): grid {grid3} exceeds the device's limit {self._max_grid}.")
-        if not 0 <= shared_mem <= self._max_shared:
+        r = self.resources
+        if r.max_threads_per_block is not None and threads > r.max_threads_per_block:
             raise LaunchConfigError(
-                f"{self.name}(): shared_mem={shared_mem} bytes; this device allows 0 to "
-                f"{self._max_shared} bytes of dynamic shared memory per block.")
+                f"{self.name}(): block {block3} has {threads} threads, but this kernel can be "
+                f"launched with at most {r.max_threads_per_block} (its __launch_bounds__ or its "
+                f"{r.registers} registers per thread); use a smaller block.")
+        static = r.shared_bytes or 0
+        if not 0 <= shared_mem <= self._max_shared - static:
+            raise LaunchConfigError(
+                f"{self.name}(): shared_mem={shared_mem} bytes; with the kernel's {static} bytes of "
+                f"static shared memory this device allows 0 to {self._max_shared - static} bytes of "
+                f"dynamic shared memory per block.")
         return grid3, block3
 
     def __call__(self, *args, grid=None, block=None, shared_mem: int = 0, stream=None, n=None):
@@ -292,16 +338,23 @@ class Kernel:
             key = (grid, block, shared_mem, n)
             grid3, block3 = self._configs[key]
         except (KeyError, TypeError):  # new, or unhashable (lists)
-            grid3, block3 = self.launch_config(grid, block, int(shared_mem), n)
+            grid3, block3 = self.launch_config(grid, block, shared_mem, n)
             if len(self._configs) > 256:
                 self._configs.clear()
             try:
                 self._configs[key] = (grid3, block3)
             except TypeError:
                 pass
-        self._session.timing_log.timed_launch(
-            b, self.name, grid3, block3, shared_mem, stream if stream is not None else b.current_stream(),
-            self._launcher, converted)
+        try:
+            self._session.timing_log.timed_launch(
+                b, self.name, grid3, block3, shared_mem,
+                stream if stream is not None else b.current_stream(), self._launcher, converted)
+        except MemoryError as exc:  # the GPU's or the simulator's out-of-memory
+            raise _out_of_memory(None, exc) from None
+        except Exception as exc:
+            if type(exc).__name__ == "OutOfMemoryError":  # CuPy's is not a MemoryError
+                raise _out_of_memory(None, exc) from None
+            raise
 
     def __repr__(self) -> str:
         text = f"<wb.Kernel {self.signature}"
@@ -351,6 +404,10 @@ class KernelTemplate:
         return f"{self.name}<{', '.join(parts)}>"
 
     def __getitem__(self, args) -> Kernel:
+        if isinstance(args, str) and args.replace(" ", "") in {
+                e.replace(" ", "") for e in self.instances}:  # the full name expression
+            return next(k for e, k in self.instances.items()
+                        if e.replace(" ", "") == args.replace(" ", ""))
         key = self._key(args)
         norm = key.replace(" ", "")
         for expr, k in self.instances.items():
@@ -360,10 +417,17 @@ class KernelTemplate:
                        f"(instantiated: {', '.join(self.instances) or 'none'}).")
 
     def __call__(self, *args, **kwargs):
-        if len(self.instances) != 1:
+        if not self.instances:
             raise KernelArgumentError(
-                f"{self.name} is a template with {len(self.instances)} instantiations; pick one, "
-                f"e.g. {self.name}[{next(iter(self.instances), self.name + '<float>')!r}](...).")
+                f"{self.name} is a template with no instantiation; compile it with "
+                f"--instantiate '{self.name}<float>' (or the types you need), then call "
+                f"{self.name}['float'](...).")
+        if len(self.instances) != 1:
+            first = next(iter(self.instances))
+            inner = first[first.index("<") + 1:first.rindex(">")]
+            raise KernelArgumentError(
+                f"{self.name} is a template with {len(self.instances)} instantiations "
+                f"({', '.join(self.instances)}); pick one, e.g. {self.name}[{inner!r}](...).")
         return next(iter(self.instances.values()))(*args, **kwargs)
 
     def __repr__(self) -> str:

@@ -13,6 +13,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+from .preprocess import active_text
+
 import numpy as np
 
 # C type (after normalisation) -> NumPy dtype
@@ -90,6 +92,11 @@ class KernelSignature:
     template_params: tuple[tuple[str, str], ...] = ()  # (kind, name): ("typename", "T")
     extern_c: bool = False
     line: int = 0  # 1-based line of the kernel's name in the source
+    qualified_name: str = ""  # ns::name for kernels inside namespaces (C++ linkage)
+
+    def __post_init__(self):
+        if not self.qualified_name:
+            object.__setattr__(self, "qualified_name", self.name)
 
     @property
     def is_template(self) -> bool:
@@ -103,14 +110,19 @@ class KernelSignature:
 
     def instantiate(self, name_expression: str) -> "KernelSignature":
         """The signature of ``name<args...>`` with template arguments substituted."""
-        m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*<(.*)>\s*", name_expression, re.S)
-        if not m or m.group(1) != self.name:
+        m = re.fullmatch(r"\s*([A-Za-z_][\w:]*)\s*<(.*)>\s*", name_expression, re.S)
+        if not m or m.group(1) not in (self.name, self.qualified_name):
             raise ValueError(f"{name_expression!r} is not an instantiation of {self.name}")
         args = split_top_level(m.group(2))
         mapping = {name: arg.strip() for (_, name), arg in zip(self.template_params, args)}
         params = tuple(parse_param(_substitute(p.ctype, mapping) + " " + p.name, i)
                        for i, p in enumerate(self.params))
         return KernelSignature(name_expression.strip(), params, (), False, self.line)
+
+    @property
+    def template_name(self) -> str:
+        """What a name expression starts with: ``ns::name`` or ``name``."""
+        return self.qualified_name
 
 
 def scalar_dtype(ctype: str) -> np.dtype | None:
@@ -142,13 +154,17 @@ def blank_comments(source: str) -> str:
             j = n if j < 0 else j + 2
             out.append(re.sub(r"[^\n]", " ", source[i:j]))
             i = j
-        elif c in "\"'":
+        elif c in "\"'" and not (c == "'" and i and source[i - 1].isalnum()):  # 1'000 separates digits
             j = i + 1
             while j < n and source[j] != c and source[j] != "\n":
                 j += 2 if source[j] == "\\" else 1
+            if j >= n or source[j] == "\n":  # unterminated: leave the line as it is
+                out.append(c)
+                i += 1
+                continue
             body = source[i + 1:j]
             # keep extern "C" recognisable
-            out.append(c + (body if body == "C" else " " * len(body)) + (c if j < n else ""))
+            out.append(c + (body if body == "C" else " " * len(body)) + c)
             i = j + 1
         else:
             out.append(c)
@@ -230,19 +246,33 @@ def _normalise_base(core: list[str], signed: bool) -> str:
 
 _GLOBAL = re.compile(r"\b__global__\b")
 _TEMPLATE_HEAD = re.compile(r"template\s*<((?:[^<>]|<[^<>]*>)*)>\s*$", re.S)
-_EXTERN_C = re.compile(r'extern\s+"C"\s*$')
 
 
-def find_kernels(source: str) -> list[KernelSignature]:
+def find_kernels(source: str, defines=()) -> list[KernelSignature]:
     """Every ``__global__`` function defined or declared in ``source``, in
-    order of appearance, one entry per name."""
-    return list(_find_kernels(source))
+    order of appearance, one entry per name; branches of ``#if``/``#ifdef``
+    that ``defines`` (``-D`` options) leave out are skipped."""
+    return list(_find_kernels(source, tuple(defines)))
+
+
+class OverloadedKernel(ValueError):
+    """Two kernels of C++ linkage share a name with different parameters."""
+
+    def __init__(self, name: str, line: int):
+        self.name, self.line = name, line
+        super().__init__(f"kernel {name!r} is overloaded; the workbench binds kernels by name: "
+                         f"give the overloads distinct names or make one a template")
 
 
 @functools.lru_cache(maxsize=256)  # re-running an unchanged cell re-parses nothing
-def _find_kernels(source: str) -> tuple[KernelSignature, ...]:
-    text = blank_comments(source)
-    extern_blocks = _extern_c_block_ranges(text)
+def _find_kernels(source: str, defines: tuple) -> tuple[KernelSignature, ...]:
+    text, macros = active_text(blank_comments(source), defines)
+    for name, value in macros.items():  # #define KERNEL extern "C" __global__
+        if "__global__" in value and name != "__global__":
+            text = re.sub(rf"\b{re.escape(name)}\b", lambda _m, v=value: v, text)
+    extern_blocks = _block_ranges(text, r'extern\s+"C"\s*\{')
+    namespaces = [(a, b, m) for a, b, m in _block_ranges(text, r"\bnamespace\s+([A-Za-z_]\w*)\s*\{",
+                                                          named=True)]
     found: dict[str, KernelSignature] = {}
     for m in _GLOBAL.finditer(text):
         open_paren = text.find("(", m.end())
@@ -270,11 +300,16 @@ def _find_kernels(source: str) -> tuple[KernelSignature, ...]:
         template_params: tuple = ()
         if template:
             template_params = tuple(_template_param(p) for p in split_top_level(template.group(1)))
-        extern_c = bool(_EXTERN_C.search(prefix) or re.search(r'extern\s+"C"', prefix)) or any(
-            a <= m.start() < b for a, b in extern_blocks)
-        line = source.count("\n", 0, m.end() + name_match.start()) + 1
+        extern_c = bool(re.search(r'extern\s+"C"', prefix)) or any(
+            a <= m.start() < b for a, b, _ in extern_blocks)
+        scope = "::".join(ns for a, b, ns in namespaces if a <= m.start() < b)
+        line = text.count("\n", 0, m.end() + name_match.start()) + 1
+        sig = KernelSignature(name, params, template_params, extern_c, line,
+                              f"{scope}::{name}" if scope and not extern_c else name)
         if name not in found:
-            found[name] = KernelSignature(name, params, template_params, extern_c, line)
+            found[name] = sig
+        elif found[name].params != params and not extern_c:
+            raise OverloadedKernel(name, line)
     return tuple(found.values())
 
 
@@ -296,9 +331,11 @@ def _matching(text: str, open_index: int) -> int:
     return len(text)
 
 
-def _extern_c_block_ranges(text: str) -> list[tuple[int, int]]:
+def _block_ranges(text: str, opener: str, named: bool = False) -> list[tuple[int, int, str]]:
+    """``(start, end, name)`` of every ``{...}`` block that ``opener`` (a regex
+    ending at the brace) starts; ``name`` is the opener's first group if named."""
     ranges = []
-    for m in re.finditer(r'extern\s+"C"\s*\{', text):
+    for m in re.finditer(opener, text):
         depth, i = 0, m.end() - 1
         for i in range(m.end() - 1, len(text)):
             if text[i] == "{":
@@ -307,5 +344,5 @@ def _extern_c_block_ranges(text: str) -> list[tuple[int, int]]:
                 depth -= 1
                 if depth == 0:
                     break
-        ranges.append((m.end(), i))
+        ranges.append((m.end(), i, m.group(1) if named else ""))
     return ranges

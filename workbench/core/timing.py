@@ -27,9 +27,12 @@ class TimingLog:
 
     #: Unread launches above which the launch path reads finished ones.
     RESOLVE_AFTER = 65536
+    #: Launches kept: the oldest are dropped beyond this (a loop of millions of
+    #: launches must not grow the log without end).
+    MAX_RECORDS = 200_000
 
     def __init__(self):
-        self.records: list[list] = []
+        self.records: collections.deque = collections.deque(maxlen=self.MAX_RECORDS)
         self._pending: collections.deque = collections.deque()
         self._free: collections.deque = collections.deque()
         self._backend = None
@@ -111,7 +114,7 @@ class TimingLog:
 
     def clear(self) -> None:
         self.resolve_all()
-        self.records = []
+        self.records.clear()
 
     def to_pandas(self, kernel=None):
         """The log as a DataFrame (see :func:`timings`)."""

@@ -2,7 +2,8 @@
 its largest block, its PTX and, where the CUDA binary tools are installed,
 its SASS.
 
-    >>> report = wb.devices.inspect.inspect_kernel(kernel)   # or kernel.inspect()
+    >>> from workbench.hardware.inspect import inspect_kernel
+    >>> report = inspect_kernel(kernel)   # or kernel.inspect()
     >>> report.registers, report.spill_stores
     >>> print(report.kernel_ptx)
 

@@ -12,6 +12,7 @@ import html
 import logging
 import threading
 import time
+import weakref
 from dataclasses import asdict, dataclass, fields
 from typing import Callable
 
@@ -229,7 +230,9 @@ class LiveMonitor:
     calling each listener with every new round of samples.
 
     The notebook stays responsive: nothing runs on the kernel's main thread.
-    ``stop()`` ends the thread (also a context manager).
+    ``stop()`` ends the thread (also a context manager). A listener added with
+    ``weak=True`` (a bound method) does not keep its object alive; once every
+    listener has gone that way, the thread ends by itself.
     """
 
     def __init__(self, devices=(0,), interval: float = 1.0, history: int = 120,
@@ -240,15 +243,31 @@ class LiveMonitor:
         self.interval = float(interval)
         self.history = {i: collections.deque(maxlen=history) for i in self.devices}
         self._sampler = sampler
-        self._listeners: list[Callable[[dict], None]] = []
+        self._listeners: list = []   # callables, or weakref.WeakMethod of weak listeners
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors = 0          # samples that raised (logged, never stop the thread)
 
-    def add_listener(self, callback: Callable[[dict], None]) -> None:
+    def add_listener(self, callback: Callable[[dict], None], *, weak: bool = False) -> None:
         """Call ``callback({index: LiveStats})`` after each round (on the
-        monitor's thread)."""
-        self._listeners.append(callback)
+        monitor's thread). ``weak=True`` (for a bound method): hold it through
+        a weak reference, so that the monitor does not keep its object alive;
+        it is dropped when the object is collected."""
+        self._listeners.append(weakref.WeakMethod(callback) if weak else callback)
+
+    def remove_listener(self, callback: Callable[[dict], None]) -> None:
+        """Stop calling ``callback`` (added weak or not); no-op if absent."""
+        self._listeners = [entry for entry in self._listeners
+                           if self._resolve(entry) not in (None, callback)]
+
+    @staticmethod
+    def _resolve(entry):
+        return entry() if isinstance(entry, weakref.WeakMethod) else entry
+
+    @property
+    def listeners(self) -> list:
+        """The listeners still alive."""
+        return [c for c in map(self._resolve, self._listeners) if c is not None]
 
     @property
     def running(self) -> bool:
@@ -265,12 +284,22 @@ class LiveMonitor:
                 log.debug("live sample of device %s failed", i, exc_info=True)
                 continue
             self.history[i].append(samples[i])
-        for callback in list(self._listeners):
+        for entry in list(self._listeners):
+            callback = self._resolve(entry)
+            if callback is None:   # a weak listener's object is gone
+                self._drop_dead(entry)
+                continue
             try:
                 callback(samples)
             except Exception:
                 log.exception("a live-stats listener failed")
+            del callback   # no strong reference to a weak listener between rounds
         return samples
+
+    def _drop_dead(self, entry) -> None:
+        self._listeners = [e for e in self._listeners if e is not entry]
+        if not self._listeners:    # nobody is listening any more: end the thread
+            self._stop.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -14,6 +14,7 @@ the register counts NVRTC reports for the kernel where NVRTC is installed.
 from __future__ import annotations
 
 import html
+import operator
 from dataclasses import dataclass
 from typing import Callable, Union
 
@@ -29,6 +30,17 @@ SharedMem = Union[int, Callable[[int], int]]
 def _bytes(n) -> str:
     from ..memory.units import format_bytes
     return format_bytes(n)
+
+
+def _as_int(value):
+    """``value`` as a Python int when it is an integer of any kind (``int``,
+    ``np.int64``...; not ``bool``), else ``None``."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def _blocks(n) -> str:
@@ -141,7 +153,8 @@ class Occupancy:
         return self.sweep().suggested_block
 
     def plot(self, ax=None):
-        """Occupancy against block size, coloured by the binding limit; returns the Axes."""
+        """Occupancy against block size, coloured by the binding limit; returns
+        the Figure (see :meth:`OccupancySweep.plot`)."""
         return self.sweep().plot(ax=ax)
 
     # -- presentation ----------------------------------------------------------
@@ -263,10 +276,12 @@ class OccupancySweep:
 
     def plot(self, ax=None):
         """Occupancy (%) against block size, points coloured by the limit that
-        binds, the current and suggested block sizes marked; returns the Axes."""
-        import matplotlib.pyplot as plt
-        if ax is None:
-            _, ax = plt.subplots(figsize=(7, 3.2))
+        binds, the current and suggested block sizes marked.
+
+        Draws on ``ax`` when given, else on a new figure that is not left open
+        in pyplot (it shows once, as a cell's value); returns the Figure."""
+        from ..benchmarking.plots import figure_axes
+        fig, ax = figure_axes(ax, figsize=(7, 3.2))
         df = self.to_pandas()
         ax.plot(df["block"], 100 * df["occupancy"], color="0.6", lw=1, zorder=1)
         colours = {WARPS: "tab:blue", REGISTERS: "tab:red", SHARED: "tab:green",
@@ -285,7 +300,7 @@ class OccupancySweep:
         ax.set_xlim(0, self._ctx.sm.max_threads_per_block + 32)
         ax.set_title(f"{self._ctx.kernel_name} on {self._ctx.device_name}", fontsize=10)
         ax.legend(fontsize=8, loc="best")
-        return ax
+        return fig
 
 
 # -- building the inputs ---------------------------------------------------------
@@ -298,10 +313,11 @@ def _device_properties(device) -> DeviceProperties:
     if device is None:
         return b.device_properties(b.current_device())
     count = b.device_count()
-    if not isinstance(device, int) or not 0 <= device < count:
+    index = _as_int(device)
+    if index is None or not 0 <= index < count:
         raise LaunchConfigError(f"device must be an index 0..{count - 1} or DeviceProperties, "
                                 f"got {device!r}")
-    return b.device_properties(device)
+    return b.device_properties(index)
 
 
 def _int_attribute(obj, name):
@@ -349,12 +365,17 @@ def occupancy(kernel, block=None, shared_mem: SharedMem = 0, *, device=None,
     props = _device_properties(device)
     name, usage, notes = kernel_usage(kernel)
     if carveout is not None:
-        if not isinstance(carveout, int) or not 0 <= carveout <= 100:
+        percent = _as_int(carveout)
+        if percent is None or not 0 <= percent <= 100:
             raise LaunchConfigError(f"carveout is a percentage 0..100, got {carveout!r}")
-        usage = KernelUsage(**{**usage.__dict__, "carveout": carveout})
-    if not callable(shared_mem) and (not isinstance(shared_mem, int) or shared_mem < 0):
-        raise LaunchConfigError(f"shared_mem is the dynamic shared memory per block in bytes "
-                                f"(an int >= 0, or a function of the block size), got {shared_mem!r}")
+        usage = KernelUsage(**{**usage.__dict__, "carveout": percent})
+    if not callable(shared_mem):
+        nbytes = _as_int(shared_mem)
+        if nbytes is None or nbytes < 0:
+            raise LaunchConfigError(f"shared_mem is the dynamic shared memory per block in bytes "
+                                    f"(an integer >= 0, or a function of the block size), "
+                                    f"got {shared_mem!r}")
+        shared_mem = nbytes
     sm = SMModel.from_properties(props)
     resources = kernel if isinstance(kernel, KernelResources) else getattr(kernel, "resources", None)
     arch = getattr(resources, "arch", None)
@@ -369,8 +390,15 @@ def occupancy(kernel, block=None, shared_mem: SharedMem = 0, *, device=None,
 
 
 def _block_threads(block, props: DeviceProperties) -> int:
-    dims = (block,) if isinstance(block, int) else tuple(block)
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d > 0 for d in dims):
+    if _as_int(block) is not None:
+        dims = (block,)
+    else:
+        try:
+            dims = tuple(block)
+        except TypeError:
+            dims = ()
+    dims = tuple(_as_int(d) for d in dims)
+    if not 1 <= len(dims) <= 3 or not all(d is not None and d > 0 for d in dims):
         raise LaunchConfigError(f"block must be a positive int or a tuple of 1-3 positive ints, "
                                 f"got {block!r}")
     threads = 1

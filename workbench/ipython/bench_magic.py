@@ -59,7 +59,7 @@ class BenchMagics(Magics):
                               help="shortest warm-up in seconds "
                                    f"(default: {_default('warmup_time')})")
     @magic_arguments.argument("--flush-l2", action="store_true", default=_default("flush_l2"),
-                              help="overwrite the L2 cache before every timed call")
+                              help="read a buffer twice the L2 size before every timed call (cold cache)")
     @magic_arguments.argument("--name", default=_default("name"),
                               help="label for the result (default: the statement)")
     @magic_arguments.argument("--bytes", default=None, metavar="EXPR",

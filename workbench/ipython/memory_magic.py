@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from IPython.core import magic_arguments
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
@@ -23,18 +24,45 @@ _registered: list = []   # (event, callback) pairs to unregister
 
 
 def _size_or_fraction(text: str):
-    """``--limit`` values: ``none``, ``50%``, ``0.5`` (a fraction) or a size."""
-    from ..memory.units import parse_size
+    """``--limit`` values as ``(bytes, fraction)``: ``none`` (no cap), a
+    percentage (``50%``), a fraction of the device as a decimal between 0 and 1
+    (``0.5``), or a size (``2GiB``, or a whole byte count such as ``4096``).
+
+    Never ambiguous: ``1`` is one byte, ``1.0`` and ``2.5`` are refused (write
+    ``100%`` or a size with a unit), and every error says how to write it.
+    """
+    from ..memory.units import SIZE_HINT, parse_size
+    share = "or a share of the device as '50%' or 0.5, or 'none'"
+    hint = f"{SIZE_HINT}; {share}"
     value = text.strip().lower()
     if value in ("none", "off", "0"):
         return None, None
+    if value.startswith("-"):
+        raise UsageError(f"%gpu_mem --limit {text}: a limit cannot be negative; {hint}")
     if value.endswith("%"):
-        return None, float(value[:-1]) / 100
+        try:
+            percent = float(value[:-1])
+        except ValueError:
+            raise UsageError(f"%gpu_mem --limit {text}: {value[:-1]!r} is not a number; "
+                             f"{hint}") from None
+        if not 0 < percent <= 100:
+            raise UsageError(f"%gpu_mem --limit {text}: a percentage of the device is "
+                             f"above 0 and at most 100; {hint}")
+        return None, percent / 100
     try:
         number = float(value)
     except ValueError:
-        return parse_size(text), None
-    return (None, number) if number < 1 else (parse_size(int(number)), None)
+        number = None
+    if number is not None and "." in value:   # a decimal without a unit
+        if 0 < number < 1:
+            return None, number
+        raise UsageError(f"%gpu_mem --limit {text}: a decimal without a unit is a fraction "
+                         f"of the device, between 0 and 1 (write 100% for all of it); "
+                         f"{hint}")
+    try:
+        return parse_size(text.strip()), None
+    except ValueError as exc:   # its message ends with SIZE_HINT
+        raise UsageError(f"%gpu_mem --limit {text}: {exc}; {share}") from None
 
 
 @magics_class
@@ -59,8 +87,8 @@ class MemoryMagics(Magics):
     @magic_arguments.argument("--empty-cache", action="store_true",
                               help="give the pool's cached free blocks back to the device")
     @magic_arguments.argument("--limit", metavar="SIZE",
-                              help="cap the pool: '2GiB', '512MB', a byte count, '50%%' or 0.5 "
-                                   "of the device, or 'none'")
+                              help="cap the pool: a size ('2GiB', '512MB', or a whole number "
+                                   "of bytes), a share of the device ('50%%' or 0.5), or 'none'")
     @magic_arguments.argument("--reset-peak", action="store_true",
                               help="count the peak in use again from now")
     @line_magic
@@ -70,7 +98,7 @@ class MemoryMagics(Magics):
         and the timeline, or change tracking, the cache and the pool limit."""
         args = magic_arguments.parse_argstring(self.gpu_mem, line)
         if args.on and args.off:
-            raise ValueError("%gpu_mem: give --on or --off, not both")
+            raise UsageError("%gpu_mem: give --on or --off, not both")
         if args.on or args.off:
             memory.tracking(bool(args.on))
         if args.limit is not None:

@@ -124,7 +124,7 @@ class CellUsage:
     @classmethod
     def from_tracker(cls, tracker, all_cells: bool = False) -> "CellUsage":
         rows = []
-        for counts in list(tracker.cells.values()):
+        for counts in tracker.cell_counts():
             if not all_cells and not (counts.n_allocs or counts.n_frees):
                 continue
             net = (counts.in_use_after - counts.in_use_before
@@ -176,19 +176,15 @@ def timeline_table(tracker):
     """Every recorded event: seconds since tracking started, bytes in use and
     reserved after it, what happened, its size and the cell."""
     import pandas as pd
-    return pd.DataFrame(list(tracker.timeline), columns=TIMELINE_COLUMNS)
+    return pd.DataFrame(tracker.events(), columns=TIMELINE_COLUMNS)
 
 
 def plot_timeline(tracker, ax=None):
     """In use and reserved over time, cell starts marked; returns the Figure."""
-    import matplotlib.pyplot as plt
+    from ..benchmarking.plots import figure_axes
 
-    events = list(tracker.timeline)
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(8, 3.2))
-        plt.close(fig)   # shown once, as the return value, not again by the inline backend
-    else:
-        fig = ax.figure
+    events = tracker.events()
+    fig, ax = figure_axes(ax, figsize=(8, 3.2))   # a new figure is closed in pyplot: shown once
     peak = max([e[1] for e in events] + [e[2] or 0 for e in events] + [1])
     scale, unit = next((2**p, u) for p, u in ((30, "GiB"), (20, "MiB"), (10, "KiB"), (0, "B"))
                        if peak >= 2**p)

@@ -18,20 +18,16 @@ from typing import Callable
 #: How many user frames an allocation keeps (the allocating line first).
 DEPTH = 3
 
-# Packages whose frames are never "the user's line": the allocator and array
-# libraries and the workbench itself (skipped), and the machinery that runs
-# user code: notebook kernel, event loop, test runner (the walk stops there,
-# since nothing below it is the user's).
-_LIBRARY_PACKAGES = frozenset({
-    "cupy", "cupyx", "cupy_backends", "numpy", "numba", "ipywidgets", "traitlets",
-    "zmq", "jupyter_client", "jupyter_core", "comm", "debugpy",
-})
+# Installed packages (site-packages, dist-packages) are never "the user's
+# line": their frames are skipped. Those below are the machinery that runs user
+# code (notebook kernel, test runner): the walk stops there, since nothing
+# below it is the user's.
 _DRIVER_PACKAGES = frozenset({
     "IPython", "ipykernel", "tornado", "nbclient", "nbval", "_pytest", "pytest", "pluggy",
 })
 _DRIVER_STDLIB = frozenset({"asyncio", "runpy.py", "threading.py", "concurrent"})
 _IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
-_SITE_PACKAGES = os.sep + "site-packages" + os.sep
+_INSTALLED_DIRS = tuple(os.sep + name + os.sep for name in ("site-packages", "dist-packages"))
 
 USER, LIBRARY, DRIVER = 0, 1, 2
 _kind_by_file: dict = {}   # file name -> USER / LIBRARY / DRIVER (str hashes are cached;
@@ -55,16 +51,18 @@ def _library_roots() -> tuple[str, ...]:
 
 def frame_kind(filename: str) -> int:
     """USER for code the user wrote, LIBRARY for the workbench, the standard
-    library and array libraries (skipped), DRIVER for the notebook kernel,
-    event loop and test runner (the walk stops)."""
+    library and every installed package (skipped), DRIVER for the notebook
+    kernel, event loop and test runner (the walk stops)."""
     if filename.startswith("<frozen"):
         return LIBRARY
-    cut = filename.find(_SITE_PACKAGES)
-    if cut >= 0:
-        package = filename[cut + len(_SITE_PACKAGES):].split(os.sep, 1)[0]
-        if package in _DRIVER_PACKAGES:
-            return DRIVER
-        return LIBRARY if package in _LIBRARY_PACKAGES else USER
+    for installed in _INSTALLED_DIRS:
+        cut = filename.find(installed)
+        if cut >= 0:
+            package = filename[cut + len(installed):].split(os.sep, 1)[0]
+            if package in _DRIVER_PACKAGES:
+                return DRIVER
+            # a notebook cell's code is the user's wherever its file lies
+            return USER if cell_of_file(filename) is not None else LIBRARY
     for root in _library_roots():
         if filename.startswith(root):
             first = filename[len(root):].split(os.sep, 1)[0]

@@ -14,10 +14,22 @@ The callbacks run on every allocation, so they do plain dict and counter
 updates and keep code objects instead of strings (see :mod:`.sources`).
 Bytes in use that were allocated before tracking started are counted as
 "untracked" so that :attr:`Tracker.in_use` always equals the pool's own count.
+
+Threads: the callbacks may run on any thread (the simulator's allocator calls
+its listeners from whichever thread allocates or frees), so every update and
+every read of the records holds one lock; the stack walk is done before
+taking it. Limits of what is seen:
+
+- On the GPU, CuPy memory hooks are thread-local: the tracker sees the
+  allocations and frees of the thread that turned tracking on (the notebook's),
+  not those of other threads.
+- Tracking follows the current device only: the pool figures it is checked
+  against (:func:`.pool.pool_counts`) are those of the current device's pool.
 """
 from __future__ import annotations
 
 import collections
+import threading
 import time
 from bisect import bisect_right
 
@@ -81,6 +93,10 @@ class Tracker:
         self._remove_listener = None
         self._session = None
         self._reserved = None
+        # The callbacks may come from any thread. Re-entrant: a garbage
+        # collection inside a locked update can free an array, and its free
+        # callback then runs on the same thread.
+        self._lock = threading.RLock()
         self._reset_counts(0)
 
     def _reset_counts(self, untracked: int) -> None:
@@ -101,12 +117,14 @@ class Tracker:
     @property
     def n_allocs(self) -> int:
         """Allocations recorded since tracking started."""
-        return sum(c.n_allocs for c in self.cells.values())
+        with self._lock:
+            return sum(c.n_allocs for c in self.cells.values())
 
     @property
     def n_frees(self) -> int:
         """Frees recorded since tracking started."""
-        return sum(c.n_frees for c in self.cells.values())
+        with self._lock:
+            return sum(c.n_frees for c in self.cells.values())
 
     @property
     def in_use(self) -> int:
@@ -120,18 +138,19 @@ class Tracker:
             return
         self.stop()
         used = pool_counts(backend).get("used_bytes") or 0
-        if backend is not self.backend:
-            self.backend = backend
-            self._reserved = reserved_getter(backend)
-            self._reset_counts(used)
-        else:
-            # Back on after a pause: what happened meanwhile is unknown, so
-            # everything in use now counts as untracked; cell history stays.
-            self.live.clear()
-            for counts in self.cells.values():
-                counts.alive = 0
-            self.tracked_bytes = 0
-            self.untracked_bytes = used
+        with self._lock:
+            if backend is not self.backend:
+                self.backend = backend
+                self._reserved = reserved_getter(backend)
+                self._reset_counts(used)
+            else:
+                # Back on after a pause: what happened meanwhile is unknown, so
+                # everything in use now counts as untracked; cell history stays.
+                self.live.clear()
+                for counts in self.cells.values():
+                    counts.alive = 0
+                self.tracked_bytes = 0
+                self.untracked_bytes = used
         from ..core.session import session
         self._session = session()   # its .cell is read on every allocation
         self._remove_listener = backend.add_allocation_listener(self._on_alloc, self._on_free)
@@ -149,46 +168,71 @@ class Tracker:
         s = self._session
         return s.cell if s is not None else None
 
+    # Timeline order: a garbage collection inside an update can free arrays,
+    # and their (re-entrant) free events are then appended first, with later
+    # times; an event is therefore stamped no earlier than the last one. (A
+    # collection resets the allocation count, so building the second tuple
+    # cannot start another.)
     def _on_alloc(self, ptr: int, size: int) -> None:
-        t = _now() - self.t0
         s = self._session
         cell = s.cell if s is not None else None
-        self.live[ptr] = (size, t, cell, _capture())
-        in_use = self.tracked_bytes = self.tracked_bytes + size
-        in_use += self.untracked_bytes
-        if in_use > self.peak:
-            self.peak = in_use
-        counts = self.cells.get(cell)
-        if counts is None:
-            counts = self.cells[cell] = CellCounts(cell, in_use - size)
-        counts.allocated += size
-        counts.n_allocs += 1
-        counts.alive += size
-        if in_use > counts.peak:
-            counts.peak = in_use
-        reserved = self._last_reserved = self._reserved_now()
-        self.timeline.append((t, in_use, reserved, "alloc", size, cell))
+        frames = _capture()                   # outside the lock: the costly part
+        lock = self._lock
+        reserved = self._reserved_now()
+        lock.acquire()   # acquire/release: half the cost of `with` here
+        try:
+            t = _now() - self.t0
+            self.live[ptr] = (size, t, cell, frames)
+            in_use = self.tracked_bytes = self.tracked_bytes + size
+            in_use += self.untracked_bytes
+            if in_use > self.peak:
+                self.peak = in_use
+            counts = self.cells.get(cell)
+            if counts is None:
+                counts = self.cells[cell] = CellCounts(cell, in_use - size)
+            counts.allocated += size
+            counts.n_allocs += 1
+            counts.alive += size
+            if in_use > counts.peak:
+                counts.peak = in_use
+            self._last_reserved = reserved
+            event = (t, in_use, reserved, "alloc", size, cell)
+            timeline = self.timeline
+            if timeline and timeline[-1][0] > t:
+                event = (timeline[-1][0],) + event[1:]
+            timeline.append(event)
+        finally:
+            lock.release()
 
     def _on_free(self, ptr: int, size: int) -> None:
-        t = _now() - self.t0
         s = self._session
         cell = s.cell if s is not None else None
-        entry = self.live.pop(ptr, None)
-        if entry is not None:
-            self.tracked_bytes -= entry[0]
-            owner = self.cells.get(entry[2])
-            if owner is not None:
-                owner.alive -= entry[0]
-        else:  # allocated before tracking started
-            self.untracked_bytes = max(0, self.untracked_bytes - size)
-        in_use = self.tracked_bytes + self.untracked_bytes
-        counts = self.cells.get(cell)
-        if counts is None:
-            counts = self.cells[cell] = CellCounts(cell, in_use + size)
-        counts.freed += size
-        counts.n_frees += 1
-        # a free returns the block to the pool: reserved does not change
-        self.timeline.append((t, in_use, self._last_reserved, "free", size, cell))
+        lock = self._lock
+        lock.acquire()   # acquire/release: half the cost of `with` here
+        try:
+            t = _now() - self.t0
+            entry = self.live.pop(ptr, None)
+            if entry is not None:
+                self.tracked_bytes -= entry[0]
+                owner = self.cells.get(entry[2])
+                if owner is not None:
+                    owner.alive -= entry[0]
+            else:  # allocated before tracking started
+                self.untracked_bytes = max(0, self.untracked_bytes - size)
+            in_use = self.tracked_bytes + self.untracked_bytes
+            counts = self.cells.get(cell)
+            if counts is None:
+                counts = self.cells[cell] = CellCounts(cell, in_use + size)
+            counts.freed += size
+            counts.n_frees += 1
+            # a free returns the block to the pool: reserved does not change
+            event = (t, in_use, self._last_reserved, "free", size, cell)
+            timeline = self.timeline
+            if timeline and timeline[-1][0] > t:
+                event = (timeline[-1][0],) + event[1:]
+            timeline.append(event)
+        finally:
+            lock.release()
 
     def _reserved_now(self):
         try:
@@ -199,35 +243,55 @@ class Tracker:
     # -- cells and marks ---------------------------------------------------------
     def begin_cell(self, cell) -> None:
         """A notebook cell starts (called from IPython's ``pre_run_cell``)."""
-        in_use = self.in_use
-        counts = self.cells.get(cell)
-        if counts is None:
-            self.cells[cell] = CellCounts(cell, in_use)
-        else:  # the same count again (a silent re-run): keep adding to it
-            counts.in_use_after = None
+        with self._lock:
+            counts = self.cells.get(cell)
+            if counts is None:
+                self.cells[cell] = CellCounts(cell, self.in_use)
+            else:  # the same count again (a silent re-run): keep adding to it
+                counts.in_use_after = None
         self.mark(f"cell {cell} start", cell=cell)
 
     def end_cell(self, cell) -> None:
         """A notebook cell ends (called from IPython's ``post_run_cell``)."""
-        counts = self.cells.get(cell)
-        if counts is not None:
-            counts.in_use_after = self.in_use
+        with self._lock:
+            counts = self.cells.get(cell)
+            if counts is not None:
+                counts.in_use_after = self.in_use
         self.mark(f"cell {cell} end", cell=cell)
 
     def mark(self, event: str, cell=None) -> None:
         """Put a named event (cell boundary, cache emptied...) on the timeline."""
-        t = time.perf_counter() - self.t0
-        self._last_reserved = self._reserved_now()
-        self.timeline.append((t, self.in_use, self._last_reserved, event, 0,
-                              cell if cell is not None else self._current_cell()))
+        reserved = self._reserved_now()
+        if cell is None:
+            cell = self._current_cell()
+        with self._lock:
+            t = _now() - self.t0
+            entry = (t, self.in_use, reserved, event, 0, cell)
+            if self.timeline and self.timeline[-1][0] > t:
+                entry = (self.timeline[-1][0],) + entry[1:]
+            self._last_reserved = reserved
+            self.timeline.append(entry)
 
     def reset_peak(self) -> None:
-        self.peak = self.in_use
+        with self._lock:
+            self.peak = self.in_use
 
     # -- queries -------------------------------------------------------------------
+    def events(self) -> list[tuple]:
+        """A copy of the timeline: ``(time, in_use, reserved, event, size, cell)`` tuples."""
+        with self._lock:
+            return list(self.timeline)
+
+    def cell_counts(self) -> list[CellCounts]:
+        """The per-cell counters, in the order the cells were first seen."""
+        with self._lock:
+            return list(self.cells.values())
+
     def allocations(self) -> list[Allocation]:
         """The live allocations as :class:`Allocation` objects."""
-        return [Allocation(ptr, *entry) for ptr, entry in list(self.live.items())]
+        with self._lock:
+            entries = list(self.live.items())
+        return [Allocation(ptr, *entry) for ptr, entry in entries]
 
     def find(self, address: int) -> Allocation | None:
         """The live allocation that contains ``address`` (views point inside one)."""
@@ -236,7 +300,8 @@ class Tracker:
     def address_index(self):
         """A function ``address -> Allocation | None`` over the allocations
         live now (sorted once; use it for many look-ups)."""
-        live = dict(self.live)
+        with self._lock:
+            live = dict(self.live)
         starts = sorted(live)
 
         def lookup(address: int) -> Allocation | None:

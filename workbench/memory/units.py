@@ -1,8 +1,13 @@
-"""Byte counts for people: ``format_bytes`` and ``parse_size``."""
+"""Byte counts for people: ``format_bytes`` and ``parse_size``.
+
+Missing values are :data:`workbench.hardware.na.NA` (prints as ``N/A``).
+"""
 from __future__ import annotations
 
-import math
+import operator
 import re
+
+from ..hardware.na import NA, is_na
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 _FACTORS = {"": 1, "b": 1,
@@ -12,18 +17,15 @@ _FACTORS = {"": 1, "b": 1,
             "gi": 2**30, "gib": 2**30, "ti": 2**40, "tib": 2**40}
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 
-NA = "N/A"
-
-
-def is_missing(value) -> bool:
-    """True for a value the backend could not give (``None`` or NaN)."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
+#: How to write a size; every size error ends with it.
+SIZE_HINT = ("write bytes as a whole number or with a unit, e.g. 4096, '512MiB', '2GB', "
+             "'1.5GiB'")
 
 
 def format_bytes(n) -> str:
     """``1536`` -> ``"1.50 KiB"``; ``None`` -> ``"N/A"``."""
-    if is_missing(n):
-        return NA
+    if is_na(n):
+        return str(NA)
     n = int(n)
     sign = "-" if n < 0 else ""
     n = abs(n)
@@ -39,24 +41,31 @@ def format_bytes(n) -> str:
 
 def format_fraction(x) -> str:
     """``0.25`` -> ``"25.0%"``; ``None`` -> ``"N/A"``."""
-    return NA if is_missing(x) else f"{100 * x:.1f}%"
+    return str(NA) if is_na(x) else f"{100 * x:.1f}%"
 
 
 def parse_size(text) -> int:
     """``"512MiB"``, ``"2 GB"``, ``"1e9"``, ``4096`` -> bytes.
 
     Decimal units (kB, MB, GB) are powers of 1000 and binary ones (KiB, MiB,
-    GiB) powers of 1024. Raises ValueError saying how to write a size.
+    GiB) powers of 1024. A byte count without a unit must be whole (``2.5``
+    is refused, not truncated). Raises ValueError saying how to write a size.
     """
     if isinstance(text, bool):
-        raise ValueError(f"not a size: {text!r}")
-    if isinstance(text, int):
-        if text < 0:
-            raise ValueError(f"a size must not be negative, got {text}")
-        return text
+        raise ValueError(f"not a size: {text!r}; {SIZE_HINT}")
+    try:
+        number = operator.index(text)   # int, np.int64...
+    except TypeError:
+        pass
+    else:
+        if number < 0:
+            raise ValueError(f"a size must not be negative, got {number}; {SIZE_HINT}")
+        return number
     match = _SIZE.match(str(text))
     factor = _FACTORS.get(match.group(2).lower()) if match else None
     if factor is None:
-        raise ValueError(f"cannot read {text!r} as a size; write bytes as a number "
-                         "or with a unit, e.g. 4096, '512MiB', '2GB', '1.5GiB'")
-    return int(float(match.group(1)) * factor)
+        raise ValueError(f"cannot read {text!r} as a size; {SIZE_HINT}")
+    value = float(match.group(1)) * factor
+    if factor == 1 and not value.is_integer():
+        raise ValueError(f"{text!r} is not a whole number of bytes; {SIZE_HINT}")
+    return int(value)

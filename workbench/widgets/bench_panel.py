@@ -16,6 +16,7 @@ import ipywidgets as widgets
 from traitlets import Bool, Float, Int, List, Unicode, validate
 
 from ..benchmarking import history
+from ..benchmarking.result import plain_value
 
 _Y_CHOICES = ("time", "bandwidth", "gflops")
 _TABLE_COLUMNS = ("name", "median_s", "iqr_s", "gbps", "gflops", "pct_bandwidth", "pct_compute")
@@ -104,7 +105,7 @@ class BenchmarkPanel(widgets.VBox):
                 self.simulated = bool(table["simulated"].any())
                 cols = [c for c in self._columns(table) if c in table.columns]
                 self.columns = cols
-                self.rows = [[_plain(v) for v in row] for row in table[cols].itertuples(index=False)]
+                self.rows = [[plain_value(v) for v in row] for row in table[cols].itertuples(index=False)]
             else:
                 self.columns, self.rows = [], []
         self._title.value = self._title_html()
@@ -134,12 +135,12 @@ class BenchmarkPanel(widgets.VBox):
     def _draw(self, table) -> None:
         from matplotlib.figure import Figure
 
-        from ..benchmarking.plots import plot_sweep
+        from ..benchmarking.plots import plot_sweep, sweep_x
         column = {"time": "median_s", "bandwidth": "gbps", "gflops": "gflops"}[self.y]
         fig = Figure(figsize=(6.5, 3.8))
         ax = fig.subplots()
         if column in table.columns and table[column].notna().any():
-            plot_sweep(table, y=self.y, ax=ax)
+            plot_sweep(table, y=self.y, x=sweep_x(table), ax=ax)
         else:
             ax.text(0.5, 0.5, f"no {self.y} figures: pass bytes=/flops= to wb.sweep",
                     ha="center", va="center", transform=ax.transAxes)
@@ -161,10 +162,3 @@ def _weak_listener(panel: BenchmarkPanel):
             target._on_event(event, payload)
     return listener
 
-
-def _plain(value):
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and value != value:  # NaN is not JSON
-        return None
-    return value

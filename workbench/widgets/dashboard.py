@@ -87,13 +87,25 @@ class Dashboard(widgets.Tab):
     """The panels of :func:`dashboard`; ``close()`` stops their refreshes."""
 
     def __init__(self, kernel=None, interval: float = 1.0, **kwargs):
-        self.device_panel = DevicePanel(interval=interval)
-        self.memory_panel = _optional_panel("Memory")
-        self.kernel_chooser = KernelChooser(kernel)
-        self.benchmark_panel = _optional_panel("Benchmarks")
-        super().__init__(children=[self.device_panel, self.memory_panel, self.kernel_chooser,
-                                   self.benchmark_panel],
-                         titles=("Device", "Memory", "Kernel", "Benchmarks"), **kwargs)
+        built = []   # closed again if a later step raises: no sampler thread left behind
+
+        def keep(panel):
+            built.append(panel)
+            return panel
+        try:
+            self.device_panel = keep(DevicePanel(interval=interval))
+            self.memory_panel = keep(_optional_panel("Memory"))
+            self.kernel_chooser = keep(KernelChooser(kernel))
+            self.benchmark_panel = keep(_optional_panel("Benchmarks"))
+            super().__init__(children=list(built),
+                             titles=("Device", "Memory", "Kernel", "Benchmarks"), **kwargs)
+        except BaseException:
+            for panel in reversed(built):
+                try:
+                    panel.close()
+                except Exception:  # the first error is the one to report
+                    pass
+            raise
 
     def close(self) -> None:
         for child in self.children:

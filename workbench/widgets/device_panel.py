@@ -3,14 +3,24 @@ short history plot, refreshed in the background.
 
 The refresh runs on a daemon thread (:class:`workbench.hardware.live.LiveMonitor`),
 so the panel keeps updating while a long cell runs, and the kernel stays
-responsive. ``panel.close()`` (or the Stop button) ends it.
+responsive. ``panel.close()`` (or the Stop button, or closing the panel in the
+front end) ends it.
+
+Threads never pile up: there is one monitor per set of devices, shared by the
+panels of those devices, and only the newest running panel is fed by it;
+building a new panel (re-running ``p = wb.DevicePanel()``) stops the previous
+one (its Run button takes the monitor back). The monitor holds its panel
+through a weak reference, so a panel that is dropped stops being called and
+the thread ends.
 """
 from __future__ import annotations
 
+import collections
 import html
 import io
 import threading
 import time
+import weakref
 
 import ipywidgets as widgets
 from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode, observe, validate
@@ -20,6 +30,24 @@ from ..hardware.properties import devices
 
 MIN_INTERVAL = 0.1  # seconds; faster sampling only measures NVML itself
 PLOT_EVERY = 1.0    # seconds between history-plot redraws (a PNG render costs ~50 ms)
+
+
+# (backend name, device indices) -> the one monitor sampling them, and the
+# panel it feeds now (a weak reference)
+_MONITORS: dict[tuple, live.LiveMonitor] = {}
+_OWNERS: dict[tuple, weakref.ref] = {}
+
+
+def _shared_monitor(key: tuple, interval: float, history: int) -> live.LiveMonitor:
+    monitor = _MONITORS.get(key)
+    if monitor is None:
+        monitor = _MONITORS[key] = live.LiveMonitor(key[1], interval=interval, history=history)
+    return monitor
+
+
+def _owner(key: tuple):
+    ref = _OWNERS.get(key)
+    return ref() if ref is not None else None
 
 
 def _history_png(history: dict, simulated: bool) -> bytes:
@@ -99,11 +127,12 @@ class DevicePanel(widgets.VBox):
             self.devices = [d.to_dict() for d in infos]
             self.history_size = history
             self.interval = interval
-        self._monitor = live.LiveMonitor([d.index for d in infos], interval=self.interval,
-                                         history=history)
-        self._monitor.add_listener(self._on_samples)
-        self._on_samples(self._monitor.sample_once())  # show figures at once
-        self.running = start
+        self._key = (b.name, tuple(d.index for d in infos))
+        self._monitor = _shared_monitor(self._key, self.interval, history)
+        self.running = start          # takes the monitor from the previous panel
+        self.refresh()                # show figures at once
+        if self.comm is not None:
+            self.comm.on_close(_close_on_comm_close(self))
 
     # -- traits --------------------------------------------------------------
     @validate("interval")
@@ -115,21 +144,50 @@ class DevicePanel(widgets.VBox):
 
     @observe("interval")
     def _interval_changed(self, change):
-        monitor = getattr(self, "_monitor", None)
-        if monitor is not None:
-            monitor.interval = change["new"]
+        if self._owns_monitor():
+            self._monitor.interval = change["new"]
 
     @observe("running")
     def _running_changed(self, change):
-        monitor = getattr(self, "_monitor", None)
-        if monitor is None:
+        if getattr(self, "_monitor", None) is None:
             return
         if change["new"]:
-            monitor.start()
+            self._take_monitor()
         else:
-            monitor.stop()
+            self._release_monitor()
         self._toggle.description = "Stop" if change["new"] else "Run"
         self._toggle.icon = "stop" if change["new"] else "play"
+
+    # -- the shared monitor ---------------------------------------------------
+    def _owns_monitor(self) -> bool:
+        return getattr(self, "_monitor", None) is not None and _owner(self._key) is self
+
+    def _take_monitor(self) -> None:
+        """Become the panel the monitor feeds; the previous one stops."""
+        previous = _owner(self._key)
+        if previous is self:
+            self._monitor.start()
+            return
+        monitor = self._monitor
+        monitor.stop()                 # the previous panel gets no more samples
+        _OWNERS[self._key] = weakref.ref(self)
+        if previous is not None:
+            monitor.remove_listener(previous._on_samples)
+            previous.running = False   # it no longer owns the monitor: only its button changes
+            previous._live.value += ("<div><i>stopped: a newer DevicePanel shows these devices "
+                                     "(press Run there, or here to switch back)</i></div>")
+        monitor.interval = self.interval
+        if any(h.maxlen != self.history_size for h in monitor.history.values()):
+            monitor.history = {i: collections.deque(h, maxlen=self.history_size)
+                               for i, h in monitor.history.items()}
+        monitor.add_listener(self._on_samples, weak=True)  # a dropped panel is not kept alive
+        monitor.start()
+
+    def _release_monitor(self) -> None:
+        if self._owns_monitor():
+            self._monitor.stop()
+            self._monitor.remove_listener(self._on_samples)
+            _OWNERS.pop(self._key, None)
 
     # -- refresh ----------------------------------------------------------------
     def _on_samples(self, samples: dict) -> None:
@@ -173,8 +231,10 @@ class DevicePanel(widgets.VBox):
         return {i: list(h) for i, h in self._monitor.history.items()}
 
     def refresh(self) -> None:
-        """Take a sample now (on the calling thread)."""
-        self._monitor.sample_once()
+        """Take a sample now (on the calling thread) and show it."""
+        samples = self._monitor.sample_once()   # feeds the panel that owns the monitor
+        if not self._owns_monitor():
+            self._on_samples(samples)
 
     def stop(self) -> None:
         """Stop the background refresh (the panel stays)."""
@@ -182,8 +242,18 @@ class DevicePanel(widgets.VBox):
 
     def close(self) -> None:
         """Stop the background refresh and remove the panel."""
-        monitor = getattr(self, "_monitor", None)
-        if monitor is not None:
-            monitor.stop()
+        if getattr(self, "_monitor", None) is not None:
             self.running = False
+            self._release_monitor()
         super().close()
+
+
+def _close_on_comm_close(panel: DevicePanel):
+    """A comm ``on_close`` callback closing ``panel`` (without keeping it alive)."""
+    ref = weakref.ref(panel)
+
+    def on_close(_msg) -> None:
+        target = ref()
+        if target is not None:
+            target.close()
+    return on_close

@@ -9,13 +9,13 @@ for the device.
 from __future__ import annotations
 
 import html
-import math
 import weakref
 
 import ipywidgets as widgets
 from traitlets import Bool, Float, Int, List, Unicode
 
 from .. import memory
+from ..benchmarking.result import plain_value
 from ..memory.units import format_bytes, format_fraction
 
 _COLORS = {"in_use": "#d62728", "cached": "#ff9f40", "free": "#c7e9c0"}
@@ -144,13 +144,11 @@ def _hook_post_run_cell(panel: MemoryPanel):
 
 
 def _plain(value):
-    """A DataFrame cell as JSON: NumPy scalars unboxed, NaN -> None, and
-    whole floats (int columns that held a missing value) -> int."""
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float):
-        return None if math.isnan(value) else int(value) if value.is_integer() else value
-    return value
+    """A DataFrame cell as JSON (:func:`~workbench.benchmarking.result.plain_value`),
+    whole floats back to int: pandas turns an int column that holds a missing
+    value into floats, and byte counts must stay ints."""
+    value = plain_value(value)
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _records(frame) -> list[dict]:
@@ -170,7 +168,11 @@ def _bar_html(p: MemoryPanel) -> str:
     """One stacked bar: in use, cached, free; the pool limit as a black tick."""
     scale = p.device_total or max(p.reserved or 0, p.limit or 0, 1)
     in_use, cached = p.in_use or 0, p.cached or 0
-    free = max(scale - in_use - cached, 0) if p.device_free is None else p.device_free
+    # the pool's share is never "free"; clamping keeps the bar within 100% even
+    # when the driver's free figure and the pool's counts were read apart
+    free = max(scale - in_use - cached, 0)
+    if p.device_free is not None:
+        free = min(p.device_free, free)
     parts = [("in_use", in_use, "in use"), ("cached", cached, "cached"), ("free", free, "free")]
     segments = "".join(
         f"<div title='{label} {format_bytes(n)}' style='width:{100 * n / scale:.3f}%;"

@@ -229,9 +229,11 @@ class SimulatorBackend(Backend):
         return self._properties
 
     def memory_info(self) -> tuple[int, int]:
+        """``(free, total)`` as cudaMemGetInfo gives them: what the pool has
+        reserved (in use and cached) is not free, as on a GPU."""
         total = self._properties.total_memory
-        used = self._arena.used_bytes if self._arena is not None else 0
-        return total - used, total
+        reserved = self._arena.reserved_bytes() if self._arena is not None else 0
+        return max(0, total - reserved), total
 
     def versions(self) -> dict[str, str]:
         out = {"simulator": build.SIMULATOR_VERSION, "g++": build.compiler_version() or "missing"}
