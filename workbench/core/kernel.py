@@ -255,7 +255,7 @@ class Kernel:
     def resources(self):
         """Registers, shared, local (spill) and constant memory (KernelResources)."""
         if self._resources is None:
-            self._resources = self.module.compiled.resources(self.name)
+            self._resources = self.module.compiled.resources(self.signature.qualified_name)
         return self._resources
 
     @property
