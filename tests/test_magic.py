@@ -115,3 +115,25 @@ def test_warnings_are_shown_without_failing(shell, backend, capsys):
     warnings = wb.modules["warns"].warnings
     assert warnings and warnings[0].severity == "warning" and warnings[0].line == 3
     assert "unused_j" in capsys.readouterr().out
+
+
+def test_checked_fault_points_at_the_cells_line(shell):
+    from workbench.core import session
+    previous = session.active_backend_or_none()
+    try:
+        wb.backend("simulator")
+        assert shell.run_cell('%%cuda --check -q --name oob_cell\n'
+                              'extern "C" __global__ void oob(float* x, int n) {\n'
+                              '    int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
+                              '    x[i + 1] = 1.0f;\n'
+                              '}\n').success
+        x = wb.allocate(64, np.float32)
+        with pytest.raises(wb.KernelFault) as info:
+            shell.user_ns["oob"](x, 64, grid=1, block=64)
+        err = info.value
+        assert err.line == 4 and "line 4" in str(err)          # cell line 4: the write
+        assert err.block == (0, 0, 0) and err.thread == (63, 0, 0)
+        y = wb.to_device(np.arange(4, dtype=np.float32))       # and the simulator carries on
+        np.testing.assert_array_equal(wb.to_host(y), np.arange(4))
+    finally:
+        session.restore_backend(previous)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 
 import numpy as np
 
-from ..errors import KernelArgumentError, LaunchConfigError
+from ..errors import KernelArgumentError, KernelFault, LaunchConfigError
 from .api import out_of_memory as _out_of_memory
 from .session import session
 from .signature import KernelSignature, Param
@@ -205,6 +206,15 @@ def _compiled(src: str):
     return compile(src, "<workbench argument checker>", "exec")
 
 
+def _on_cell_lines(fault: KernelFault, offset: int) -> KernelFault:
+    """The fault with its source line counted as the cell counts it (the
+    ``%%cuda`` line is line 1), as compile errors are."""
+    line = fault.line + offset
+    message = re.sub(rf"\bline {fault.line}\b", f"line {line}", str(fault), count=1)
+    return KernelFault(message, kernel=fault.kernel, signal=fault.signal, block=fault.block,
+                       thread=fault.thread, line=line, details=fault.details)
+
+
 def _dim3(value, what: str) -> tuple[int, int, int]:
     if isinstance(value, (int, np.integer)):
         dims = (int(value), 1, 1)
@@ -349,6 +359,10 @@ class Kernel:
             self._session.timing_log.timed_launch(
                 b, self.name, grid3, block3, shared_mem,
                 stream if stream is not None else b.current_stream(), self._launcher, converted)
+        except KernelFault as exc:
+            if exc.line is None or not self.module.line_offset:
+                raise
+            raise _on_cell_lines(exc, self.module.line_offset) from None
         except MemoryError as exc:  # the GPU's or the simulator's out-of-memory
             raise _out_of_memory(None, exc) from None
         except Exception as exc:
