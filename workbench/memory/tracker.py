@@ -196,13 +196,16 @@ class Tracker:
             if in_use > counts.peak:
                 counts.peak = in_use
             self._last_reserved = reserved
-            event = (t, in_use, reserved, "alloc", size, cell)
-            timeline = self.timeline
-            if timeline and timeline[-1][0] > t:
-                event = (timeline[-1][0],) + event[1:]
-            timeline.append(event)
+            self._append((t, in_use, reserved, "alloc", size, cell))
         finally:
             lock.release()
+
+    def _append(self, event: tuple) -> None:
+        """Add a timeline event, stamped no earlier than the last one (under the lock)."""
+        timeline = self.timeline
+        if timeline and timeline[-1][0] > event[0]:
+            event = (timeline[-1][0],) + event[1:]
+        timeline.append(event)
 
     def _on_free(self, ptr: int, size: int) -> None:
         s = self._session
@@ -226,11 +229,7 @@ class Tracker:
             counts.freed += size
             counts.n_frees += 1
             # a free returns the block to the pool: reserved does not change
-            event = (t, in_use, self._last_reserved, "free", size, cell)
-            timeline = self.timeline
-            if timeline and timeline[-1][0] > t:
-                event = (timeline[-1][0],) + event[1:]
-            timeline.append(event)
+            self._append((t, in_use, self._last_reserved, "free", size, cell))
         finally:
             lock.release()
 
