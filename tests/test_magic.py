@@ -137,3 +137,16 @@ def test_checked_fault_points_at_the_cells_line(shell):
         np.testing.assert_array_equal(wb.to_host(y), np.arange(4))
     finally:
         session.restore_backend(previous)
+
+
+def test_argument_errors_show_the_users_line_not_the_workbench(shell, backend, capsys):
+    shell.run_cell('%%cuda -q --name shown\nextern "C" __global__ void shown(float* x) { x[0] = 1; }')
+    capsys.readouterr()
+    result = shell.run_cell("import numpy as np, workbench as wb\n"
+                            "x64 = wb.allocate(4, np.float64)\n"
+                            "shown(x64, grid=1, block=1)\n")
+    assert isinstance(result.error_in_exec, wb.KernelArgumentError)
+    out = capsys.readouterr().out
+    assert "shown(x64, grid=1, block=1)" in out            # the user's line
+    assert "parameter 'x' (float*) takes a device array of float32" in out
+    assert "kernel.py" not in out and "_check" not in out  # no workbench internals

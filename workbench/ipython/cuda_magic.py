@@ -8,6 +8,7 @@ extension renders, plain text for every other front end) and raises
 from __future__ import annotations
 
 import html
+import os
 import shlex
 
 from IPython.core import magic_arguments
@@ -17,7 +18,8 @@ from IPython.display import display
 from ..core.compiler import compile as compile_source
 from ..core.diagnostics import format_diagnostics
 from ..core.session import backend
-from ..errors import CompileError
+from ..errors import (CompileError, KernelArgumentError, KernelFault, LaunchConfigError,
+                      OutOfMemoryError)
 
 #: MIME type of compile diagnostics (rendered by the JupyterLab extension).
 DIAGNOSTICS_MIME = "application/vnd.cuda-workbench.diagnostics+json"
@@ -120,18 +122,31 @@ def parse_options(line: str):
     return CudaMagics.cuda.parser.parse_args(argv)
 
 
-def _show_compile_error(shell, etype, evalue, tb, tb_offset=None):
-    """Show a CompileError as its diagnostics, not a Python traceback."""
-    if getattr(evalue, "_displayed", False):
-        stb = [f"CompileError: {str(evalue).splitlines()[0]} (diagnostics above)"]
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _show_workbench_error(shell, etype, evalue, tb, tb_offset=None):
+    """Show the workbench's own errors as what the user did wrong: a compile
+    error as its diagnostics, any other as the user's frames and the message
+    (the workbench's internal frames say nothing the message does not)."""
+    if isinstance(evalue, CompileError):
+        stb = [f"CompileError: {str(evalue).splitlines()[0]} (diagnostics above)"
+               if getattr(evalue, "_displayed", False) else f"CompileError: {evalue}"]
     else:
-        stb = [f"CompileError: {evalue}"]
-    return stb  # IPython's wrapper shows it
+        user_tb, last = tb, None
+        while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            last, tb = tb, tb.tb_next
+        if last is not None:
+            last.tb_next = None  # cut at the first frame inside the workbench
+        stb = shell.InteractiveTB.structured_traceback(etype, evalue, user_tb, tb_offset)
+    shell._showtraceback(etype, evalue, stb)  # a custom handler shows what it returns itself
+    return stb
 
 
 def register(ipython) -> None:
     ipython.register_magics(CudaMagics)
-    ipython.set_custom_exc((CompileError,), _show_compile_error)
+    ipython.set_custom_exc((CompileError, KernelArgumentError, LaunchConfigError, KernelFault,
+                            OutOfMemoryError), _show_workbench_error)
     b = backend()
     print(f"workbench: {b.name} backend — {b.describe()} ({b.reason})")
 
