@@ -215,13 +215,14 @@ class Arena:
     def take_printf(self) -> tuple[bytes, int]:
         """The device ``printf`` output since the last call, and how many bytes
         did not fit in the buffer; empties the buffer."""
-        head = self.control[8:24].view(np.uint64)
-        written, dropped = int(head[0]), int(head[1])
-        if written == 0 and dropped == 0:
+        head = self.control[8:40].view(np.uint64)  # claimed, dropped, capacity, committed
+        claimed, dropped, committed = int(head[0]), int(head[1]), int(head[3])
+        if claimed == 0 and dropped == 0:
             return b"", 0
-        text = self.control[PRINTF_OFFSET:PRINTF_OFFSET + min(written, PRINTF_BYTES)].tobytes()
+        text = self.control[PRINTF_OFFSET:PRINTF_OFFSET + min(committed, PRINTF_BYTES)].tobytes()
         head[0] = 0
         head[1] = 0
+        head[3] = 0
         return text, dropped
 
     def fault_record(self) -> dict | None:

@@ -93,16 +93,24 @@ class SimModule(CompiledModule):
         data = np.ascontiguousarray(value).tobytes()
         self._globals[name] = data
         worker = self._backend._worker_for(self.checked)
-        handle = self._backend._ensure_loaded(self, worker)
-        self._write_global(worker, handle, name, data)
+        try:
+            handle = self._backend._ensure_loaded(self, worker)
+            self._write_global(worker, handle, name, data)
+        except WorkerDied as died:
+            raise self._backend._worker_fault(died, f"setting global variable {name!r}") from None
 
     def get_global(self, name: str, dtype, count: int = 1) -> np.ndarray:
         """The current value of global variable ``name`` as ``count`` items of ``dtype``."""
         dtype = np.dtype(dtype)
         worker = self._backend._worker_for(self.checked)
-        handle = self._backend._ensure_loaded(self, worker)
-        data = worker.request(OP_SYMBOL_READ, struct.pack("<I", handle) + _str(name)
-                              + struct.pack("<QQ", 0, dtype.itemsize * count))
+        try:
+            handle = self._backend._ensure_loaded(self, worker)
+            data = worker.request(OP_SYMBOL_READ, struct.pack("<I", handle) + _str(name)
+                                  + struct.pack("<QQ", 0, dtype.itemsize * count))
+        except WorkerDied as died:
+            raise self._backend._worker_fault(died, f"reading global variable {name!r}") from None
+        except WorkerError as exc:
+            raise KeyError(f"no global variable {name!r} in this module: {exc}") from None
         return np.frombuffer(data, dtype=dtype, count=count).copy()
 
     @staticmethod
@@ -278,6 +286,8 @@ class SimulatorBackend(Backend):
             self._ensure_loaded(module, self._worker_for(checked))
         except WorkerError as exc:
             raise CompileFailed(_explain_load_error(str(exc)), compiler="g++") from None
+        except WorkerDied as died:  # e.g. a global's constructor crashed
+            raise self._worker_fault(died, "loading the compiled cell") from None
         module.compile_seconds = time.perf_counter() - start
         return module
 
@@ -434,6 +444,29 @@ class SimulatorBackend(Backend):
                    f"arrays are intact.{hint}")
         return KernelFault(message, kernel=kernel, signal=sig, block=block, thread=thread,
                            line=line, details=died.log)
+
+    def _worker_fault(self, died: WorkerDied, doing: str) -> KernelFault:
+        """A KernelFault for a worker that ended outside a kernel (while loading
+        a library or accessing a global variable)."""
+        rec = died.record
+        self._print_device_output()
+        self.arena.clear_fault()
+        if rec is not None:
+            what = rec["message"] or _FAULT_SIGNALS.get(rec["kind"], "error")
+            if rec["kind"] == 1:
+                try:
+                    what = f"{signal.Signals(rec['signo']).name}: {what}"
+                except ValueError:
+                    pass
+        elif died.timed_out:
+            what = "no reply within the time limit"
+        else:
+            rc = died.returncode
+            what = (f"signal {signal.Signals(-rc).name}" if rc is not None and rc < 0
+                    else f"exit status {rc}")
+        return KernelFault(f"the simulator's worker ended while {doing} ({what}); it restarts on "
+                           "the next launch (device arrays are intact)",
+                           signal=what, details=died.log)
 
     # -- workers -----------------------------------------------------------------------------
     def _worker_for(self, checked: bool) -> Worker:

@@ -22,6 +22,8 @@ OP_LOAD, OP_LAUNCH, OP_SYMBOL_WRITE, OP_SYMBOL_READ, OP_PING = 1, 2, 3, 4, 5
 ABI_VERSION = 3
 #: Seconds the notebook waits past the worker's own time limit before killing it.
 GRACE_SECONDS = 5.0
+#: Time limit of requests that run no kernel (load a library, read a global).
+DEFAULT_TIMEOUT = 60.0
 
 
 class WorkerDied(Exception):
@@ -76,6 +78,10 @@ class Worker:
                  str(self._threads)],
                 pass_fds=(arena.fd, req_r, rep_w), stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
                 env=env, start_new_session=True)
+        except BaseException:
+            os.close(req_w)
+            os.close(rep_r)
+            raise
         finally:
             os.close(fd)
             os.close(req_r)
@@ -83,7 +89,13 @@ class Worker:
         self._wfd, self._rfd = req_w, rep_r
         self.libraries = {}
         self.starts += 1
-        status, payload = self._read_reply(timeout=30.0)
+        try:
+            status, payload = self._read_reply(timeout=30.0)
+        except WorkerDied:
+            raise
+        except BaseException:
+            self._abandon()
+            raise
         if status != 0:
             self.stop()
             raise RuntimeError(f"the simulator's worker could not start: {payload.decode(errors='replace')}")
@@ -134,10 +146,18 @@ class Worker:
             self.start()
         msg = struct.pack("<II", op, len(payload)) + payload
         try:
-            _write_all(self._wfd, msg)
-        except (BrokenPipeError, OSError):
-            self._died(False)
-        status, data = self._read_reply(timeout)
+            try:
+                _write_all(self._wfd, msg)
+            except OSError:
+                self._died(False)
+            status, data = self._read_reply(DEFAULT_TIMEOUT if timeout is None else timeout)
+        except WorkerDied:
+            raise
+        except BaseException:
+            # Interrupted (KeyboardInterrupt...) with the reply still to come:
+            # this worker is out of step with us, end it.
+            self._abandon()
+            raise
         if status != 0:
             raise WorkerError(data.decode("utf-8", "replace"))
         return data
@@ -150,25 +170,34 @@ class Worker:
             self.libraries[path] = handle
         return handle
 
-    def _read_reply(self, timeout: float | None) -> tuple[int, bytes]:
-        deadline = None if timeout is None else time.monotonic() + timeout + GRACE_SECONDS
-        head = self._read_exact(8, deadline)
-        status, length = struct.unpack("<iI", head)
-        data = self._read_exact(length, deadline) if length else b""
-        return status, data
+    def _abandon(self) -> None:
+        """End the worker without waiting for its reply (SIGKILL) and forget
+        any fault record it left; the next request starts a new one."""
+        self.stop()
+        self._arena.clear_fault()
 
-    def _read_exact(self, n: int, deadline: float | None) -> bytes:
-        chunks = []
-        while n:
-            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+    def _read_reply(self, timeout: float) -> tuple[int, bytes]:
+        deadline = time.monotonic() + timeout + GRACE_SECONDS
+        # Header and payload usually come in one read.
+        buf = self._read_some(8, deadline)
+        status, length = struct.unpack_from("<iI", buf)
+        while len(buf) < 8 + length:
+            buf += self._read_some(8 + length - len(buf), deadline)
+        return status, buf[8:8 + length]
+
+    def _read_some(self, need: int, deadline: float) -> bytes:
+        """At least ``need`` bytes of the reply (no more than the reply holds)."""
+        chunks, got = [], 0
+        while got < need:
+            wait = max(0.0, deadline - time.monotonic())
             ready, _, _ = select.select([self._rfd], [], [], wait)
             if not ready:
                 self._died(True)
-            chunk = os.read(self._rfd, n)
+            chunk = os.read(self._rfd, max(need - got, 1 << 16) if got == 0 else need - got)
             if not chunk:
                 self._died(False)
             chunks.append(chunk)
-            n -= len(chunk)
+            got += len(chunk)
         return b"".join(chunks)
 
     def _died(self, timed_out: bool):

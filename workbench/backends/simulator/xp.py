@@ -71,8 +71,23 @@ def in_arena(arena, array) -> bool:
     addr = array.__array_interface__["data"][0]
     if array.size == 0:
         return arena.contains(addr, 0) if addr else False
-    lo, hi = np.byte_bounds(array) if hasattr(np, "byte_bounds") else np.lib.array_utils.byte_bounds(array)
+    lo, hi = _byte_bounds()(array)
     return arena.contains(lo, hi - lo)
+
+
+def _byte_bounds():
+    """NumPy's byte_bounds (moved to numpy.lib.array_utils in NumPy 2), looked up once."""
+    global _BYTE_BOUNDS
+    if _BYTE_BOUNDS is None:
+        try:
+            from numpy.lib.array_utils import byte_bounds
+        except ImportError:  # NumPy 1.x
+            byte_bounds = np.byte_bounds
+        _BYTE_BOUNDS = byte_bounds
+    return _BYTE_BOUNDS
+
+
+_BYTE_BOUNDS = None
 
 
 def empty_in(cls, shape, dtype=float, order="C"):

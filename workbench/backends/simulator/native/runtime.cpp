@@ -62,13 +62,23 @@ __thread unsigned char* __wbsim_dsmem;
 
 static wbsim_control* g_ctl = nullptr;
 static std::atomic<int> g_faulted{0};
+// The launch running now and the one the watchdog is stopping: a late SIGUSR1
+// meant for a launch that has finished is ignored.
+static std::atomic<uint64_t> g_current_launch{0};
+static std::atomic<uint64_t> g_killed_launch{~0ull};
 static __thread const wbsim_kernel* t_kernel;  // kernel running on this OS thread
 static __thread int t_in_kernel;
 
+// Dynamic shared memory per OS thread: this much at first, grown (never
+// shrunk) when a launch asks for more.
 static const size_t kDynamicSharedBytes = 256 * 1024;
+static __thread size_t t_dsmem_bytes;
 static size_t g_stack_bytes = 128 * 1024;
 static const size_t kGuardBytes = 4096;
 static const unsigned kMaxThreads = 1024;
+// Warp opcodes run 1..WBSIM_REDUCE_XOR; __activemask takes slot 0.
+static const int kOpSlots = WBSIM_REDUCE_XOR + 1;
+static inline int op_slot(int op) { return op > 0 && op < kOpSlots ? op : 0; }
 
 // ---------------------------------------------------------------------------
 // Fault reporting: fill the control record and end the process.
@@ -185,6 +195,7 @@ struct Fiber {
     int result;
     uint3 tid;
     wbsim_warp_req* req;
+    const void* site;  // where the current warp operation was called (for __activemask)
 };
 
 struct Stack {
@@ -205,6 +216,8 @@ struct BlockState {
     uint32_t warp_live[kMaxThreads / 32];
     uint32_t warp_arrived[kMaxThreads / 32];
     uint32_t warp_at_barrier[kMaxThreads / 32];
+    // Lanes waiting at each kind of warp operation (index: op_slot()).
+    uint32_t warp_at_op[kMaxThreads / 32][kOpSlots];
     void* main_sp = nullptr;
     void* dead_sp = nullptr;
 };
@@ -291,6 +304,7 @@ static int find_runnable(BlockState* b, int from) {
 
 static void complete_warp_group(BlockState* b, unsigned w, uint32_t group);
 static bool try_complete_warp(BlockState* b, unsigned w, bool ignore_barrier);
+static bool resolve_activemask(BlockState* b, unsigned w);
 [[noreturn]] static void report_deadlock(BlockState* b);
 
 static void release_barrier(BlockState* b) {
@@ -325,6 +339,8 @@ static void switch_away(BlockState* b, void** save) {
         bool progressed = false;
         for (unsigned w = 0; w < b->nwarps; ++w)
             if (b->warp_arrived[w]) progressed |= try_complete_warp(b, w, true);
+        for (unsigned w = 0; w < b->nwarps; ++w)
+            if (b->warp_at_op[w][0]) progressed |= resolve_activemask(b, w);
         if (progressed) next = find_runnable(b, b->cur);
         if (next < 0) report_deadlock(b);
     }
@@ -341,7 +357,10 @@ static void mark_dead(BlockState* b, int i) {
     unsigned w = (unsigned)i / 32;
     b->warp_live[w] &= ~(1u << (i % 32));
     if (b->bar_arrived > 0 && b->bar_arrived == b->live) release_barrier(b);
-    if (b->warp_arrived[w]) try_complete_warp(b, w, false);
+    if (b->warp_arrived[w]) {
+        try_complete_warp(b, w, false);
+        resolve_activemask(b, w);
+    }
 }
 
 [[noreturn]] static void fiber_exit() {
@@ -373,6 +392,7 @@ static void promote(BlockState* b) {
         b->warp_live[w] = m;
         b->warp_arrived[w] = 0;
         b->warp_at_barrier[w] = 0;
+        memset(b->warp_at_op[w], 0, sizeof b->warp_at_op[w]);
     }
     b->live = (int)(n - k);
     b->cur = (int)k;
@@ -407,6 +427,7 @@ extern "C" int wbsim_barrier(int op, int predicate) {
     if (b->bar_arrived == b->live) {
         release_barrier(b);
     } else {
+        if (b->warp_at_op[me / 32][0]) resolve_activemask(b, me / 32);
         // A lane of a warp now at the barrier may complete a warp group of
         // other lanes: that is only resolved when nothing else can run.
         switch_away(b, &f.sp);
@@ -469,13 +490,17 @@ static void complete_warp_group(BlockState* b, unsigned w, uint32_t group) {
         if (width <= 0 || width > 32 || (width & (width - 1))) width = 32;
         int seg = l & ~(width - 1);
         int src = l;
+        // PTX shfl.sync: the lane operand is taken modulo 32; a lane outside
+        // the caller's segment reads its own value, except that xor may read
+        // an earlier segment (lanes up to the end of the caller's one).
+        int arg = r->arg & 31;
         switch (r->op) {
-            case WBSIM_SHFL_IDX: src = seg + (r->arg & (width - 1)); break;
-            case WBSIM_SHFL_UP: src = ((l - seg) >= r->arg) ? l - r->arg : l; break;
-            case WBSIM_SHFL_DOWN: src = ((l - seg) + r->arg < width) ? l + r->arg : l; break;
+            case WBSIM_SHFL_IDX: src = seg + (arg & (width - 1)); break;
+            case WBSIM_SHFL_UP: src = (l - arg >= seg) ? l - arg : l; break;
+            case WBSIM_SHFL_DOWN: src = (l + arg < seg + width) ? l + arg : l; break;
             case WBSIM_SHFL_XOR: {
-                int t = l ^ r->arg;
-                src = (t >= seg && t < seg + width) ? t : l;
+                int t = l ^ arg;
+                src = t < seg + width ? t : l;
                 break;
             }
             default: break;
@@ -508,21 +533,29 @@ static void complete_warp_group(BlockState* b, unsigned w, uint32_t group) {
         f.state = READY;
     }
     b->warp_arrived[w] &= ~group;
+    b->warp_at_op[w][op_slot(op)] &= ~group;
 }
 
-// Complete the group of the first waiting lane of warp w when all its lanes are there.
+// The lanes lane l of warp w waits for; complete when they all wait at the same
+// kind of warp operation (PTX: same qualifiers and mask, not the same instruction).
+static inline uint32_t warp_need(BlockState* b, unsigned w, int l, bool ignore_barrier) {
+    uint32_t need = b->fibers[w * 32 + l].req->mask & b->warp_live[w];
+    if (ignore_barrier) need &= ~b->warp_at_barrier[w];
+    return need | (1u << l);
+}
+
+// Complete every group of warp w whose lanes are all there.
 static bool try_complete_warp(BlockState* b, unsigned w, bool ignore_barrier) {
     bool any = false;
     for (;;) {
-        uint32_t arrived = b->warp_arrived[w];
+        uint32_t arrived = b->warp_arrived[w] & ~b->warp_at_op[w][0];
         if (!arrived) return any;
         bool done = false;
         for (uint32_t m = arrived; m; m &= m - 1) {
             int l = __builtin_ctz(m);
-            uint32_t need = b->fibers[w * 32 + l].req->mask & b->warp_live[w];
-            if (ignore_barrier) need &= ~b->warp_at_barrier[w];
-            need |= 1u << l;
-            if ((arrived & need) == need) {
+            uint32_t need = warp_need(b, w, l, ignore_barrier);
+            uint32_t same = b->warp_at_op[w][op_slot(b->fibers[w * 32 + l].req->op)];
+            if ((same & need) == need) {
                 complete_warp_group(b, w, need);
                 any = done = true;
                 break;
@@ -532,18 +565,58 @@ static bool try_complete_warp(BlockState* b, unsigned w, bool ignore_barrier) {
     }
 }
 
-extern "C" void wbsim_warp(wbsim_warp_req* req) {
+// __activemask: the lanes that reach the same __activemask call together. A
+// lane waits there until every other live lane of its warp is blocked (at a
+// barrier, at a warp operation) or returned; then each call site's waiting
+// lanes form one group.
+static bool resolve_activemask(BlockState* b, unsigned w) {
+    uint32_t waiting = b->warp_at_op[w][0];
+    if (!waiting) return false;
+    uint32_t blocked = b->warp_arrived[w] | b->warp_at_barrier[w];
+    if (b->warp_live[w] & ~blocked) return false;  // a lane can still run
+    unsigned base = w * 32;
+    while (waiting) {
+        const void* site = b->fibers[base + __builtin_ctz(waiting)].site;
+        uint32_t group = 0;
+        for (uint32_t m = waiting; m; m &= m - 1) {
+            int l = __builtin_ctz(m);
+            if (b->fibers[base + l].site == site) group |= 1u << l;
+        }
+        for (uint32_t m = group; m; m &= m - 1) {
+            Fiber& f = b->fibers[base + __builtin_ctz(m)];
+            memcpy(f.req->out, &group, 4);
+            f.state = READY;
+        }
+        waiting &= ~group;
+        b->warp_arrived[w] &= ~group;
+        b->warp_at_op[w][0] &= ~group;
+    }
+    return true;
+}
+
+extern "C" __attribute__((noinline)) void wbsim_warp(wbsim_warp_req* req) {
     BlockState* b = t_block;
     if (!__wbsim_fiber_mode) promote(b);
     int me = b->cur;
     unsigned w = (unsigned)me / 32;
+    uint32_t bit = 1u << (me % 32);
     Fiber& f = b->fibers[me];
     f.state = AT_WARP;
     f.req = req;
-    b->warp_arrived[w] |= 1u << (me % 32);
-    uint32_t need = (req->mask & b->warp_live[w]) | (1u << (me % 32));
-    if ((b->warp_arrived[w] & need) == need) {
-        complete_warp_group(b, w, need);
+    f.site = __builtin_return_address(0);
+    b->warp_arrived[w] |= bit;
+    int slot = op_slot(req->op);
+    b->warp_at_op[w][slot] |= bit;
+    if (slot != 0) {
+        uint32_t need = (req->mask & b->warp_live[w]) | bit;
+        if ((b->warp_at_op[w][slot] & need) == need) {
+            complete_warp_group(b, w, need);
+            return;
+        }
+    }
+    if (b->warp_at_op[w][0]) resolve_activemask(b, w);
+    if (f.state == READY) {
+        threadIdx = f.tid;
         return;
     }
     switch_away(b, &f.sp);
@@ -609,6 +682,8 @@ extern "C" int wbsim_printf(const char* fmt, ...) {
         return n;
     }
     memcpy((char*)g_ctl + WBSIM_PRINTF_OFFSET + at, text, (size_t)n);
+    // Messages that fit form a prefix of the buffer (claims only grow).
+    __atomic_fetch_add(&g_ctl->printf_committed, (uint64_t)n, __ATOMIC_RELEASE);
     return n;
 }
 
@@ -646,6 +721,7 @@ extern "C" unsigned long long wbsim_globaltimer(void) {
 static void on_signal(int sig, siginfo_t* info, void*) {
     if (sig == SIGUSR1) {  // the watchdog: the time limit passed
         if (!t_in_kernel) return;  // an idle pool thread
+        if (g_killed_launch.load() != g_current_launch.load()) return;  // too late
         if (!begin_fault()) park_forever();
         record_location(&g_ctl->fault);
         copy_text(g_ctl->fault.message, sizeof g_ctl->fault.message, "time limit exceeded");
@@ -706,11 +782,23 @@ struct Grid {
     const wbsim_kernel* kernel;
     unsigned grid[3];
     unsigned block[3];
+    size_t shared_bytes;
     uint64_t nblocks;
     std::atomic<uint64_t> next{0};
 };
 
+static void ensure_dynamic_shared(size_t n) {
+    if (n <= t_dsmem_bytes) return;
+    size_t size = (n + 4095) & ~(size_t)4095;
+    void* p = aligned_alloc(128, size);
+    if (!p) fault_now(WBSIM_FAULT_ERROR, "cannot allocate the block's dynamic shared memory");
+    free(__wbsim_dsmem);
+    __wbsim_dsmem = (unsigned char*)p;
+    t_dsmem_bytes = size;
+}
+
 static void run_blocks(Grid* g) {
+    ensure_dynamic_shared(g->shared_bytes);
     BlockState* b = block_state();
     b->kernel = g->kernel;
     b->nthreads = g->block[0] * g->block[1] * g->block[2];
@@ -745,7 +833,7 @@ static Pool g_pool;
 
 static void thread_setup() {
     setup_thread_signals();
-    __wbsim_dsmem = (unsigned char*)aligned_alloc(128, kDynamicSharedBytes);
+    ensure_dynamic_shared(kDynamicSharedBytes);
 }
 
 static void pool_thread() {
@@ -766,9 +854,10 @@ static void pool_thread() {
 }
 
 extern "C" int wbsim_run_grid(const wbsim_kernel* kernel, const unsigned grid[3],
-                              const unsigned block[3], size_t) {
+                              const unsigned block[3], size_t shared_bytes) {
     Grid g;
     g.kernel = kernel;
+    g.shared_bytes = shared_bytes;
     memcpy(g.grid, grid, sizeof g.grid);
     memcpy(g.block, block, sizeof g.block);
     g.nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
@@ -796,6 +885,9 @@ extern "C" int wbsim_run_grid(const wbsim_kernel* kernel, const unsigned grid[3]
 static std::mutex g_wd_mu;
 static std::condition_variable g_wd_cv;
 static uint64_t g_wd_deadline_ns = 0;  // 0: no launch running
+static uint64_t g_wd_launches = 0;     // launches started so far
+static bool g_wd_idle = true;          // the watchdog waits with no deadline
+static uint64_t g_wd_wait_until = 0;   // else: when it wakes up next
 static std::vector<pthread_t> g_kernel_threads;
 
 static uint64_t now_ns() {
@@ -803,23 +895,38 @@ static uint64_t now_ns() {
         std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// A launch only wakes the watchdog when it waits with no deadline: during a
+// series of launches it sleeps until the first deadline, then re-checks.
 static void watchdog() {
     std::unique_lock<std::mutex> lk(g_wd_mu);
     for (;;) {
-        if (g_wd_deadline_ns == 0) { g_wd_cv.wait(lk); continue; }
+        if (g_wd_deadline_ns == 0) {
+            g_wd_idle = true;
+            g_wd_cv.wait(lk);
+            g_wd_idle = false;
+            continue;
+        }
         uint64_t now = now_ns();
         if (now < g_wd_deadline_ns) {
+            g_wd_wait_until = g_wd_deadline_ns;
             g_wd_cv.wait_for(lk, std::chrono::nanoseconds(g_wd_deadline_ns - now));
             continue;
         }
+        uint64_t launch = g_wd_launches;
+        g_killed_launch.store(launch);
         for (pthread_t t : g_kernel_threads) pthread_kill(t, SIGUSR1);
         lk.unlock();
         usleep(500000);
-        if (begin_fault()) {
-            copy_text(g_ctl->fault.message, sizeof g_ctl->fault.message, "time limit exceeded");
-            end_fault(WBSIM_FAULT_TIMEOUT);
+        lk.lock();
+        // The threads did not report it (blocked signals?): end the process,
+        // unless the launch finished in the meantime.
+        if (g_wd_deadline_ns != 0 && g_wd_launches == launch) {
+            if (begin_fault()) {
+                copy_text(g_ctl->fault.message, sizeof g_ctl->fault.message, "time limit exceeded");
+                end_fault(WBSIM_FAULT_TIMEOUT);
+            }
+            park_forever();
         }
-        park_forever();
     }
 }
 
@@ -925,8 +1032,16 @@ static void handle_launch(Reader& r) {
     }
 #endif
     if (lib >= g_libs.size()) { reply_text(2, "unknown library"); return; }
-    launcher_fn fn = (launcher_fn)dlsym(g_libs[lib], sym.c_str());
-    if (!fn) { reply_text(2, "kernel entry point " + sym + " not found"); return; }
+    // Entry points looked up once per (library, symbol).
+    static std::unordered_map<std::string, launcher_fn> entry_points;
+    std::string key = std::to_string(lib) + ":" + sym;
+    auto found = entry_points.find(key);
+    launcher_fn fn = found != entry_points.end() ? found->second : nullptr;
+    if (!fn) {
+        fn = (launcher_fn)dlsym(g_libs[lib], sym.c_str());
+        if (!fn) { reply_text(2, "kernel entry point " + sym + " not found"); return; }
+        entry_points.emplace(key, fn);
+    }
     char err[512] = {0};
     L.argv = argv.data();
     L.argsize = sizes.data();
@@ -934,11 +1049,14 @@ static void handle_launch(Reader& r) {
     L.error = err;
     L.error_size = sizeof err;
     g_ctl->fault.kind = 0;
+    bool wake;
     {
         std::lock_guard<std::mutex> lk(g_wd_mu);
+        g_current_launch.store(++g_wd_launches);
         g_wd_deadline_ns = timeout_ms ? now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+        wake = g_wd_deadline_ns != 0 && (g_wd_idle || g_wd_deadline_ns < g_wd_wait_until);
     }
-    g_wd_cv.notify_all();
+    if (wake) g_wd_cv.notify_one();
     uint64_t t0 = now_ns();
     int rc = fn(&L);
     uint64_t t1 = now_ns();

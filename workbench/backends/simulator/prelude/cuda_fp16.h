@@ -21,16 +21,26 @@ typedef __half2 __nv_half2;
 
 static inline __half __float2half(float f) { return (__half)f; }
 static inline __half __float2half_rn(float f) { return (__half)f; }
-static inline __half __float2half_rz(float f) { return (__half)f; }
+/* Round toward zero: round to nearest, then step back one unit toward zero
+ * when that went up in magnitude. */
+static inline __half __float2half_rz(float f) {
+    __half h = (__half)f;
+    if (f != f || fabsf((float)h) <= fabsf(f)) return h;
+    unsigned short u;
+    memcpy(&u, &h, 2);
+    u = (unsigned short)(u - 1);  // the next smaller magnitude (inf -> 65504)
+    memcpy(&h, &u, 2);
+    return h;
+}
 static inline __half __double2half(double d) { return (__half)d; }
 static inline float __half2float(__half h) { return (float)h; }
 static inline __half __int2half_rn(int i) { return (__half)i; }
 static inline __half __uint2half_rn(unsigned i) { return (__half)i; }
 static inline __half __short2half_rn(short i) { return (__half)i; }
-static inline int __half2int_rn(__half h) { return (int)nearbyintf((float)h); }
-static inline int __half2int_rz(__half h) { return (int)(float)h; }
-static inline unsigned __half2uint_rn(__half h) { return (unsigned)nearbyintf((float)h); }
-static inline short __half2short_rn(__half h) { return (short)nearbyintf((float)h); }
+static inline int __half2int_rn(__half h) { return __wbsim_sat<int>(nearbyintf((float)h)); }
+static inline int __half2int_rz(__half h) { return __wbsim_sat<int>(truncf((float)h)); }
+static inline unsigned __half2uint_rn(__half h) { return __wbsim_sat<unsigned>(nearbyintf((float)h)); }
+static inline short __half2short_rn(__half h) { return __wbsim_sat<short>(nearbyintf((float)h)); }
 static inline unsigned short __half_as_ushort(__half h) { unsigned short u; memcpy(&u, &h, 2); return u; }
 static inline short __half_as_short(__half h) { short u; memcpy(&u, &h, 2); return u; }
 static inline __half __ushort_as_half(unsigned short u) { __half h; memcpy(&h, &u, 2); return h; }

@@ -32,10 +32,11 @@ typedef struct wbsim_fault {          /* offset 64 in the control page */
 
 typedef struct wbsim_control {
     uint64_t magic;                   /* 0 */
-    uint64_t printf_len;              /* 8: bytes written (may exceed capacity) */
+    uint64_t printf_len;              /* 8: bytes claimed (may exceed capacity) */
     uint64_t printf_dropped;          /* 16 */
     uint64_t printf_capacity;         /* 24 */
-    uint64_t reserved[4];             /* 32 */
+    uint64_t printf_committed;        /* 32: bytes of whole messages in the buffer */
+    uint64_t reserved[3];             /* 40 */
     wbsim_fault fault;                /* 64 */
 } wbsim_control;
 #endif

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <utility>
 #include <type_traits>
+#include <limits>
 
 #include "wbsim_abi.h"
 
@@ -102,7 +103,7 @@ template <class T> static inline T __shfl_xor_sync(unsigned mask, T var, int lan
     return __wbsim_shfl(WBSIM_SHFL_XOR, mask, var, laneMask, width);
 }
 
-static inline unsigned __wbsim_vote(int op, unsigned mask, int pred) {
+static inline __attribute__((always_inline)) unsigned __wbsim_vote(int op, unsigned mask, int pred) {
     wbsim_warp_req r = __wbsim_req(op, mask, 0, 32);
     int p = pred != 0;
     memcpy(r.val, &p, 4);
@@ -118,9 +119,10 @@ static inline int __uni_sync(unsigned mask, int pred) {
     unsigned b = __ballot_sync(mask, pred);
     return b == 0 || b == (mask & wbsim_activemask());
 }
-/* The lanes that reach this point together: the warp's live lanes, less those
- * that wait at a barrier or returned. */
-static inline unsigned __activemask(void) { return __wbsim_vote(WBSIM_ACTIVEMASK, 0xffffffffu, 0); }
+/* The lanes that reach this call together: each lane waits until every other
+ * live lane of its warp is blocked (barrier, warp operation) or returned; the
+ * lanes waiting at the same call site (the caller's address) form the mask. */
+static inline __attribute__((always_inline)) unsigned __activemask(void) { return __wbsim_vote(WBSIM_ACTIVEMASK, 0xffffffffu, 0); }
 static inline void __syncwarp(unsigned mask = 0xffffffffu) { __wbsim_vote(WBSIM_SYNCWARP, mask, 0); }
 
 template <class T> static inline unsigned __match_any_sync(unsigned mask, T value) {
@@ -331,19 +333,27 @@ WBSIM_ROUNDED(rn) WBSIM_ROUNDED(rz) WBSIM_ROUNDED(ru) WBSIM_ROUNDED(rd)
 static inline float __fmaf_ieee_rn(float a, float b, float c) { return fmaf(a, b, c); }
 
 /* conversions and reinterpretations */
-static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
-static inline int __float2int_rz(float x) { return (int)x; }
-static inline int __float2int_ru(float x) { return (int)ceilf(x); }
-static inline int __float2int_rd(float x) { return (int)floorf(x); }
-static inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
-static inline unsigned __float2uint_rz(float x) { return (unsigned)x; }
-static inline unsigned __float2uint_ru(float x) { return (unsigned)ceilf(x); }
-static inline unsigned __float2uint_rd(float x) { return (unsigned)floorf(x); }
-static inline long long __float2ll_rn(float x) { return (long long)nearbyintf(x); }
-static inline long long __float2ll_rz(float x) { return (long long)x; }
-static inline int __double2int_rn(double x) { return (int)nearbyint(x); }
-static inline int __double2int_rz(double x) { return (int)x; }
-static inline long long __double2ll_rn(double x) { return (long long)nearbyint(x); }
+/* Float to integer saturates, as the GPU's cvt does: out-of-range values give
+ * the type's limit and NaN gives 0 (a C cast is undefined there). */
+template <class T> static inline T __wbsim_sat(double x) {
+    if (x != x) return 0;
+    if (x <= (double)std::numeric_limits<T>::min()) return std::numeric_limits<T>::min();
+    if (x >= (double)std::numeric_limits<T>::max()) return std::numeric_limits<T>::max();
+    return (T)x;
+}
+static inline int __float2int_rn(float x) { return __wbsim_sat<int>(nearbyintf(x)); }
+static inline int __float2int_rz(float x) { return __wbsim_sat<int>(truncf(x)); }
+static inline int __float2int_ru(float x) { return __wbsim_sat<int>(ceilf(x)); }
+static inline int __float2int_rd(float x) { return __wbsim_sat<int>(floorf(x)); }
+static inline unsigned __float2uint_rn(float x) { return __wbsim_sat<unsigned>(nearbyintf(x)); }
+static inline unsigned __float2uint_rz(float x) { return __wbsim_sat<unsigned>(truncf(x)); }
+static inline unsigned __float2uint_ru(float x) { return __wbsim_sat<unsigned>(ceilf(x)); }
+static inline unsigned __float2uint_rd(float x) { return __wbsim_sat<unsigned>(floorf(x)); }
+static inline long long __float2ll_rn(float x) { return __wbsim_sat<long long>(nearbyintf(x)); }
+static inline long long __float2ll_rz(float x) { return __wbsim_sat<long long>(truncf(x)); }
+static inline int __double2int_rn(double x) { return __wbsim_sat<int>(nearbyint(x)); }
+static inline int __double2int_rz(double x) { return __wbsim_sat<int>(trunc(x)); }
+static inline long long __double2ll_rn(double x) { return __wbsim_sat<long long>(nearbyint(x)); }
 static inline float __double2float_rn(double x) { return (float)x; }
 static inline float __double2float_rz(double x) { return (float)x; }
 static inline float __int2float_rn(int x) { return (float)x; }

@@ -1,0 +1,261 @@
+"""Regressions found in review: warp operations that meet at different calls,
+shuffle and conversion corner cases (checked on every backend: the values are
+the GPU's), and the simulator's worker protocol (interrupts, faults outside
+kernels, big dynamic shared memory, printf overflow)."""
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench.backends.base import CompileOptions
+from workbench.backends.simulator import SimulatorBackend
+from workbench.backends.simulator import backend as backend_mod
+from workbench.core import session
+from workbench.errors import KernelFault
+
+rng = np.random.default_rng(20261121)
+
+
+# -- warp operations group by operation, not only by mask ------------------------------
+
+DIVERGENT_ACTIVEMASK = r'''
+extern "C" __global__ void k(int* out) {
+    int lane = threadIdx.x % 32;
+    int v = lane + 100;
+    unsigned m = 0;
+    if (lane < 4) m = __activemask();
+    int got = __shfl_sync(0xffffffffu, v, (lane + 1) % 32);
+    out[threadIdx.x] = got;
+    out[blockDim.x + threadIdx.x] = (int)m;
+}
+'''
+
+
+def test_divergent_activemask_then_full_warp_shuffle(backend):
+    block = 64
+    out = wb.xp.zeros(2 * block, np.int32)
+    wb.compile(DIVERGENT_ACTIVEMASK)["k"](out, grid=1, block=block)
+    res = wb.to_host(out)
+    lane = np.arange(block) % 32
+    np.testing.assert_array_equal(res[:block], (lane + 1) % 32 + 100)
+    np.testing.assert_array_equal(res[block:], np.where(lane < 4, 0xF, 0))
+
+
+WARP_AGGREGATED = r'''
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__device__ int atomicAggInc(int* ctr) {
+    cg::coalesced_group g = cg::coalesced_threads();
+    int r = 0;
+    if (g.thread_rank() == 0) r = atomicAdd(ctr, (int)g.size());
+    return g.shfl(r, 0) + g.thread_rank();
+}
+extern "C" __global__ void filter(int* dst, int* nres, const int* src, int n, int* warp_totals) {
+    int i = threadIdx.x + blockIdx.x * blockDim.x;
+    if (i < n && src[i] > 0) dst[atomicAggInc(nres)] = src[i];
+    int t = __reduce_add_sync(0xffffffffu, (i < n && src[i] > 0) ? 1 : 0);
+    if ((threadIdx.x & 31) == 0) warp_totals[i / 32] = t;
+}
+'''
+
+
+def test_warp_aggregated_atomic_filter(backend):
+    n = 1024
+    src = rng.integers(-5, 5, n).astype(np.int32)
+    dst = wb.xp.zeros(n, np.int32)
+    nres = wb.xp.zeros(1, np.int32)
+    totals = wb.xp.zeros(n // 32, np.int32)
+    wb.compile(WARP_AGGREGATED)["filter"](dst, nres, wb.to_device(src), n, totals,
+                                          grid=n // 256, block=256)
+    keep = src[src > 0]
+    assert int(wb.to_host(nres)[0]) == len(keep)
+    np.testing.assert_array_equal(wb.to_host(totals), (src > 0).reshape(-1, 32).sum(1))
+    np.testing.assert_array_equal(np.sort(wb.to_host(dst)[:len(keep)]), np.sort(keep))
+
+
+SHFL_XOR_WIDTH = r'''
+extern "C" __global__ void k(const int* x, int* out, int lane_mask) {
+    int t = threadIdx.x;
+    out[t] = __shfl_xor_sync(0xffffffffu, x[t], lane_mask, 8);
+}
+'''
+
+
+@pytest.mark.parametrize("lane_mask", [3, 8, 20])
+def test_shfl_xor_with_width_reads_earlier_segments(backend, lane_mask):
+    # CUDA: a sub-warp xor may read an earlier segment; a later one gives the lane's own value
+    x = rng.integers(-1000, 1000, 32).astype(np.int32)
+    out = wb.xp.zeros(32, np.int32)
+    wb.compile(SHFL_XOR_WIDTH)["k"](wb.to_device(x), out, lane_mask, grid=1, block=32)
+    lane = np.arange(32)
+    t = lane ^ lane_mask
+    src = np.where(t < (lane // 8) * 8 + 8, t, lane)
+    np.testing.assert_array_equal(wb.to_host(out), x[src])
+
+
+# -- conversions -------------------------------------------------------------------------
+
+CONVERSIONS = r'''
+#include <cuda_fp16.h>
+extern "C" __global__ void to_half_rz(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __half2float(__float2half_rz(x[i]));
+}
+extern "C" __global__ void saturate(const float* f, int* i32, unsigned* u32, long long* i64, short* i16) {
+    for (int k = 0; k < 4; ++k) {
+        i32[k] = __float2int_rz(f[k]);
+        i32[4 + k] = __float2int_rn(f[k]);
+        i32[8 + k] = __double2int_rn((double)f[k] * 1e10);
+        i32[12 + k] = __half2int_rz(__float2half(f[k]));
+        u32[k] = __float2uint_rn(f[k]);
+        i64[k] = __float2ll_rz(f[k] * 1e20f);
+        i16[k] = __half2short_rn(__float2half(f[k] * 1e-5f));
+    }
+}
+'''
+
+
+def test_float2half_rz_rounds_toward_zero(backend):
+    n = 4096
+    x = (rng.uniform(1e-3, 6e4, n) * rng.choice([-1, 1], n)).astype(np.float32)
+    x[:2] = [1.9999, -1.9999]
+    out = wb.xp.zeros(n, np.float32)
+    wb.compile(CONVERSIONS)["to_half_rz"](wb.to_device(x), out, n, grid=n // 256, block=256)
+    # in half's normal range, toward zero = dropping the 13 low mantissa bits of the float
+    expected = (x.view(np.uint32) & np.uint32(~0x1FFF & 0xFFFFFFFF)).view(np.float32)
+    np.testing.assert_array_equal(wb.to_host(out), expected)
+    assert wb.to_host(out)[0] == np.float32(1.9990234375)
+
+
+def test_float_to_integer_conversions_saturate(backend):
+    f = np.array([5e9, -3e9, np.inf, 7.6], np.float32)
+    i32 = wb.xp.zeros(16, np.int32)
+    u32 = wb.xp.zeros(4, np.uint32)
+    i64 = wb.xp.zeros(4, np.int64)
+    i16 = wb.xp.zeros(4, np.int16)
+    wb.compile(CONVERSIONS)["saturate"](wb.to_device(f), i32, u32, i64, i16, grid=1, block=1)
+    big, small = 2**31 - 1, -2**31
+    np.testing.assert_array_equal(wb.to_host(i32).reshape(4, 4), [
+        [big, small, big, 7],          # rz
+        [big, small, big, 8],          # rn
+        [big, small, big, big],        # double, scaled by 1e10
+        [big, small, big, 7],          # half -> int rz (5e9, -3e9 are +-inf in half)
+    ])
+    np.testing.assert_array_equal(wb.to_host(u32), [2**32 - 1, 0, 2**32 - 1, 8])
+    np.testing.assert_array_equal(wb.to_host(i64), [2**63 - 1, -2**63, 2**63 - 1, 2**63 - 1])
+    np.testing.assert_array_equal(wb.to_host(i16), [32767, -30000, 32767, 0])
+
+
+NAN_TO_INT = r'''
+extern "C" __global__ void k(const float* f, int* out) {
+    out[0] = __float2int_rn(f[0]); out[1] = __float2int_rz(f[0]); out[2] = (int)__float2uint_rn(f[0]);
+}
+'''
+
+
+def test_nan_converts_to_zero(backend):
+    out = wb.xp.full(3, 5, np.int32)
+    wb.compile(NAN_TO_INT)["k"](wb.to_device(np.array([np.nan], np.float32)), out, grid=1, block=1)
+    np.testing.assert_array_equal(wb.to_host(out), [0, 0, 0])
+
+
+# -- the simulator's worker ------------------------------------------------------------------
+
+@pytest.fixture
+def sim():
+    previous = session.active_backend_or_none()
+    b = session.use_backend(SimulatorBackend(timeout_s=5.0))
+    try:
+        yield b
+    finally:
+        b.close()
+        session.restore_backend(previous)
+
+
+INTERRUPTIBLE = r'''
+extern "C" __global__ void spin(volatile int* flag, int* out) {
+    while (flag[0] == 0) { }
+    out[0] = 1;
+}
+extern "C" __global__ void put(int* out, int v) { out[1] = v; }
+'''
+
+
+def test_an_interrupted_launch_does_not_leave_its_reply_to_the_next(sim):
+    mod = wb.compile(INTERRUPTIBLE)
+    flag = wb.xp.zeros(1, np.int32)
+    out = wb.xp.zeros(2, np.int32)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            mod["spin"](flag, out, grid=1, block=1)
+    finally:
+        timer.cancel()
+    flag[0] = 1   # were the interrupted kernel still running, it would now finish
+    mod["put"](out, 42, grid=1, block=1)
+    np.testing.assert_array_equal(wb.to_host(out), [0, 42])
+    mod["put"](out, 43, grid=1, block=1)
+    np.testing.assert_array_equal(wb.to_host(out), [0, 43])
+
+
+BIG_SHARED = r'''
+extern "C" __global__ void reverse_in_shared(const unsigned* x, unsigned* out, int words) {
+    extern __shared__ unsigned buf[];
+    const unsigned* xb = x + (size_t)blockIdx.x * words;
+    for (int i = threadIdx.x; i < words; i += blockDim.x) buf[i] = xb[i];
+    __syncthreads();
+    for (int i = threadIdx.x; i < words; i += blockDim.x)
+        out[(size_t)blockIdx.x * words + i] = buf[words - 1 - i];
+}
+'''
+
+
+def test_dynamic_shared_memory_beyond_256_kib():
+    # a virtual device with more opt-in shared memory than any GPU has today
+    b = SimulatorBackend(device={"shared_memory_per_block_optin": 1 << 20}, memory_bytes=64 << 20)
+    try:
+        mod = b.compile(BIG_SHARED, CompileOptions(), ["reverse_in_shared"])
+        words, blocks = (600 << 10) // 4, 3
+        x = rng.integers(0, 2**32, blocks * words, dtype=np.uint64).astype(np.uint32)
+        xd, out = b.to_device(x), b.allocate(blocks * words, np.uint32)
+        b.launch(mod.get_function("reverse_in_shared"), (blocks, 1, 1), (128, 1, 1),
+                 (xd, out, np.int32(words)), shared_mem=words * 4)
+        np.testing.assert_array_equal(b.to_host(out), x.reshape(blocks, words)[:, ::-1].ravel())
+    finally:
+        b.close()
+
+
+def test_a_worker_crash_while_loading_a_cell_is_a_kernel_fault(sim, monkeypatch):
+    monkeypatch.setattr(backend_mod, "_nvrtc", lambda: None)   # NVRTC refuses host globals
+    crash = 'struct Boom { Boom() { *(volatile int*)16 = 1; } };\nstatic Boom boom;\n' \
+            'extern "C" __global__ void k(int* o) { o[0] = 1; }\n'
+    with pytest.raises(KernelFault, match="while loading the compiled cell.*SIGSEGV"):
+        wb.compile(crash)
+    out = wb.xp.zeros(2, np.int32)
+    wb.compile(INTERRUPTIBLE)["put"](out, 7, grid=1, block=1)
+    np.testing.assert_array_equal(wb.to_host(out), [0, 7])
+
+
+PRINTF_FLOOD = r'''
+extern "C" __global__ void flood(int width) {
+    printf("line %04d %0*d\n", threadIdx.x + blockIdx.x * blockDim.x, width, 0);
+}
+'''
+
+
+def test_printf_beyond_the_buffer_prints_whole_lines_only(sim, capsys):
+    width, threads = 1000, 1200   # 1200 lines of 1011 bytes: more than the 1 MiB buffer
+    wb.compile(PRINTF_FLOOD)["flood"](width, grid=4, block=threads // 4)
+    out = capsys.readouterr().out
+    lines = out.split("\n")
+    printed = [line for line in lines if line.startswith("line ")]
+    assert printed and all(line[10:] == "0" * width for line in printed)
+    note = [line for line in lines if "did not fit" in line]
+    assert len(note) == 1
+    dropped = int(note[0].split()[1])
+    assert len(printed) * (width + 11) + dropped == threads * (width + 11)
+    assert "\0" not in out
