@@ -48,3 +48,24 @@ def shell():
     ip = get_ipython()
     ip.run_line_magic("load_ext", "workbench")
     yield ip
+
+
+@pytest.fixture
+def private_simulator():
+    """A factory: ``private_simulator(**options)`` makes a new simulator the
+    active backend for the test (closed and the previous backend restored after)."""
+    from workbench.backends.simulator import SimulatorBackend
+    from workbench.core import session
+    previous = session.active_backend_or_none()
+    made = []
+
+    def make(**options):
+        b = SimulatorBackend(**options)
+        made.append(b)
+        return session.use_backend(b)
+    try:
+        yield make
+    finally:
+        for b in made:
+            b.close()
+        session.restore_backend(previous)

@@ -6,8 +6,6 @@ import numpy as np
 import pytest
 
 import workbench as wb
-from workbench.backends.simulator import SimulatorBackend
-from workbench.core import session
 
 FAULTS = r'''
 extern "C" __global__ void wild_write(float* p, int bad_block, int bad_thread) {
@@ -43,14 +41,8 @@ extern "C" __global__ void off_by_one(float* y, int n) {
 
 
 @pytest.fixture
-def sim():
-    previous = session.active_backend_or_none()
-    b = session.use_backend(SimulatorBackend(timeout_s=2.0))
-    try:
-        yield b
-    finally:
-        b.close()
-        session.restore_backend(previous)
+def sim(private_simulator):
+    return private_simulator(timeout_s=2.0)
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import workbench as wb
 from workbench.backends.base import CompileOptions
 from workbench.backends.simulator import SimulatorBackend
 from workbench.backends.simulator import backend as backend_mod
-from workbench.core import session
 from workbench.errors import KernelFault
 
 rng = np.random.default_rng(20261121)
@@ -165,14 +164,8 @@ def test_nan_converts_to_zero(backend):
 # -- the simulator's worker ------------------------------------------------------------------
 
 @pytest.fixture
-def sim():
-    previous = session.active_backend_or_none()
-    b = session.use_backend(SimulatorBackend(timeout_s=5.0))
-    try:
-        yield b
-    finally:
-        b.close()
-        session.restore_backend(previous)
+def sim(private_simulator):
+    return private_simulator(timeout_s=5.0)
 
 
 INTERRUPTIBLE = r'''

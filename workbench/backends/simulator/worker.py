@@ -89,13 +89,7 @@ class Worker:
         self._wfd, self._rfd = req_w, rep_r
         self.libraries = {}
         self.starts += 1
-        try:
-            status, payload = self._read_reply(timeout=30.0)
-        except WorkerDied:
-            raise
-        except BaseException:
-            self._abandon()
-            raise
+        status, payload = self._reply(30.0)
         if status != 0:
             self.stop()
             raise RuntimeError(f"the simulator's worker could not start: {payload.decode(errors='replace')}")
@@ -146,21 +140,24 @@ class Worker:
             self.start()
         msg = struct.pack("<II", op, len(payload)) + payload
         try:
-            try:
-                _write_all(self._wfd, msg)
-            except OSError:
-                self._died(False)
-            status, data = self._read_reply(DEFAULT_TIMEOUT if timeout is None else timeout)
-        except WorkerDied:
-            raise
-        except BaseException:
-            # Interrupted (KeyboardInterrupt...) with the reply still to come:
-            # this worker is out of step with us, end it.
-            self._abandon()
-            raise
+            _write_all(self._wfd, msg)
+        except OSError:
+            self._died(False)
+        status, data = self._reply(DEFAULT_TIMEOUT if timeout is None else timeout)
         if status != 0:
             raise WorkerError(data.decode("utf-8", "replace"))
         return data
+
+    def _reply(self, timeout: float) -> tuple[int, bytes]:
+        """The next reply. Interrupted (KeyboardInterrupt...) with the reply
+        still to come, this worker is out of step with us: end it."""
+        try:
+            return self._read_reply(timeout)
+        except WorkerDied:
+            raise
+        except BaseException:
+            self._abandon()
+            raise
 
     def load(self, path: str) -> int:
         handle = self.libraries.get(path)
