@@ -47,7 +47,7 @@ def main() -> None:
         kernel(*args, grid=1, block=32)
     wb.timings()
 
-    import workbench.core.session as session_module
+    import workbench.runtime.session as session_module
     log = session_module.session().timing_log
     wb_us = per_call_us(lambda: kernel(*args, grid=1, block=32), calls)
     launches = 7 * calls  # per_call_us's repeats

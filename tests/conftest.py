@@ -32,7 +32,7 @@ def _backend_params():
 @pytest.fixture(params=_backend_params())
 def backend(request):
     """Make ``request.param`` the active backend for the test and yield it."""
-    from workbench.core import session
+    from workbench.runtime import session
     previous = session.active_backend_or_none()
     b = session.use_backend(request.param)
     try:
@@ -55,7 +55,7 @@ def private_simulator():
     """A factory: ``private_simulator(**options)`` makes a new simulator the
     active backend for the test (closed and the previous backend restored after)."""
     from workbench.backends.simulator import SimulatorBackend
-    from workbench.core import session
+    from workbench.runtime import session
     previous = session.active_backend_or_none()
     made = []
 

@@ -3,7 +3,7 @@ import pytest
 
 import workbench as wb
 from workbench.backends import create_backend, gpu_unavailable_reason, select_backend
-from workbench.core import session
+from workbench.runtime import session
 
 
 def test_forced_simulator(monkeypatch):

@@ -75,7 +75,7 @@ def test_statistics_of_given_times(seed):
 @pytest.fixture
 def simulator():
     """The simulator as the active backend (its events read the CPU's wall clock)."""
-    from workbench.core import session
+    from workbench.runtime import session
     previous = session.active_backend_or_none()
     try:
         yield session.use_backend("simulator")

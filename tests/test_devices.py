@@ -11,7 +11,7 @@ import pytest
 
 import workbench as wb
 from workbench.hardware import live
-from workbench.hardware.na import NA, is_na
+from workbench.present.na import NA, is_na
 
 SAXPY = r"""
 extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
@@ -367,7 +367,7 @@ extern "C" __global__ void spin(long long cycles, int* out) {
 
 @pytest.mark.gpu
 def test_live_panel_updates_while_a_kernel_runs_in_another_thread():
-    from workbench.core import session
+    from workbench.runtime import session
     previous = session.active_backend_or_none()
     b = session.use_backend("cupy")
     try:
@@ -401,7 +401,7 @@ def test_live_panel_updates_while_a_kernel_runs_in_another_thread():
 
 @pytest.mark.gpu
 def test_gpu_devices_report_driver_capabilities():
-    from workbench.core import session
+    from workbench.runtime import session
     previous = session.active_backend_or_none()
     session.use_backend("cupy")
     try:

@@ -1,5 +1,5 @@
 """Compiler logs -> diagnostics on the cell's own line numbers."""
-from workbench.core.diagnostics import format_diagnostics, parse_log
+from workbench.diagnostics import format_diagnostics, parse_log
 from workbench.errors import CompileError, Diagnostic
 
 SOURCE = """extern "C" __global__ void k(float* y, int n) {

@@ -158,7 +158,7 @@ def test_the_workbench_works_after_every_kind_of_error(backend):
 
 @pytest.mark.gpu
 def test_arch_option_on_the_gpu():
-    from workbench.core import session
+    from workbench.runtime import session
     previous = session.active_backend_or_none()
     try:
         b = wb.backend("cupy")

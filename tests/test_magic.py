@@ -118,7 +118,7 @@ def test_warnings_are_shown_without_failing(shell, backend, capsys):
 
 
 def test_checked_fault_points_at_the_cells_line(shell):
-    from workbench.core import session
+    from workbench.runtime import session
     previous = session.active_backend_or_none()
     try:
         wb.backend("simulator")

@@ -260,7 +260,7 @@ def test_panel_refreshes_after_each_cell(shell, backend, tracking):
 def small_device(backend, tracking):
     """Device memory that an allocation of 64 MiB cannot fit: a small virtual
     device on the simulator, a pool limit on the GPU."""
-    from workbench.core import session
+    from workbench.runtime import session
     if backend.name == "simulator":
         previous = session.active_backend_or_none()
         small = session.use_backend("simulator", memory_bytes=48 << 20)
@@ -317,7 +317,7 @@ def test_limit_values_are_sizes_or_shares_of_the_device(value, expected):
 def test_bad_limit_values_say_why_and_how_to_write_one(value, reason):
     from IPython.core.error import UsageError
     from workbench.ipython.memory_magic import _size_or_fraction
-    from workbench.memory.units import SIZE_HINT
+    from workbench.present.units import SIZE_HINT
     with pytest.raises(UsageError) as caught:
         _size_or_fraction(value)
     message = str(caught.value)
@@ -380,7 +380,7 @@ def test_bad_arguments_say_what_to_write(backend):
 @pytest.mark.gpu
 def test_cupy_limit_by_fraction_and_direct_cupy_arrays_are_tracked():
     import cupy
-    from workbench.core import session
+    from workbench.runtime import session
     previous = session.active_backend_or_none()
     backend = session.use_backend("cupy")
     wb.memory.tracking(True)

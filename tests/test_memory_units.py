@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from workbench.memory import sources
-from workbench.memory.units import format_bytes, parse_size
+from workbench.present.units import format_bytes, parse_size
 
 
 @pytest.mark.parametrize("text, expected", [

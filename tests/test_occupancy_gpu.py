@@ -72,7 +72,7 @@ extern "C" __global__ void __launch_bounds__(512) k(const float* x, float* y, in
 
 @pytest.fixture(scope="module")
 def gpu():
-    from workbench.core import session
+    from workbench.runtime import session
     previous = session.active_backend_or_none()
     b = session.use_backend("cupy")
     yield b

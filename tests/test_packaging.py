@@ -51,14 +51,14 @@ def test_environment_yml_lists_the_same_dependencies():
 
 
 @pytest.mark.parametrize("module", ["workbench", "workbench.core.compiler", "workbench.core.kernel",
-                                    "workbench.core.api", "workbench.backends", "workbench.core.timing",
+                                    "workbench.core.arrays", "workbench.core.seed", "workbench.backends", "workbench.runtime.timing",
                                     "workbench.memory.tracker", "workbench.memory.oom",
                                     "workbench.benchmarking.timer", "workbench.benchmarking.sweep",
                                     "workbench.hardware.properties", "workbench.hardware.occupancy",
                                     "workbench.backends.simulator.backend"])
 def test_core_imports_no_notebook_libraries(module):
     code = (f"import sys, {module}\n"
-            "import workbench.core.session as s; s.backend()\n"
+            "import workbench.runtime.session as s; s.backend()\n"
             "bad = [m for m in ('IPython', 'ipywidgets', 'matplotlib') if m in sys.modules]\n"
             "print(','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -68,7 +68,7 @@ def test_core_imports_no_notebook_libraries(module):
 
 def test_import_does_no_work():
     code = ("import sys, workbench\n"
-            "import workbench.core.session as s\n"
+            "import workbench.runtime.session as s\n"
             "print(s.active_backend_or_none() is None, 'cupy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["True", "False"], out.stderr

@@ -31,30 +31,32 @@ _LAZY = {
     "BackendUnavailable": "workbench.errors",
     "DeviceError": "workbench.errors",
     # backend selection
-    "backend": "workbench.core.session",
-    "use_backend": "workbench.core.session",
+    "backend": "workbench.runtime.session",
+    "use_backend": "workbench.runtime.session",
     # compile, kernels, timing
     "compile": "workbench.core.compiler",
     "Module": "workbench.core.compiler",
     "modules": "workbench.core.compiler",
     "Kernel": "workbench.core.kernel",
-    "timings": "workbench.core.timing",
-    # the seed API (thin functions over the same core)
-    "check_available": "workbench.core.api",
-    "device_name": "workbench.core.api",
-    "compute_capability": "workbench.core.api",
-    "allocate": "workbench.core.api",
-    "to_device": "workbench.core.api",
-    "to_host": "workbench.core.api",
-    "synchronize": "workbench.core.api",
-    "get_memory_info": "workbench.core.api",
-    "compile_kernel": "workbench.core.api",
-    "launch_kernel": "workbench.core.api",
-    "frontend_status": "workbench.core.api",
-    # memory (issue 4)
+    "timings": "workbench.runtime.session",
+    # device arrays
+    "allocate": "workbench.core.arrays",
+    "to_device": "workbench.core.arrays",
+    "to_host": "workbench.core.arrays",
+    "synchronize": "workbench.core.arrays",
+    # the seed API's names: one-line aliases of the main API
+    "check_available": "workbench.core.seed",
+    "device_name": "workbench.core.seed",
+    "compute_capability": "workbench.core.seed",
+    "get_memory_info": "workbench.core.seed",
+    "compile_kernel": "workbench.core.seed",
+    "launch_kernel": "workbench.core.seed",
+    # the JupyterLab extension's status bar
+    "frontend_status": "workbench.ipython.status",
+    # memory
     "memory": "workbench.memory:",
     "MemoryPanel": "workbench.widgets.memory_panel",
-    # benchmarks (issue 5)
+    # benchmarks
     "bench": "workbench.benchmarking.timer",
     "BenchResult": "workbench.benchmarking.timer",
     "sweep": "workbench.benchmarking.sweep",
@@ -62,7 +64,7 @@ _LAZY = {
     "report": "workbench.benchmarking.report",
     "ceilings": "workbench.benchmarking.ceilings",
     "BenchmarkPanel": "workbench.widgets.bench_panel",
-    # devices, kernels, occupancy (issue 6)
+    # devices, kernels, occupancy
     "devices": "workbench.hardware.properties",
     "use_device": "workbench.hardware.properties",
     "occupancy": "workbench.hardware.occupancy",
@@ -77,7 +79,7 @@ __all__ = sorted([*_LAZY, "xp", "__version__", "load_ipython_extension",
 
 def __getattr__(name: str):
     if name == "xp":  # not cached: it follows the active backend
-        from .core.session import backend
+        from .runtime.session import backend
         return backend().xp
     target = _LAZY.get(name)
     if target is None:

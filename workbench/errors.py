@@ -1,42 +1,17 @@
 """Exceptions raised by the workbench.
 
 Every error a user can cause carries what was wrong and how to fix it in its
-message. They live in one dependency-free module so that backends, the core
-and the notebook layer can all raise and catch them.
+message. They live at the bottom of the layers (beside :mod:`workbench.diagnostics`,
+which describes compiler messages) so that backends, the core and the notebook
+layer can all raise and catch them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .diagnostics import Diagnostic, format_diagnostics
 
 
 class WorkbenchError(Exception):
     """Base class of every workbench error."""
-
-
-@dataclass(frozen=True)
-class Diagnostic:
-    """One compiler message, located in the user's own source.
-
-    ``line`` and ``column`` are 1-based and count lines of the cell (for a
-    ``%%cuda`` cell the magic line is line 1) or of the string passed to
-    :func:`workbench.compile`. ``line`` is ``None`` for messages that point at
-    no line (for example an unknown option).
-    """
-
-    severity: str  # "error" | "warning" | "note"
-    message: str
-    line: int | None = None
-    column: int | None = None
-
-    def __str__(self) -> str:
-        where = f"line {self.line}" if self.line is not None else "(no line)"
-        if self.line is not None and self.column is not None:
-            where += f", column {self.column}"
-        return f"{where}: {self.severity}: {self.message}"
-
-    def to_dict(self) -> dict:
-        return {"severity": self.severity, "message": self.message,
-                "line": self.line, "column": self.column}
 
 
 class CompileError(WorkbenchError):
@@ -60,7 +35,6 @@ class CompileError(WorkbenchError):
         return [d for d in self.diagnostics if d.severity == "error"]
 
     def _message(self) -> str:
-        from .core.diagnostics import format_diagnostics  # pure, no cycle at import time
         n = len(self.errors) or len(self.diagnostics)
         head = f"{self.compiler} failed with {n} error{'s' if n != 1 else ''}"
         body = format_diagnostics(self.diagnostics, self.source, self.line_offset)

@@ -14,6 +14,7 @@ CuPy) and :mod:`workbench.backends.simulator` (CUDA C++ on the CPU).
 from __future__ import annotations
 
 import abc
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -203,6 +204,22 @@ class Backend(abc.ABC):
         """Driver, runtime, compiler and library versions, as strings."""
         return {}
 
+    def device_name(self, index: int | None = None) -> str:
+        """The device's name as a user should read it (a simulated device
+        says so)."""
+        name = self.device_properties(index).name
+        return f"{name} (simulated)" if self.simulated else name
+
+    def device_attribute(self, name: str, index: int | None = None) -> int | None:
+        """A CUDA device attribute by its runtime name (``"cudaDevAttrGlobalMemoryBusWidth"``),
+        or ``None`` where the backend cannot tell."""
+        return None
+
+    def can_access_peer(self, index: int, peer: int) -> bool | None:
+        """Whether device ``index`` can read and write device ``peer``'s memory
+        directly; ``None`` where the backend cannot tell."""
+        return None
+
     # -- compile and launch -----------------------------------------------
     @abc.abstractmethod
     def compile(self, source: str, options: CompileOptions,
@@ -235,14 +252,38 @@ class Backend(abc.ABC):
         return 256
 
     # -- streams, events, synchronisation ----------------------------------
+    # Work on one stream runs in order; an event recorded on a stream marks
+    # the point after the work queued before it. ``stream=None`` everywhere
+    # means the current stream.
     @abc.abstractmethod
     def current_stream(self) -> Any: ...
+
+    @abc.abstractmethod
+    def create_stream(self, priority: int | None = None, non_blocking: bool = False) -> Any:
+        """A new stream (``priority``: lower numbers run first, as CUDA's)."""
+
+    @abc.abstractmethod
+    def use_stream(self, stream) -> contextlib.AbstractContextManager:
+        """A context manager making ``stream`` current for this thread."""
+
+    @abc.abstractmethod
+    def stream_synchronize(self, stream) -> None:
+        """Wait for every piece of work queued on ``stream``."""
 
     @abc.abstractmethod
     def create_event(self) -> Any: ...
 
     @abc.abstractmethod
     def record_event(self, event, stream=None) -> None: ...
+
+    @abc.abstractmethod
+    def stream_wait_event(self, stream, event) -> None:
+        """Work queued on ``stream`` from now on starts after ``event``
+        (a dependency between streams; the host does not wait)."""
+
+    @abc.abstractmethod
+    def event_synchronize(self, event) -> None:
+        """Wait until the work before ``event`` has finished."""
 
     @abc.abstractmethod
     def event_done(self, event) -> bool:
@@ -263,10 +304,29 @@ class Backend(abc.ABC):
         removes the listener. Backends that cannot report return a no-op."""
         return lambda: None
 
+    @abc.abstractmethod
     def pool_stats(self) -> dict[str, int]:
         """The allocator's own counts: ``used_bytes``, ``total_bytes``
-        (reserved), ``free_blocks``, ``largest_free_block``, ``limit``."""
-        return {}
+        (reserved), ``free_blocks``, ``largest_free_block``, ``limit``,
+        ``pinned_free_blocks``; a key is absent where the pool cannot tell."""
+
+    @abc.abstractmethod
+    def pool_reserved_bytes(self) -> int:
+        """Bytes the pool holds from the device (in use plus cached). Cheap:
+        called on every allocation while memory is tracked."""
+
+    @abc.abstractmethod
+    def set_pool_limit(self, nbytes: int | None) -> None:
+        """Cap the pool at ``nbytes`` (``None``: no cap). Allocations beyond it
+        raise the backend's out-of-memory error."""
+
+    @abc.abstractmethod
+    def empty_cache(self) -> None:
+        """Give the pool's cached free blocks (device and pinned host) back."""
+
+    def device_pointer(self, array) -> int:
+        """The device address of ``array``'s first element."""
+        return int(array.data.ptr)
 
     #: Why this backend was chosen (set by the session).
     reason: str = ""

@@ -218,6 +218,21 @@ class CupyBackend(Backend):
             pass
         return out
 
+    def device_attribute(self, name: str, index: int | None = None) -> int | None:
+        code = getattr(runtime, name, None)
+        if code is None:
+            return None
+        try:
+            return runtime.deviceGetAttribute(code, self.current_device() if index is None else index)
+        except runtime.CUDARuntimeError:
+            return None
+
+    def can_access_peer(self, index: int, peer: int) -> bool | None:
+        try:
+            return bool(runtime.deviceCanAccessPeer(index, peer))
+        except runtime.CUDARuntimeError:
+            return None
+
     def default_arch(self) -> str:
         major, minor = self.device_properties().compute_capability
         return f"sm_{major}{minor}"
@@ -338,8 +353,25 @@ class CupyBackend(Backend):
     def current_stream(self):
         return cupy.cuda.get_current_stream()
 
+    def create_stream(self, priority: int | None = None, non_blocking: bool = False):
+        return cupy.cuda.Stream(non_blocking=non_blocking, priority=priority or 0)
+
+    def use_stream(self, stream):
+        return stream  # a cupy.cuda.Stream is its own context manager
+
+    def stream_synchronize(self, stream) -> None:
+        with _faults_as_kernel_faults():
+            stream.synchronize()
+
     def create_event(self):
         return runtime.eventCreate()
+
+    def stream_wait_event(self, stream, event) -> None:
+        runtime.streamWaitEvent((stream or cupy.cuda.get_current_stream()).ptr, event, 0)
+
+    def event_synchronize(self, event) -> None:
+        with _faults_as_kernel_faults():
+            runtime.eventSynchronize(event)
 
     def record_event(self, event, stream=None) -> None:
         runtime.eventRecord(event, (stream or cupy.cuda.get_current_stream()).ptr)
@@ -371,7 +403,18 @@ class CupyBackend(Backend):
     def pool_stats(self) -> dict[str, int]:
         pool = cupy.get_default_memory_pool()
         return {"used_bytes": pool.used_bytes(), "total_bytes": pool.total_bytes(),
-                "free_blocks": pool.n_free_blocks(), "limit": pool.get_limit()}
+                "free_blocks": pool.n_free_blocks(), "limit": pool.get_limit(),
+                "pinned_free_blocks": cupy.get_default_pinned_memory_pool().n_free_blocks()}
+
+    def pool_reserved_bytes(self) -> int:
+        return cupy.get_default_memory_pool().total_bytes()
+
+    def set_pool_limit(self, nbytes: int | None) -> None:
+        cupy.get_default_memory_pool().set_limit(size=nbytes or 0)
+
+    def empty_cache(self) -> None:
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
 
     def describe(self) -> str:
         p = self.device_properties()

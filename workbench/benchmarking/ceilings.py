@@ -147,7 +147,7 @@ def ceilings(*, refresh: bool = False, cache: bool = True) -> Ceilings:
     ``refresh=True`` measures again, ``cache=False`` neither reads nor
     writes the cache.
     """
-    from ..core.session import backend as active_backend
+    from ..runtime.session import backend as active_backend
     if cache and not refresh:
         found = cached()
         if found is not None:
@@ -164,7 +164,7 @@ def ceilings(*, refresh: bool = False, cache: bool = True) -> Ceilings:
 def cached() -> Ceilings | None:
     """The active device's ceilings if they were measured before (in this
     session or cached on disk), without measuring."""
-    from ..core.session import backend as active_backend
+    from ..runtime.session import backend as active_backend
     path, key = _cache_location(active_backend())
     memo_key = f"{path}|{key}"
     found = _memory_cache.get(memo_key) or _read_cache(path, key)

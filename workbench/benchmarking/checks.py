@@ -21,7 +21,7 @@ def to_numpy(value) -> np.ndarray:
     NumPy takes)."""
     if isinstance(value, np.ndarray):
         return value
-    from ..core.session import backend
+    from ..runtime.session import backend
     b = backend()
     if b.is_device_array(value):
         return np.asarray(b.to_host(value))

@@ -104,7 +104,7 @@ def compare(a, b, *args, names: tuple[str, str] | None = None, check: bool = Tru
     (one call of each), else rounds run for ``max_time`` seconds. The other
     options are those of :func:`workbench.bench`.
     """
-    from ..core.session import backend as active_backend
+    from ..runtime.session import backend as active_backend
     _validate(repeat=repeat, max_time=max_time, min_repeat=min_repeat, max_repeat=max_repeat,
               warmup=warmup, warmup_time=warmup_time)
     name_a, name_b = names or (_default_name(a), _default_name(b))

@@ -98,7 +98,7 @@ def environment() -> dict[str, Any]:
     import numpy as np
 
     from .. import __version__
-    from ..core.session import backend as active_backend
+    from ..runtime.session import backend as active_backend
     b = active_backend()
     device: dict[str, Any] = {}
     try:

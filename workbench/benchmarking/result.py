@@ -256,7 +256,7 @@ class BenchResult:
         if self.gbps is None and self.gflops is None:
             return None
         try:
-            from ..core.session import active_backend_or_none
+            from ..runtime.session import active_backend_or_none
             from .ceilings import cached
             b = active_backend_or_none()
             if b is None or b.name != self.backend:

@@ -111,7 +111,7 @@ def run_benchmark(fn: Callable, input_sets: list[tuple], kwargs: dict, *, name: 
                   bytes=None, flops=None, record=True, params=None,
                   sweep: str | None = None) -> BenchResult:
     """:func:`bench` after argument checking (also used by sweeps and compare)."""
-    from ..core.session import backend as active_backend
+    from ..runtime.session import backend as active_backend
     b = active_backend()
     stream = kwargs.get("stream")
     bytes, flops = _number(bytes, "bytes"), _number(flops, "flops")
@@ -156,7 +156,7 @@ def measure_repeats(b, calls: Sequence[Callable[[int], Any]], stream, *, flush_l
     log paused, so warm-up calls and repeats stay out of ``wb.timings()``.
     Returns (warm-up calls made for each of ``calls``, what ``timed`` returned).
     """
-    from ..core.session import session
+    from ..runtime.session import session
     flush = _make_flush(b, stream) if flush_l2 else None
     with session().timing_log.paused():
         warm = [_warm_up(b, call, flush, warmup, warmup_time) for call in calls]

@@ -12,9 +12,9 @@ import time
 
 from ..backends.base import CompileFailed, CompileOptions
 from ..errors import CompileError, Diagnostic
-from .diagnostics import parse_log
+from ..diagnostics import parse_log
 from .kernel import Kernel, KernelTemplate
-from .session import backend as _active_backend, session
+from ..runtime.session import backend as _active_backend, session
 from .signature import OverloadedKernel, find_kernels
 
 #: Compiled modules by name; re-compiling under a name replaces the entry.
@@ -54,6 +54,16 @@ class Module:
                 return t.instances[name]
         raise KeyError(f"no kernel {name!r} in module {self.name!r}; it has: "
                        f"{', '.join(self.kernel_names()) or 'no kernels'}")
+
+    def kernel(self, name: str | None = None) -> Kernel:
+        """Kernel ``name``, or the module's only kernel when ``name`` is None."""
+        if name is not None:
+            return self[name]
+        names = self.kernel_names()
+        if len(names) != 1:
+            raise ValueError(f"module {self.name!r} has {len(names)} kernels "
+                             f"({', '.join(names) or 'none'}); say which with name=")
+        return self[names[0]]
 
     def kernel_names(self) -> list[str]:
         names = list(self.kernels)

@@ -9,8 +9,8 @@ import re
 import numpy as np
 
 from ..errors import KernelArgumentError, KernelFault, LaunchConfigError
-from .api import out_of_memory as _out_of_memory
-from .session import session
+from ..memory.oom import is_out_of_memory, out_of_memory as _out_of_memory
+from ..runtime.session import session
 from .signature import KernelSignature, Param
 
 _PY_NUMBERS = (bool, int, float)
@@ -363,10 +363,8 @@ class Kernel:
             if exc.line is None or not self.module.line_offset:
                 raise
             raise _on_cell_lines(exc, self.module.line_offset) from None
-        except MemoryError as exc:  # the GPU's or the simulator's out-of-memory
-            raise _out_of_memory(None, exc) from None
         except Exception as exc:
-            if type(exc).__name__ == "OutOfMemoryError":  # CuPy's is not a MemoryError
+            if is_out_of_memory(exc):
                 raise _out_of_memory(None, exc) from None
             raise
 

@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 
 from ..backends.base import CompileOptions, KernelResources
-from .na import NA, or_na
+from ..present.na import NA, or_na
 
 
 def _kernel_symbol(kernel, nvrtc_result) -> str:
@@ -114,7 +114,7 @@ class KernelReport:
         if self._device is not None:
             return self._device
         try:
-            from ..core.session import backend
+            from ..runtime.session import backend
             return backend().device_properties()
         except Exception:
             return None
@@ -196,7 +196,7 @@ class KernelReport:
         return {"kernel": self.name, **{k: getattr(self, k) for k in self.LABELS}}
 
     def formatted(self) -> dict:
-        from ..memory.units import format_bytes
+        from ..present.units import format_bytes
         out = {}
         for key, label in self.LABELS.items():
             value = getattr(self, key)

@@ -3,7 +3,7 @@ sampler that keeps a short history of them.
 
 NVML is initialised on first use, never at import. Where it is missing (no
 driver, no library, the simulator) every figure NVML would give is
-:data:`~workbench.hardware.na.NA` and one ``HINT:`` line is logged, once.
+:data:`~workbench.present.na.NA` and one ``HINT:`` line is logged, once.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import weakref
 from dataclasses import asdict, dataclass, fields
 from typing import Callable
 
-from .na import NA, formatted_fields, or_na
+from ..present.na import NA, formatted_fields, or_na
 
 log = logging.getLogger("workbench.hardware")
 
@@ -58,7 +58,7 @@ def nvml_unavailable_reason() -> str:
 def _pci_bus_id(index: int) -> str | None:
     """The PCI bus id of CUDA device ``index`` (CUDA and NVML may number
     devices differently, e.g. under CUDA_VISIBLE_DEVICES)."""
-    from ..core.session import backend
+    from ..runtime.session import backend
     try:
         extra = backend().device_properties(index).extra
         return (f"{int(extra['pciDomainID']):08X}:{int(extra['pciBusID']):02X}:"
@@ -156,7 +156,7 @@ class LiveStats:
 
     def formatted(self) -> dict:
         """Label -> text, as the panels show it."""
-        from ..memory.units import format_bytes
+        from ..present.units import format_bytes
 
         def text_of(key, value):
             if key in ("memory_used", "memory_total"):
@@ -188,7 +188,7 @@ def live_stats(index: int | None = None) -> LiveStats:
 
     Safe to call from any thread. On the simulator only memory is known.
     """
-    from ..core.session import backend
+    from ..runtime.session import backend
     b = backend()
     if index is None:
         index = b.current_device()

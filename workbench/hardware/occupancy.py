@@ -28,7 +28,7 @@ SharedMem = Union[int, Callable[[int], int]]
 
 
 def _bytes(n) -> str:
-    from ..memory.units import format_bytes
+    from ..present.units import format_bytes
     return format_bytes(n)
 
 
@@ -308,7 +308,7 @@ class OccupancySweep:
 def _device_properties(device) -> DeviceProperties:
     if isinstance(device, DeviceProperties):
         return device
-    from ..core.session import backend
+    from ..runtime.session import backend
     b = backend()
     if device is None:
         return b.device_properties(b.current_device())

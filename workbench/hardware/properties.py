@@ -4,7 +4,7 @@
     >>> wb.devices()[0].shared_memory_per_block_optin
     >>> wb.use_device(1)      # later launches and allocations go to GPU 1
 
-A figure the driver cannot give is :data:`~workbench.hardware.na.NA`
+A figure the driver cannot give is :data:`~workbench.present.na.NA`
 (printed ``N/A``), never an exception.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from ..backends.base import Backend, DeviceProperties
 from ..errors import DeviceError
 from . import live
-from .na import NA, formatted_fields, or_na
+from ..present.na import NA, formatted_fields, or_na
 
 # capability -> (key in the CUDA runtime's device properties, cudaDevAttr name)
 _CAPABILITIES = {
@@ -92,7 +92,7 @@ class DeviceInfo:
 
     def formatted(self) -> dict:
         """Label -> text, as tables and panels show it."""
-        from ..memory.units import format_bytes
+        from ..present.units import format_bytes
 
         def text_of(key, value):
             if key in self._BYTES:
@@ -149,21 +149,15 @@ def _versions(b: Backend) -> dict:
         return {}
 
 
-def _cupy_attribute(b: Backend, index: int, attr_name: str):
-    """A CUDA device attribute through CuPy, or NA (GPU backend only)."""
-    if b.name != "cupy":
-        return NA
-    try:
-        from cupy.cuda import runtime
-        return runtime.deviceGetAttribute(getattr(runtime, attr_name), index)
-    except Exception:
-        return NA
+def _attribute(b: Backend, index: int, attr_name: str):
+    value = b.device_attribute(attr_name, index)
+    return NA if value is None else value
 
 
 def _capability(b: Backend, p: DeviceProperties, key: str, attr_name: str):
     value = (p.extra or {}).get(key)
     if value is None:
-        value = _cupy_attribute(b, p.index, attr_name)
+        value = _attribute(b, p.index, attr_name)
     return NA if value is NA else bool(value)
 
 
@@ -171,13 +165,10 @@ def _peers(b: Backend, index: int, count: int):
     others = [j for j in range(count) if j != index]
     if not others:
         return ()
-    if b.name != "cupy":
+    access = {j: b.can_access_peer(index, j) for j in others}
+    if any(v is None for v in access.values()):
         return NA
-    try:
-        from cupy.cuda import runtime
-        return tuple(j for j in others if runtime.deviceCanAccessPeer(index, j))
-    except Exception:
-        return NA
+    return tuple(j for j in others if access[j])
 
 
 def _pcie_text(b: Backend, index: int):
@@ -200,13 +191,13 @@ def device_info(index: int, b: Backend | None = None) -> DeviceInfo:
     """The :class:`DeviceInfo` of device ``index`` of backend ``b`` (default:
     the active backend)."""
     if b is None:
-        from ..core.session import backend
+        from ..runtime.session import backend
         b = backend()
     p = b.device_properties(index)
     count = b.device_count()
     versions = _versions(b)
     caps = {name: _capability(b, p, key, attr) for name, (key, attr) in _CAPABILITIES.items()}
-    bus = p.memory_bus_width or _cupy_attribute(b, index, "cudaDevAttrGlobalMemoryBusWidth")
+    bus = p.memory_bus_width or _attribute(b, index, "cudaDevAttrGlobalMemoryBusWidth")
     return DeviceInfo(
         index=p.index, name=p.name,
         compute_capability=f"{p.compute_capability[0]}.{p.compute_capability[1]}",
@@ -238,7 +229,7 @@ def devices() -> DeviceList:
     On the simulator: the one virtual device (an H100's properties,
     ``simulated=True``).
     """
-    from ..core.session import backend
+    from ..runtime.session import backend
     b = backend()
     return DeviceList(device_info(i, b) for i in range(b.device_count()))
 
@@ -246,7 +237,7 @@ def devices() -> DeviceList:
 def use_device(index: int) -> DeviceInfo:
     """Make device ``index`` current: later allocations, compiles and launches
     go to it. Returns its :class:`DeviceInfo`."""
-    from ..core.session import backend
+    from ..runtime.session import backend
     b = backend()
     count = b.device_count()
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:

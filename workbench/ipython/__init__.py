@@ -17,7 +17,7 @@ def _set_cell(info=None):
     ``execution_count`` is no help here: IPython 9 increments it before
     ``pre_run_cell`` and IPython 8 after the cell. The input history is
     stored after this hook in both, so its length is the cell's number."""
-    from ..core.session import session
+    from ..runtime.session import session
     from IPython import get_ipython
     ip = get_ipython()
     if ip is None:

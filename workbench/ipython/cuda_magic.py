@@ -16,8 +16,8 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.display import display
 
 from ..core.compiler import compile as compile_source
-from ..core.diagnostics import format_diagnostics
-from ..core.session import backend
+from ..diagnostics import format_diagnostics
+from ..runtime.session import backend
 from ..errors import (CompileError, KernelArgumentError, KernelFault, LaunchConfigError,
                       OutOfMemoryError)
 

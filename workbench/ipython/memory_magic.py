@@ -15,7 +15,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
 from .. import memory
-from ..core.session import session
+from ..runtime.session import session
 from ..memory import holders, sources
 from ..memory.tracker import tracker
 
@@ -31,7 +31,7 @@ def _size_or_fraction(text: str):
     Never ambiguous: ``1`` is one byte, ``1.0`` and ``2.5`` are refused (write
     ``100%`` or a size with a unit), and every error says how to write it.
     """
-    from ..memory.units import SIZE_HINT, parse_size
+    from ..present.units import SIZE_HINT, parse_size
     share = "or a share of the device as '50%' or 0.5, or 'none'"
     hint = f"{SIZE_HINT}; {share}"
     value = text.strip().lower()

@@ -16,7 +16,7 @@ _wanted = False   # tracking asked for: it follows the active backend when it ch
 
 
 def _backend():
-    from ..core.session import backend
+    from ..runtime.session import backend
     return backend()
 
 
@@ -41,7 +41,7 @@ def tracking(enabled: bool | None = None) -> bool:
         return _tracker().enabled
     if not isinstance(enabled, bool):
         raise TypeError(f"tracking() takes True or False, got {enabled!r}")
-    from ..core.session import on_backend_change
+    from ..runtime.session import on_backend_change
     _wanted = enabled
     if enabled:
         on_backend_change(_follow_backend)
@@ -55,7 +55,7 @@ def track_from_first_backend() -> None:
     """Turn tracking on without choosing a backend now: start on the active
     backend if there is one, else as soon as one is chosen (``%load_ext``)."""
     global _wanted
-    from ..core.session import active_backend_or_none, on_backend_change
+    from ..runtime.session import active_backend_or_none, on_backend_change
     _wanted = True
     on_backend_change(_follow_backend)
     active = active_backend_or_none()
@@ -77,7 +77,7 @@ def set_limit(bytes=None, fraction=None):  # noqa: A002 (the documented name)
     ``set_limit()`` removes the cap. Returns :func:`stats` after the change.
     """
     from . import pool
-    from .units import parse_size
+    from ..present.units import parse_size
     if bytes is not None and fraction is not None:
         raise ValueError("give either bytes= or fraction=, not both")
     nbytes = None
@@ -101,7 +101,7 @@ def empty_cache():
     """Give the pool's cached free blocks back to the device (and the pinned
     pool's to the host). Live arrays are untouched. Returns :func:`stats`."""
     from . import pool
-    pool.empty_cache(_backend())
+    _backend().empty_cache()
     _tracker().mark("cache emptied")
     return stats()
 

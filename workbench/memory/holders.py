@@ -27,14 +27,7 @@ def device_address(backend, obj) -> int | None:
     try:
         if not backend.is_device_array(obj):
             return None
-        pointer = getattr(backend, "device_pointer", None)
-        if pointer is not None:
-            return int(pointer(obj))
-        for interface in ("__cuda_array_interface__", "__array_interface__"):  # CuPy; simulator
-            described = getattr(obj, interface, None)
-            if described is not None:
-                return int(described["data"][0])
-        return int(obj.data.ptr)
+        return backend.device_pointer(obj)
     except Exception:  # exotic objects must not break an error message
         return None
 

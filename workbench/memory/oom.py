@@ -6,21 +6,17 @@ a launch) fails for lack of device memory, and raises what it returns.
 from __future__ import annotations
 
 from ..errors import OutOfMemoryError
+from ..present.units import format_bytes
+from ..runtime.session import active_backend_or_none as _active_backend
 from .holders import release_statement, summarize
 from .reports import group_by_line
 from .snapshot import collect
 from .tracker import tracker as _tracker
-from .units import format_bytes
 
 #: How many holders (allocating lines) the message lists.
 TOP_HOLDERS = 3
 #: Cached bytes below this are not worth suggesting empty_cache() for.
 WORTH_EMPTYING = 1 << 20
-
-
-def _active_backend():
-    from ..core.session import active_backend_or_none
-    return active_backend_or_none()
 
 
 def out_of_memory_error(requested_bytes: int | None,
@@ -88,3 +84,18 @@ def out_of_memory_error(requested_bytes: int | None,
     if cause is not None:
         lines.append(f"(from {type(cause).__module__}.{type(cause).__name__}: {cause})")
     return OutOfMemoryError("\n".join(lines), requested=requested_bytes)
+
+
+def out_of_memory(requested: int | None, cause: BaseException) -> OutOfMemoryError:
+    """The workbench's out-of-memory error for a failed allocation or launch
+    (``cause``: the backend's own error), explained once."""
+    if isinstance(cause, OutOfMemoryError) and getattr(cause, "_explained", False):
+        return cause
+    error = out_of_memory_error(requested, cause)
+    error._explained = True
+    return error
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for the backends' out-of-memory errors (CuPy's is no MemoryError)."""
+    return isinstance(exc, (OutOfMemoryError, MemoryError)) or type(exc).__name__ == "OutOfMemoryError"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from . import sources
 from .holders import holder_names, summarize
-from .units import NA, format_bytes
+from ..present.units import NA, format_bytes
 
 LIVE_COLUMNS = ["line", "code", "bytes", "count", "cells", "held_by", "stack"]
 LEAK_COLUMNS = ["cell", "line", "code", "bytes", "count", "held_by"]

@@ -5,7 +5,7 @@ import html
 from dataclasses import asdict, dataclass
 
 from .pool import device_memory, pool_counts
-from .units import format_bytes, format_fraction
+from ..present.units import format_bytes, format_fraction
 
 
 @dataclass(frozen=True)

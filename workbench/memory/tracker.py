@@ -34,7 +34,7 @@ import time
 from bisect import bisect_right
 
 from . import sources
-from .pool import pool_counts, reserved_getter
+from .pool import pool_counts
 
 _now = time.perf_counter
 _capture = sources.capture
@@ -141,7 +141,7 @@ class Tracker:
         with self._lock:
             if backend is not self.backend:
                 self.backend = backend
-                self._reserved = reserved_getter(backend)
+                self._reserved = backend.pool_reserved_bytes
                 self._reset_counts(used)
             else:
                 # Back on after a pause: what happened meanwhile is unknown, so
@@ -151,7 +151,7 @@ class Tracker:
                     counts.alive = 0
                 self.tracked_bytes = 0
                 self.untracked_bytes = used
-        from ..core.session import session
+        from ..runtime.session import session
         self._session = session()   # its .cell is read on every allocation
         self._remove_listener = backend.add_allocation_listener(self._on_alloc, self._on_free)
         self.mark("tracking on")

@@ -32,7 +32,7 @@ def _optional_panel(title: str) -> widgets.Widget:
 
 def _all_kernels() -> dict:
     """``{"module: kernel": Kernel}`` for every compiled kernel of the session."""
-    from ..core.session import session
+    from ..runtime.session import session
     out = {}
     for module_name, module in session().modules.items():
         for kernel_name in getattr(module, "kernel_names", lambda: [])():

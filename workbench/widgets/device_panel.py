@@ -102,7 +102,7 @@ class DevicePanel(widgets.VBox):
     note = Unicode("", help="Why live figures are missing, if they are").tag(sync=True)
 
     def __init__(self, interval: float = 1.0, history: int = 120, start: bool = True, **kwargs):
-        from ..core.session import backend
+        from ..runtime.session import backend
         super().__init__(**kwargs)
         b = backend()
         infos = devices()

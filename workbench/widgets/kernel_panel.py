@@ -48,7 +48,7 @@ class KernelPanel(widgets.VBox):
         super().__init__(**kwargs)
         self._kernel = kernel
         self._report = inspect_kernel(kernel)
-        from ..core.session import backend
+        from ..runtime.session import backend
         props = backend().device_properties()
         self._max_block = props.max_threads_per_block
         self._max_shared = props.shared_memory_per_block_optin

@@ -16,7 +16,7 @@ from traitlets import Bool, Float, Int, List, Unicode
 
 from .. import memory
 from ..benchmarking.result import plain_value
-from ..memory.units import format_bytes, format_fraction
+from ..present.units import format_bytes, format_fraction
 
 _COLORS = {"in_use": "#d62728", "cached": "#ff9f40", "free": "#c7e9c0"}
 

@@ -14,6 +14,7 @@ kernel has finished and its ``printf`` output has been printed.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -123,7 +124,12 @@ class SimModule(CompiledModule):
 
 
 class SimStream:
-    """The simulator's only stream (launches are synchronous)."""
+    """A simulator stream. Launches are synchronous, so work on every stream
+    runs in the order it was queued and every stream is always idle: the
+    ordering CUDA promises holds trivially."""
+
+    def __init__(self, priority: int = 0):
+        self.priority = priority
 
     def synchronize(self) -> None:
         pass
@@ -500,8 +506,28 @@ class SimulatorBackend(Backend):
     def current_stream(self) -> Any:
         return self._stream
 
+    def create_stream(self, priority: int | None = None, non_blocking: bool = False) -> SimStream:
+        return SimStream(priority or 0)
+
+    @contextlib.contextmanager
+    def use_stream(self, stream):
+        previous, self._stream = self._stream, stream
+        try:
+            yield stream
+        finally:
+            self._stream = previous
+
+    def stream_synchronize(self, stream) -> None:
+        pass  # launches are synchronous
+
     def create_event(self) -> SimEvent:
         return SimEvent()
+
+    def stream_wait_event(self, stream, event) -> None:
+        pass  # the event's work has finished when it was recorded
+
+    def event_synchronize(self, event) -> None:
+        pass
 
     def record_event(self, event, stream=None) -> None:
         event.wall = time.perf_counter()
@@ -541,6 +567,9 @@ class SimulatorBackend(Backend):
     def empty_cache(self) -> None:
         """Release the arena's free blocks to the host (as CuPy's free_all_blocks)."""
         self.arena.empty_cache()
+
+    def device_pointer(self, array) -> int:
+        return int(array.__array_interface__["data"][0])
 
     def suggest_block_size(self, function, shared_mem: int = 0) -> int:
         return 256

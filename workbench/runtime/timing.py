@@ -15,7 +15,6 @@ import datetime as _dt
 import threading
 import time
 
-from .session import backend as _active_backend, session
 
 # fields of a launch record (a list, built on the hot path)
 KERNEL, GRID, BLOCK, SHARED, CELL, WALL, START, END, MS, BACKEND = range(10)
@@ -31,13 +30,14 @@ class TimingLog:
     #: launches must not grow the log without end).
     MAX_RECORDS = 200_000
 
-    def __init__(self):
+    def __init__(self, session):
+        """``session`` supplies the cell being run (its ``cell`` attribute)."""
         self.records: collections.deque = collections.deque(maxlen=self.MAX_RECORDS)
         self._pending: collections.deque = collections.deque()
         self._free: collections.deque = collections.deque()
         self._backend = None
         self._lock = threading.Lock()
-        self._session = session()
+        self._session = session
 
     #: False inside :meth:`paused`: launches run without events or records.
     enabled = True
@@ -97,7 +97,9 @@ class TimingLog:
 
     def resolve_all(self, b=None) -> None:
         """Wait for every pending launch and read its time."""
-        b = b or self._backend or _active_backend()
+        b = b or self._backend
+        if b is None:  # nothing was ever launched
+            return
         with self._lock:
             while self._pending:
                 self._resolve(b, self._pending.popleft())
@@ -133,11 +135,3 @@ class TimingLog:
             "backend": [r[BACKEND] for r in rows],
         }, columns=COLUMNS)
 
-
-def timings(kernel=None):
-    """Every kernel launch so far as a DataFrame (kernel, grid, block,
-    shared_mem, ms, cell, time, backend); ``timings(kernel)`` keeps one
-    kernel (a :class:`~workbench.Kernel` or its name). Reading it waits for
-    launches still running. On the simulator, ``ms`` is CPU wall-clock time.
-    """
-    return session().timing_log.to_pandas(kernel)

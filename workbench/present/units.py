@@ -1,13 +1,13 @@
 """Byte counts for people: ``format_bytes`` and ``parse_size``.
 
-Missing values are :data:`workbench.hardware.na.NA` (prints as ``N/A``).
+Missing values are :data:`workbench.present.na.NA` (prints as ``N/A``).
 """
 from __future__ import annotations
 
 import operator
 import re
 
-from ..hardware.na import NA, is_na
+from .na import NA, is_na
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 _FACTORS = {"": 1, "b": 1,

@@ -1,4 +1,4 @@
-"""Turn compiler logs into :class:`~workbench.errors.Diagnostic` lists on the
+"""Turn compiler logs into :class:`Diagnostic` lists on the
 user's own line numbers, and show them with the offending source lines.
 
 Two log dialects are understood: NVRTC's ``file(LINE): error: message``
@@ -8,8 +8,34 @@ Two log dialects are understood: NVRTC's ``file(LINE): error: message``
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from ..errors import Diagnostic
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One compiler message, located in the user's own source.
+
+    ``line`` and ``column`` are 1-based and count lines of the cell (for a
+    ``%%cuda`` cell the magic line is line 1) or of the string passed to
+    :func:`workbench.compile`. ``line`` is ``None`` for messages that point at
+    no line (for example an unknown option).
+    """
+
+    severity: str  # "error" | "warning" | "note"
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" if self.line is not None else "(no line)"
+        if self.line is not None and self.column is not None:
+            where += f", column {self.column}"
+        return f"{where}: {self.severity}: {self.message}"
+
+    def to_dict(self) -> dict:
+        return {"severity": self.severity, "message": self.message,
+                "line": self.line, "column": self.column}
+
 
 _NVRTC = re.compile(r"^(?P<file>[^\n()]*?)\((?P<line>\d+)\): (?P<sev>error|warning|remark|note)"
                     r"(?: #\S+(?:-D)?)?: (?P<msg>.*)$")

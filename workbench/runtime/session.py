@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ..backends import Backend, canonical_name, choose_backend, create_backend
+from .timing import TimingLog
 
 
 @dataclass
@@ -17,14 +18,10 @@ class Session:
     reason: str = ""                          # why this backend was chosen
     modules: dict = field(default_factory=dict)  # name -> workbench.core.compiler.Module
     cell: int | None = None                   # IPython execution count (set by the magics)
-    _timing_log: object = None
+    timing_log: TimingLog = field(init=False)
 
-    @property
-    def timing_log(self):
-        if self._timing_log is None:
-            from .timing import TimingLog
-            self._timing_log = TimingLog()
-        return self._timing_log
+    def __post_init__(self):
+        self.timing_log = TimingLog(self)
 
 
 _SESSION = Session()
@@ -112,3 +109,12 @@ def on_backend_change(callback) -> None:
     """Call ``callback(backend)`` whenever the active backend changes."""
     if callback not in _BACKEND_LISTENERS:
         _BACKEND_LISTENERS.append(callback)
+
+
+def timings(kernel=None):
+    """Every kernel launch so far as a DataFrame (kernel, grid, block,
+    shared_mem, ms, cell, time, backend); ``timings(kernel)`` keeps one
+    kernel (a :class:`~workbench.Kernel` or its name). Reading it waits for
+    launches still running. On the simulator, ``ms`` is CPU wall-clock time.
+    """
+    return _SESSION.timing_log.to_pandas(kernel)

@@ -1,0 +1,49 @@
+"""Device arrays on the active backend: ``wb.to_device``, ``wb.to_host``,
+``wb.allocate``, ``wb.synchronize``.
+
+Each works on the active backend (the GPU through CuPy, or the simulator);
+an allocation that fails for lack of memory raises the workbench's
+:class:`~workbench.OutOfMemoryError`, which says what holds the memory.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..memory.oom import is_out_of_memory, out_of_memory
+from ..runtime.session import backend
+
+
+def allocate(shape, dtype=np.float32):
+    """An uninitialised device array (tracked by the memory tracker)."""
+    dtype = np.dtype(dtype)
+    try:
+        return backend().allocate(shape, dtype)
+    except Exception as exc:
+        if is_out_of_memory(exc):
+            size = int(np.prod(shape if isinstance(shape, tuple) else (shape,))) * dtype.itemsize
+            raise out_of_memory(size, exc) from None
+        raise
+
+
+def to_device(array):
+    """Copy a host array to the device (returns a device array); an array
+    already on the device is returned as it is."""
+    if backend().is_device_array(array):
+        return array
+    host = np.asarray(array)
+    try:
+        return backend().to_device(host)
+    except Exception as exc:
+        if is_out_of_memory(exc):
+            raise out_of_memory(host.nbytes, exc) from None
+        raise
+
+
+def to_host(array) -> np.ndarray:
+    """Copy a device array to a new NumPy array (waits for pending work)."""
+    return backend().to_host(array)
+
+
+def synchronize() -> None:
+    """Wait for all work on the active device."""
+    backend().synchronize()
