@@ -12,24 +12,13 @@ from typing import Sequence
 
 import numpy as np
 
+from ..present.figures import figure_axes
 from .result import time_unit
 
 _Y_COLUMNS = {"time": "median_s", "bandwidth": "gbps", "gbps": "gbps",
               "gflops": "gflops", "compute": "gflops"}
 _Y_LABELS = {"gbps": "bandwidth (GB/s)", "gflops": "compute (GFLOP/s)",
              "pct_bandwidth": "% of copy ceiling", "pct_compute": "% of compute ceiling"}
-
-
-def figure_axes(ax, figsize=(7, 4.2)):
-    """``(figure, axes)``: those of ``ax``, or a new figure closed in pyplot so
-    that it shows once, as the value the plot function returns (shared by the
-    memory timeline and the occupancy chart)."""
-    if ax is not None:
-        return ax.figure, ax
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=figsize)
-    plt.close(fig)  # the caller displays the returned figure; pyplot must not show it again
-    return fig, ax
 
 
 def _plain_log_ticks(axis) -> None:

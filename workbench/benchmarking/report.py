@@ -13,6 +13,10 @@ import platform
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from .._version import __version__
+from ..runtime.session import backend as active_backend
 from .result import format_seconds
 
 #: Version of the report layout; bump on incompatible changes.
@@ -95,10 +99,6 @@ class Report:
 def environment() -> dict[str, Any]:
     """Backend, device and versions (driver, CUDA runtime, NVRTC, CuPy, NumPy,
     Python, workbench); values the backend cannot give are left out."""
-    import numpy as np
-
-    from .. import __version__
-    from ..runtime.session import backend as active_backend
     b = active_backend()
     device: dict[str, Any] = {}
     try:

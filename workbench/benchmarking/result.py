@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ..present.tables import plain_value
+
 #: Version of the dictionaries written by :meth:`BenchResult.to_dict`.
 RESULT_SCHEMA = "workbench.bench-result/1"
 
@@ -37,21 +39,6 @@ def format_rate(value: float | None, unit: str) -> str:
     if value is None or not np.isfinite(value):
         return "N/A"
     return f"{value:.4g} {unit}"
-
-
-def plain_value(value):
-    """JSON-safe version of a NumPy scalar, parameter value or table cell:
-    NumPy scalars become Python numbers, NaN becomes None, tuples lists, and
-    anything else its ``repr``."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and value != value:  # NaN is not JSON
-        return None
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, (tuple, list)):
-        return [plain_value(v) for v in value]
-    return repr(value)
 
 
 #: Columns of :meth:`BenchResult.summary` besides the parameters; a sweep

@@ -20,6 +20,7 @@ from typing import Callable, Union
 
 from ..backends.base import DeviceProperties, KernelResources
 from ..errors import LaunchConfigError
+from ..present.figures import figure_axes
 from .occupancy_rules import (BLOCK_SIZE, BLOCKS, DYNAMIC_SHARED, REGISTERS, SHARED,
                               WARPS, BlockLimits, KernelUsage, SMModel, blocks_per_sm)
 
@@ -280,7 +281,6 @@ class OccupancySweep:
 
         Draws on ``ax`` when given, else on a new figure that is not left open
         in pyplot (it shows once, as a cell's value); returns the Figure."""
-        from ..benchmarking.plots import figure_axes
         fig, ax = figure_axes(ax, figsize=(7, 3.2))
         df = self.to_pandas()
         ax.plot(df["block"], 100 * df["occupancy"], color="0.6", lw=1, zorder=1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
+from ..present.figures import figure_axes
 from . import sources
 from .holders import holder_names, summarize
 from ..present.units import NA, format_bytes
@@ -181,7 +182,6 @@ def timeline_table(tracker):
 
 def plot_timeline(tracker, ax=None):
     """In use and reserved over time, cell starts marked; returns the Figure."""
-    from ..benchmarking.plots import figure_axes
 
     events = tracker.events()
     fig, ax = figure_axes(ax, figsize=(8, 3.2))   # a new figure is closed in pyplot: shown once

@@ -16,7 +16,7 @@ import ipywidgets as widgets
 from traitlets import Bool, Float, Int, List, Unicode, validate
 
 from ..benchmarking import history
-from ..benchmarking.result import plain_value
+from ..present.tables import plain_value
 
 _Y_CHOICES = ("time", "bandwidth", "gflops")
 _TABLE_COLUMNS = ("name", "median_s", "iqr_s", "gbps", "gflops", "pct_bandwidth", "pct_compute")

@@ -15,7 +15,7 @@ import ipywidgets as widgets
 from traitlets import Bool, Float, Int, List, Unicode
 
 from .. import memory
-from ..benchmarking.result import plain_value
+from ..present.tables import plain_value
 from ..present.units import format_bytes, format_fraction
 
 _COLORS = {"in_use": "#d62728", "cached": "#ff9f40", "free": "#c7e9c0"}
@@ -144,7 +144,7 @@ def _hook_post_run_cell(panel: MemoryPanel):
 
 
 def _plain(value):
-    """A DataFrame cell as JSON (:func:`~workbench.benchmarking.result.plain_value`),
+    """A DataFrame cell as JSON (:func:`~workbench.present.tables.plain_value`),
     whole floats back to int: pandas turns an int column that holds a missing
     value into floats, and byte counts must stay ints."""
     value = plain_value(value)

@@ -1,0 +1,79 @@
+"""HTML tables for ``_repr_html_`` and JSON-safe cell values.
+
+Every result object of the workbench shows itself in a notebook through these
+two functions, so that all its tables look alike: :func:`html_table` for rows
+under a header, :func:`html_fields` for one object's fields (name, value[,
+note]) down the page. Cells are escaped; missing values (``None``, NaN, NA)
+print as ``N/A``; numbers are right-aligned, text left-aligned.
+"""
+from __future__ import annotations
+
+import html
+import math
+import numbers
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .na import NA, is_na
+
+
+def _missing(value) -> bool:
+    return value is None or is_na(value) or (isinstance(value, float) and math.isnan(value))
+
+
+def cell_text(value) -> str:
+    """A cell as text: ``N/A`` for missing values, ``str`` otherwise."""
+    return str(NA) if _missing(value) else str(value)
+
+
+def _cell(tag: str, value, bold: bool = False) -> str:
+    align = "right" if isinstance(value, numbers.Number) and not isinstance(value, bool) else "left"
+    text = html.escape(cell_text(value))
+    if bold:
+        text = f"<b>{text}</b>"
+    return f"<{tag} style='text-align:{align}'>{text}</{tag}>"
+
+
+def html_table(rows: Iterable[Sequence], header: Sequence[str] | None = None, *,
+               title: str | None = None, caption: str | None = None,
+               bold_rows: Iterable[int] = (), notes: Iterable[str] = ()) -> str:
+    """Rows under a header. ``title`` is a bold line above the table (escaped),
+    ``caption`` the table's own caption, ``bold_rows`` the indices of rows to
+    emphasise and ``notes`` lines in italics below it."""
+    bold = set(bold_rows)
+    head = ("<thead><tr>" + "".join(f"<th style='text-align:left'>{html.escape(h)}</th>"
+                                   for h in header) + "</tr></thead>") if header else ""
+    body = "".join("<tr>" + "".join(_cell("td", v, i in bold) for v in row) + "</tr>"
+                   for i, row in enumerate(rows))
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    top = f"<div><b>{html.escape(title)}</b></div>" if title else ""
+    below = "".join(f"<div><i>{html.escape(n)}</i></div>" for n in notes)
+    return f"<div>{top}<table>{cap}{head}<tbody>{body}</tbody></table>{below}</div>"
+
+
+def html_fields(fields: Iterable[Sequence], *, title: str | None = None,
+                caption: str | None = None, notes: Iterable[str] = ()) -> str:
+    """One object's fields down the page: each item is ``(name, value)`` or
+    ``(name, value, note)``; the name is a row header."""
+    body = "".join("<tr><th style='text-align:left'>" + html.escape(str(f[0])) + "</th>"
+                   + "".join(_cell("td", v) for v in f[1:]) + "</tr>" for f in fields)
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    top = f"<div><b>{html.escape(title)}</b></div>" if title else ""
+    below = "".join(f"<div><i>{html.escape(n)}</i></div>" for n in notes)
+    return f"<div>{top}<table>{cap}<tbody>{body}</tbody></table>{below}</div>"
+
+
+def plain_value(value):
+    """JSON-safe version of a NumPy scalar, parameter value or table cell:
+    NumPy scalars become Python numbers, NaN becomes None, tuples lists, and
+    anything else its ``repr``."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return None
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (tuple, list)):
+        return [plain_value(v) for v in value]
+    return repr(value)
