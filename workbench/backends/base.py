@@ -137,6 +137,10 @@ class CompiledModule(abc.ABC):
     compiler: str = "NVRTC"
     #: Lines the backend prepended to the user's source (see CompileFailed).
     line_shift: int = 0
+    #: What NVRTC produced for this source when it compiled it (PTX, cubin,
+    #: log, per-kernel resources: :class:`workbench.backends.nvrtc.NvrtcResult`),
+    #: kept so that nothing compiles the same source twice; None otherwise.
+    nvrtc = None
 
     @abc.abstractmethod
     def get_function(self, name: str) -> Any:

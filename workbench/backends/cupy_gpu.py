@@ -276,6 +276,7 @@ class CupyBackend(Backend):
             module = CupyModule(cupy.RawModule(path=path), arch, result.log,
                                 getattr(result, "cache_hit", False), 0.0,
                                 names=dict(result.lowered_names))
+            module.nvrtc = result
             try:  # load now, while the file exists, and say clearly if it cannot run here
                 for name in list(kernel_names) + list(options.name_expressions):
                     module.get_function(name)

@@ -77,3 +77,10 @@ def plain_value(value):
     if isinstance(value, (tuple, list)):
         return [plain_value(v) for v in value]
     return repr(value)
+
+
+def pandas():
+    """The pandas module, imported on first use: it costs a few tenths of a
+    second, which ``import workbench`` and a launch must not pay."""
+    import pandas as pd  # lazy: see the docstring
+    return pd
