@@ -1,4 +1,4 @@
-"""GPU checks of the benchmark tools (issue 5). Prints one table.
+"""GPU checks of the benchmark tools. Prints one table.
 
     python benchmarks/bench_accuracy.py            # on a machine with a GPU
 

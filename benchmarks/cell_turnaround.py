@@ -2,7 +2,7 @@
 and compiling + running the same kernel as a program with nvcc (what
 nvcc4jupyter does for every cell).
 
-Target (issue 2): a warm re-run costs under 1 ms of compile time.
+Target: a warm re-run costs under 1 ms of compile time.
 Run: ``python benchmarks/cell_turnaround.py``.
 """
 from __future__ import annotations

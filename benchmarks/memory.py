@@ -5,7 +5,7 @@ tight loop.
     python benchmarks/memory.py            # the active backend (GPU when there is one)
     python benchmarks/memory.py --n 200000 --size 256
 
-Target (issue 4): tracking adds at most 2 µs per allocation on the GPU.
+Target: tracking adds at most 2 µs per allocation on the GPU.
 On the simulator the figures are printed too, labelled simulated: they
 measure the simulator's allocator, not a GPU's.
 """

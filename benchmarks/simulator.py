@@ -1,4 +1,4 @@
-"""Speed of the CPU simulator against its targets (issue 3); prints a table.
+"""Speed of the CPU simulator against its targets; prints a table.
 
     python benchmarks/simulator.py            # about a minute on 2 cores
     python benchmarks/simulator.py --quick    # smaller numba comparison

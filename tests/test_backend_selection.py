@@ -2,20 +2,25 @@
 import pytest
 
 import workbench as wb
-from workbench.backends import create_backend, gpu_unavailable_reason, select_backend
+from workbench.backends import choose_backend, create_backend, gpu_unavailable_reason
 from workbench.runtime import session
+
+
+def _chosen():
+    name, reason = choose_backend()
+    return create_backend(name), reason
 
 
 def test_forced_simulator(monkeypatch):
     monkeypatch.setenv("WORKBENCH_BACKEND", "simulator")
-    b, reason = select_backend()
+    b, reason = _chosen()
     assert b.name == "simulator" and b.simulated
     assert reason == "WORKBENCH_BACKEND=simulator"
 
 
 def test_default_choice_follows_the_gpu(monkeypatch):
     monkeypatch.delenv("WORKBENCH_BACKEND", raising=False)
-    b, reason = select_backend()
+    b, reason = _chosen()
     if gpu_unavailable_reason() is None:
         assert (b.name, reason) == ("cupy", "CuPy sees a CUDA device")
     else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from ..errors import BackendUnavailable
 from .base import Backend, CompileFailed, CompileOptions  # noqa: F401  (re-exported)
 
 BACKEND_NAMES = ("cupy", "simulator")
@@ -15,7 +16,7 @@ BACKEND_NAMES = ("cupy", "simulator")
 def gpu_unavailable_reason() -> str | None:
     """``None`` when CuPy can use a GPU here, else a short reason why not."""
     try:
-        import cupy
+        import cupy  # lazy: CuPy is optional and costs a second to import
     except ImportError:
         return "CuPy is not installed (pip install 'cuda-workbench[cuda13]')"
     except Exception as exc:  # a broken CuPy install must not break the workbench
@@ -31,17 +32,16 @@ def gpu_unavailable_reason() -> str | None:
 
 def create_backend(name: str, **options) -> Backend:
     """Instantiate backend ``name`` ("cupy" or "simulator") with ``options``."""
-    from ..errors import BackendUnavailable
     name = canonical_name(name)
     if name == "cupy":
         reason = gpu_unavailable_reason()
         if reason:
             raise BackendUnavailable(f"The GPU backend cannot run here: {reason}. "
                                      "Use wb.backend('simulator') to run kernels on the CPU.")
-        from .cupy_gpu import CupyBackend
+        from .cupy_gpu import CupyBackend  # lazy: imports CuPy
         return CupyBackend(**options)
     if name == "simulator":
-        from .simulator import SimulatorBackend
+        from .simulator import SimulatorBackend  # lazy: a GPU session never loads the simulator
         return SimulatorBackend(**options)
     raise BackendUnavailable(f"Unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}.")
 
@@ -60,9 +60,3 @@ def choose_backend() -> tuple[str, str]:
     if reason is None:
         return "cupy", "CuPy sees a CUDA device"
     return "simulator", f"no GPU: {reason}"
-
-
-def select_backend(**options) -> tuple[Backend, str]:
-    """A new instance of the best backend here, and why it was chosen."""
-    name, reason = choose_backend()
-    return create_backend(name, **options), reason

@@ -25,6 +25,7 @@ from cupy.cuda.memory_hook import MemoryHook
 from ..errors import KernelFault
 from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
                    DeviceProperties, KernelResources, normalise_arch)
+from .nvrtc import check_with_nvrtc
 
 
 class CupyModule(CompiledModule):
@@ -211,7 +212,7 @@ class CupyBackend(Backend):
             except Exception:
                 pass
         try:
-            from cupy.cuda import nvrtc
+            from cupy.cuda import nvrtc  # lazy: loads the NVRTC library
             major, minor = nvrtc.getVersion()
             out["nvrtc"] = f"{major}.{minor}"
         except Exception:
@@ -264,7 +265,6 @@ class CupyBackend(Backend):
         """Build for an architecture other than the device's (``--arch sm_90a``,
         ``--arch compute_80``) with NVRTC directly -- CuPy's RawModule always
         targets the device -- and load the image through CuPy."""
-        from .nvrtc import check_with_nvrtc
         start = time.perf_counter()
         result = check_with_nvrtc(source, options, kernel_names, arch=arch)  # CompileFailed on error
         ptx_only = arch.startswith("compute_")

@@ -3,12 +3,16 @@ launches on the active backend and logs a timed record of every launch."""
 from __future__ import annotations
 
 import functools
+import html
 import math
 import re
 
 import numpy as np
 
 from ..errors import KernelArgumentError, KernelFault, LaunchConfigError
+from ..hardware.inspect import inspect_kernel
+from ..hardware.occupancy import occupancy as kernel_occupancy
+from ..present.tables import html_fields
 from ..memory.oom import is_out_of_memory, out_of_memory as _out_of_memory
 from ..runtime.session import session
 from .signature import KernelSignature, Param
@@ -275,14 +279,12 @@ class Kernel:
     def inspect(self):
         """A report of this kernel's resources, PTX and (where the tools
         exist) SASS."""
-        from ..hardware.inspect import inspect_kernel
         return inspect_kernel(self)
 
     def occupancy(self, block: int | None = None, shared_mem=0, **options):
         """Theoretical occupancy of this kernel on the active device
         (``block=None``: at the suggested block size); see :func:`workbench.occupancy`."""
-        from ..hardware.occupancy import occupancy
-        return occupancy(self, block=block, shared_mem=shared_mem, **options)
+        return kernel_occupancy(self, block=block, shared_mem=shared_mem, **options)
 
     def convert_args(self, args) -> tuple:
         """Check ``args`` against the signature and convert scalars."""
@@ -378,17 +380,12 @@ class Kernel:
         return text + f" | {self.backend.name}>"
 
     def _repr_html_(self) -> str:
-        import html
         r = self.resources
-        rows = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{'N/A' if v is None else v}</td></tr>"
-                       for k, v in (("registers / thread", r.registers),
-                                    ("static shared (B)", r.shared_bytes),
-                                    ("local / spills (B)", r.local_bytes),
-                                    ("constant (B)", r.const_bytes),
-                                    ("max threads / block", r.max_threads_per_block),
-                                    ("architecture", r.arch), ("backend", self.backend.name)))
-        return (f"<div><code>{html.escape(str(self.signature))}</code>"
-                f"<table>{rows}</table></div>")
+        return (f"<div><code>{html.escape(str(self.signature))}</code>" + html_fields((
+            ("registers / thread", r.registers), ("static shared (B)", r.shared_bytes),
+            ("local / spills (B)", r.local_bytes), ("constant (B)", r.const_bytes),
+            ("max threads / block", r.max_threads_per_block), ("architecture", r.arch),
+            ("backend", self.backend.name))) + "</div>")
 
 
 class KernelTemplate:

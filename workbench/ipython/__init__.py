@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
+from ..runtime.session import session
+
 #: Modules that each define ``register(ipython)`` (and optionally ``unregister``).
 MAGIC_MODULES = ("cuda_magic", "memory_magic", "bench_magic", "device_magic")
 
@@ -17,8 +19,7 @@ def _set_cell(info=None):
     ``execution_count`` is no help here: IPython 9 increments it before
     ``pre_run_cell`` and IPython 8 after the cell. The input history is
     stored after this hook in both, so its length is the cell's number."""
-    from ..runtime.session import session
-    from IPython import get_ipython
+    from IPython import get_ipython  # lazy: importing workbench.ipython.status must not load IPython
     ip = get_ipython()
     if ip is None:
         session().cell = None
