@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from workbench.backends import nvrtc
+from workbench.backends.nvrtc import bindings
 from workbench.backends.base import CompileFailed, CompileOptions
 
 if not nvrtc.nvrtc_available():
@@ -165,7 +166,7 @@ def _ptxas():
     if path:
         return path
     try:
-        from cuda.pathfinder import find_nvidia_binary_utility
+        from cuda.pathfinder import find_nvidia_binary_utility  # lazy: optional package
         return find_nvidia_binary_utility("ptxas")
     except Exception:
         return None
@@ -265,7 +266,7 @@ def test_cache_can_be_turned_off(private_cache, monkeypatch):
 def test_cupy_wrapper_gives_the_same_figures(resource_result):
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="CuPy is not installed")
     flags = ["--gpu-architecture=sm_90", "-Xptxas=-v"]
-    ok, log, ptx, cubin, _ = nvrtc._CupyNvrtc().compile(RESOURCE_KERNELS, flags, (), nvrtc.BUILTIN_HEADERS)
+    ok, log, ptx, cubin, _ = bindings.CupyNvrtc().compile(RESOURCE_KERNELS, flags, (), nvrtc.BUILTIN_HEADERS)
     assert ok
     _, report = nvrtc.parse_ptxas_report(log)
     for name in RESOURCE_NAMES:
@@ -282,7 +283,7 @@ def test_result_repr_and_table(resource_result):
 @pytest.mark.gpu
 def test_figures_match_the_driver_on_a_gpu():
     """The driver's own attributes of the same source, compiled by CuPy, for the GPU's arch."""
-    import cupy
+    import cupy  # lazy: only on a GPU, where CuPy is installed
     arch = f"sm_{cupy.cuda.Device().compute_capability}"  # "90" on an H100
     ours = nvrtc.check_with_nvrtc(RESOURCE_KERNELS, CompileOptions(), RESOURCE_NAMES, arch=arch)
     module = cupy.RawModule(code=RESOURCE_KERNELS, options=(f"--gpu-architecture={arch}",))

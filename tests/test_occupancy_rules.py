@@ -7,12 +7,14 @@ comment beside it so that a failure can be checked by hand.
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from workbench.backends.base import DeviceProperties, KernelResources
-from workbench.hardware.occupancy import occupancy
-from workbench.hardware.occupancy_rules import KernelUsage, SMModel
+from workbench.backends.registers import max_threads_per_block
 from workbench.errors import LaunchConfigError
+from workbench.hardware.occupancy import occupancy
+from workbench.hardware.occupancy_rules import KernelUsage, SMModel, registers_limit
 
 KIB = 1024
 
@@ -190,7 +192,6 @@ def test_bad_arguments_raise_with_a_message(bad, message):
 
 
 def test_numpy_integers_are_accepted_like_ints():
-    import numpy as np
     plain = occupancy(usage(32), block=256, shared_mem=1024, device=H100, carveout=50)
     numpy = occupancy(usage(32), block=np.int64(256), shared_mem=np.int64(1024), device=H100,
                       carveout=np.int32(50))
@@ -224,10 +225,10 @@ def test_results_present_the_figures():
 
 
 def test_plot_marks_limits_and_returns_a_closed_figure(tmp_path):
-    import matplotlib
+    import matplotlib  # lazy: the Agg backend must be chosen before pyplot is imported
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.figure import Figure
+    import matplotlib.pyplot as plt  # lazy: after matplotlib.use("Agg")
+    from matplotlib.figure import Figure  # lazy: after matplotlib.use("Agg")
     open_before = plt.get_fignums()
     fig = occupancy(usage(64), block=128, device=H100).plot()
     assert isinstance(fig, Figure)
@@ -241,3 +242,13 @@ def test_plot_marks_limits_and_returns_a_closed_figure(tmp_path):
         assert occupancy(usage(64), block=128, device=H100).plot(ax=ax) is ax.figure
     finally:
         plt.close(ax.figure)
+
+
+@pytest.mark.parametrize("device", [H100, RTX4090], ids=["9.0", "8.9"])
+def test_largest_block_by_registers_is_the_one_nvrtc_reports(device):
+    # One rule for both: the biggest block whose registers fit is what NVRTC's results call
+    # the kernel's max threads per block (64 K registers per block on both devices).
+    sm = SMModel.from_properties(device)
+    for registers in range(1, sm.max_registers_per_thread + 1):
+        fitting = [w for w in range(1, 33) if registers_limit(sm, registers, w)[0] > 0]
+        assert max(fitting) * 32 == max_threads_per_block(registers), registers

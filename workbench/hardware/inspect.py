@@ -7,14 +7,15 @@ its SASS.
     >>> report.registers, report.spill_stores
     >>> print(report.kernel_ptx)
 
-PTX and SASS come from NVIDIA's NVRTC (:func:`workbench.backends.nvrtc.check_with_nvrtc`)
-for the kernel's architecture, on the GPU and on the simulator alike; they
-are produced on first access.
+PTX and SASS come from NVIDIA's NVRTC for the kernel's architecture, on the
+GPU and on the simulator alike: the result the backend kept when it compiled
+the module (``CompiledModule.nvrtc``), else the module compiled again by
+:func:`workbench.backends.nvrtc.check_with_nvrtc` on first access (CuPy
+compiling for its own device keeps no PTX).
 """
 from __future__ import annotations
 
 import functools
-import html
 import os
 import re
 import shutil
@@ -22,7 +23,17 @@ import subprocess
 import tempfile
 
 from ..backends.base import CompileOptions, KernelResources
+from ..backends.nvrtc import check_with_nvrtc
 from ..present.na import NA, or_na
+from ..present.tables import html_fields, pandas
+from ..present.units import format_bytes
+from ..runtime.session import backend
+
+
+def _kept_nvrtc(kernel):
+    """The ``NvrtcResult`` the backend kept when it compiled the kernel's module, or None."""
+    compiled = getattr(getattr(kernel, "module", None), "compiled", None)
+    return getattr(compiled, "nvrtc", None)
 
 
 def _kernel_symbol(kernel, nvrtc_result) -> str:
@@ -91,6 +102,9 @@ class KernelReport:
         self._kernel = kernel
         self.name = getattr(kernel, "name", "kernel")
         r = getattr(kernel, "resources", None)
+        if not isinstance(r, KernelResources):
+            kept = _kept_nvrtc(kernel)
+            r = kept.resources.get(self.name) if kept is not None else None
         self.resources = r if isinstance(r, KernelResources) else KernelResources()
         self._device = device
 
@@ -114,7 +128,6 @@ class KernelReport:
         if self._device is not None:
             return self._device
         try:
-            from ..runtime.session import backend
             return backend().device_properties()
         except Exception:
             return None
@@ -134,7 +147,11 @@ class KernelReport:
     # -- code -------------------------------------------------------------------
     @functools.cached_property
     def _nvrtc(self):
-        """``(NvrtcResult or None, reason)``: the kernel's module compiled again by NVRTC."""
+        """``(NvrtcResult or None, reason)``: what NVRTC made of the kernel's
+        module when the backend compiled it, else the module compiled again."""
+        kept = _kept_nvrtc(self._kernel)
+        if kept is not None:
+            return kept, ""
         module = getattr(self._kernel, "module", None)
         source = getattr(module, "source", None)
         if not source:
@@ -142,12 +159,17 @@ class KernelReport:
         options = getattr(module, "options", None)
         if not isinstance(options, CompileOptions):
             options = CompileOptions()
-        from ..backends.nvrtc import check_with_nvrtc
         names = [] if "<" in self.name else [self.name]
         try:
             return check_with_nvrtc(source, options, names, arch=self.arch), ""
         except Exception as exc:  # NVRTC missing or a different failure: PTX is N/A
             return None, f"NVRTC could not produce PTX: {exc}".splitlines()[0]
+
+    @property
+    def log(self):
+        """NVRTC's log for the kernel's module (warnings; '' when clean), NA without NVRTC."""
+        result, _ = self._nvrtc
+        return result.log if result is not None else NA
 
     @property
     def ptx(self):
@@ -196,7 +218,7 @@ class KernelReport:
         return {"kernel": self.name, **{k: getattr(self, k) for k in self.LABELS}}
 
     def formatted(self) -> dict:
-        from ..present.units import format_bytes
+        """The figures as text, by label: sizes in bytes with their unit."""
         out = {}
         for key, label in self.LABELS.items():
             value = getattr(self, key)
@@ -213,14 +235,11 @@ class KernelReport:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-                       f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
-                       for k, v in self.formatted().items())
-        return f"<div><b>Kernel {html.escape(self.name)}</b><table>{rows}</table></div>"
+        return html_fields(self.formatted().items(), title=f"Kernel {self.name}")
 
     def to_pandas(self):
-        import pandas as pd
-        return pd.DataFrame([self.to_dict()])
+        """The figures as a one-row DataFrame."""
+        return pandas().DataFrame([self.to_dict()])
 
 
 def inspect_kernel(kernel, device=None) -> KernelReport:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..backends.base import DeviceProperties
+from ..backends.registers import ALLOCATION_UNIT, registers_per_warp, round_up, warps_in_register_file
 
 KIB = 1024
 
@@ -99,7 +100,7 @@ class SMModel:
             registers_per_sm=p.registers_per_multiprocessor,
             registers_per_block=p.registers_per_block,
             max_registers_per_thread=256 if major >= 7 else 255,
-            register_unit=256,
+            register_unit=ALLOCATION_UNIT,
             sub_partitions=2 if cc == (6, 0) else 4,
             shared_per_sm=p.shared_memory_per_multiprocessor,
             shared_per_block=p.shared_memory_per_block,
@@ -152,23 +153,18 @@ class BlockLimits:
     shared_per_sm: int                # the shared memory the SM is configured with
 
 
-def _round_up(x: int, unit: int) -> int:
-    return -(-x // unit) * unit
-
-
 def registers_limit(sm: SMModel, registers: int, warps_per_block: int) -> tuple[int, int]:
     """Blocks per SM allowed by registers, and registers allocated per block."""
-    per_warp = _round_up(registers * sm.warp_size, sm.register_unit)
+    per_warp = registers_per_warp(registers, sm.warp_size, sm.register_unit)
     per_block = per_warp * warps_per_block
     if per_warp == 0:
         return 1 << 30, 0
-    # The hardware check assumes every sub-partition receives warps at once.
-    assumed = per_warp * _round_up(warps_per_block, sm.sub_partitions)
-    if (per_block > sm.registers_per_block or assumed > sm.registers_per_block
+    # The hardware check assumes every sub-partition receives warps at once: the block's
+    # warps must fit the per-block register limit spread evenly over the sub-partitions.
+    if (warps_per_block > warps_in_register_file(per_warp, sm.registers_per_block, sm.sub_partitions)
             or registers > sm.max_registers_per_thread):
         return 0, per_block
-    warps_per_partition = (sm.registers_per_sm // sm.sub_partitions) // per_warp
-    return (warps_per_partition * sm.sub_partitions) // warps_per_block, per_block
+    return warps_in_register_file(per_warp, sm.registers_per_sm, sm.sub_partitions) // warps_per_block, per_block
 
 
 def shared_limit(sm: SMModel, usage: KernelUsage, dynamic_shared: int) -> tuple[int, int, int, bool]:
@@ -176,7 +172,7 @@ def shared_limit(sm: SMModel, usage: KernelUsage, dynamic_shared: int) -> tuple[
     block, the SM's shared-memory size used, and whether the dynamic size
     exceeds the kernel's maximum."""
     static = usage.static_shared + sm.shared_reserved_per_block
-    allocated = _round_up(static + dynamic_shared, sm.shared_unit)
+    allocated = round_up(static + dynamic_shared, sm.shared_unit)
     max_dynamic = usage.max_dynamic_shared
     if max_dynamic is None:
         max_dynamic = max(sm.shared_per_block - usage.static_shared, 0)
