@@ -59,6 +59,8 @@ def test_report_csv_and_without_times(backend, fresh_history, cache_dir, tmp_pat
     lines = (tmp_path / "report.csv").read_text().splitlines()
     assert len(lines) == 4 and lines[0].startswith("name,sweep")
     assert len(rep.to_pandas()) == 3
+    shown = rep._repr_html_()
+    assert shown.count("<tr>") == 1 + 3 and "double" in shown and "median_s" in shown
     slim = wb.report(include_times=False)
     assert all(b["times"] == [] for b in slim.data["benchmarks"])
     jsonschema.validate(slim.data, SCHEMA)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import workbench as wb
-from workbench.benchmarking import timer
+from workbench.benchmarking import engine
 from workbench.benchmarking.checks import ResultMismatch
 from workbench.benchmarking.result import BenchResult
 
@@ -148,7 +148,7 @@ def test_l2_flush_runs_before_every_call(backend, arrays, monkeypatch):
     _, x, y = arrays
     copy = wb.compile(COPY)["copy"]
     made, flushes, allocated = [], [], []
-    real_make_flush, real_allocate = timer._make_flush, backend.allocate
+    real_make_flush, real_allocate = engine._make_flush, backend.allocate
 
     def allocate(shape, dtype, *a, **k):  # the real allocation, seen on its way
         out = real_allocate(shape, dtype, *a, **k)
@@ -160,7 +160,7 @@ def test_l2_flush_runs_before_every_call(backend, arrays, monkeypatch):
         made.append(list(allocated))
         return lambda: (flushes.append(len(flushes)), flush())
 
-    monkeypatch.setattr(timer, "_make_flush", make_flush)
+    monkeypatch.setattr(engine, "_make_flush", make_flush)
     monkeypatch.setattr(backend, "allocate", allocate)
     r = wb.bench(copy, x, y, N, n=N, repeat=3, flush_l2=True)
     assert r.flush_l2 and r.repeats == 3 and "L2 flushed" in str(r)
@@ -176,9 +176,14 @@ def test_l2_flush_runs_before_every_call(backend, arrays, monkeypatch):
 def test_percent_of_measured_ceilings_is_shown(simulator, monkeypatch, tmp_path):
     monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path))  # nothing measured there yet
     x = simulator.to_device(np.random.default_rng(5).standard_normal(1 << 16).astype(np.float32))
-    r = wb.bench(lambda a: a * 2, x, repeat=5, bytes=8 * x.size, flops=x.size, record=False)
-    assert "%" not in str(r) and "%" not in r._repr_html_()  # never measures by itself
+    before = wb.bench(lambda a: a * 2, x, repeat=5, bytes=8 * x.size, flops=x.size, record=False)
+    assert "%" not in str(before) and "%" not in before._repr_html_()  # never measures by itself
+    assert before.ceilings is None
     roof = wb.ceilings()
+    # a result is what it was when made: ceilings measured later do not change its display
+    assert "%" not in str(before) and "%" not in before._repr_html_()
+    r = wb.bench(lambda a: a * 2, x, repeat=5, bytes=8 * x.size, flops=x.size, record=False)
+    assert r.ceilings is roof
     bandwidth = 100 * r.gbps / roof.copy_gbps
     compute = 100 * r.gflops / roof.compute_gflops
     assert f"({bandwidth:.3g}% of copy ceiling)" in str(r)
@@ -187,6 +192,25 @@ def test_percent_of_measured_ceilings_is_shown(simulator, monkeypatch, tmp_path)
     other = BenchResult(name="elsewhere", times=r.times, backend="cupy", device="Other GPU",
                         bytes=8 * x.size)
     assert "%" not in str(other)  # ceilings of another device do not apply
+
+
+def test_result_display_reads_only_the_result(monkeypatch):
+    from workbench.benchmarking import ceilings as ceilings_module
+    from workbench.benchmarking.ceilings import Ceilings
+    from workbench.runtime import session
+
+    def forbidden(*_, **__):
+        raise AssertionError("a result's display looked up the backend or the ceilings cache")
+    for module, name in ((session, "backend"), (session, "active_backend_or_none"),
+                         (ceilings_module, "cached"), (ceilings_module, "cached_for"),
+                         (ceilings_module, "for_results")):
+        monkeypatch.setattr(module, name, forbidden)
+    roof = Ceilings(device="d", backend="b", simulated=False, copy_gbps=100.0, fma_gflops=10.0)
+    r = BenchResult(name="k", times=[1e-3], bytes=1e7, flops=2e6, ceilings=roof)
+    assert "10 GB/s (10% of copy ceiling)" in str(r)
+    assert "2 GFLOP/s (20% of FMA/GEMM ceiling)" in str(r)
+    assert "10% of copy ceiling" in r._repr_html_()
+    assert "%" not in str(BenchResult(name="k", times=[1e-3], bytes=1e7))
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -229,7 +253,8 @@ def test_wb_bench_stays_callable_after_the_magics_load():
     assert out.stdout.split() == ["True", "True"], out.stderr
 
 
-@pytest.mark.parametrize("module", ["workbench.benchmarking.timer", "workbench.benchmarking.sweep",
+@pytest.mark.parametrize("module", ["workbench.benchmarking.timer", "workbench.benchmarking.engine",
+                                    "workbench.benchmarking.sweep",
                                     "workbench.benchmarking.compare", "workbench.benchmarking.report",
                                     "workbench.benchmarking.ceilings", "workbench.benchmarking.plots"])
 def test_bench_modules_import_no_notebook_libraries(module):

@@ -4,21 +4,26 @@ Measured by the workbench, not taken from a datasheet: a large
 device-to-device copy (bytes read plus bytes written per second), an
 FMA-bound CUDA C++ kernel, and the array library's best GEMM (cuBLAS through
 CuPy on a GPU). Measured once per device and cached on disk, in
-``$WORKBENCH_CACHE_DIR`` or ``~/.cache/cuda-workbench``. On the simulator the
-same things run on the CPU and the ceilings are labelled simulated.
+``ceilings.json`` under the workbench's cache root (``$WORKBENCH_CACHE_DIR``
+or ``~/.cache/cuda-workbench``). On the simulator the same things run on the
+CPU and the ceilings are labelled simulated.
 """
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..cache import cache_root, write_atomic
+from ..core.compiler import compile as wb_compile
+from ..present.tables import html_fields, pandas
+from ..runtime.session import backend as active_backend
+from .engine import Plan, device_name, measure as measure_call
 
 #: Bump when the way ceilings are measured changes (old cache entries are ignored).
 CEILINGS_SCHEMA = "workbench.ceilings/1"
@@ -46,6 +51,9 @@ _FMA_BLOCKS_PER_SM = (8, None)       # simulator: a fixed small grid below
 _FMA_ITERATIONS = (16384, 2048)
 _GEMM_N = (8192, 512)
 _GEMM_DTYPES = (("float32", "float16"), ("float32",))
+
+#: How each ceiling is timed (a few tenths of a second each).
+_PLAN = Plan(max_time=0.2, min_repeat=3, warmup=1, warmup_time=0.01)
 
 _memory_cache: dict[str, "Ceilings"] = {}
 
@@ -105,8 +113,8 @@ class Ceilings:
         return out
 
     def to_pandas(self):
-        import pandas as pd
-        return pd.DataFrame(self.rows(), columns=["ceiling", "value", "unit"])
+        """One row per ceiling: ``ceiling``, ``value`` and ``unit``."""
+        return pandas().DataFrame(self.rows(), columns=["ceiling", "value", "unit"])
 
     def __str__(self) -> str:
         label = " [simulated: measured on the CPU]" if self.simulated else ""
@@ -123,21 +131,10 @@ class Ceilings:
         p.text(str(self))
 
     def _repr_html_(self) -> str:
-        body = "".join(f"<tr><th style='text-align:left'>{html.escape(w)}</th><td style='text-align:right'>"
-                       f"{'N/A' if v is None else f'{v:,.1f}'}</td><td>{u}</td></tr>"
-                       for w, v, u in self.rows())
-        note = ("<div style='color:#a15c00'><b>simulated: measured on the CPU</b></div>"
-                if self.simulated else "")
-        return (f"<div><b>Ceilings of {html.escape(self.device)}</b> "
-                f"<span style='color:gray'>({html.escape(self.backend)}, measured "
-                f"{html.escape(self.measured)})</span>{note}<table>{body}</table></div>")
-
-
-def cache_dir() -> Path:
-    """Where measured ceilings are kept: ``$WORKBENCH_CACHE_DIR`` or
-    ``~/.cache/cuda-workbench``."""
-    env = os.environ.get("WORKBENCH_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "cuda-workbench"
+        fields = [(w, "N/A" if v is None else f"{v:,.1f}", u) for w, v, u in self.rows()]
+        return html_fields(fields, title=f"Ceilings of {self.device}",
+                           caption=f"{self.backend}, measured {self.measured}",
+                           notes=["simulated: measured on the CPU"] if self.simulated else ())
 
 
 def ceilings(*, refresh: bool = False, cache: bool = True) -> Ceilings:
@@ -147,12 +144,11 @@ def ceilings(*, refresh: bool = False, cache: bool = True) -> Ceilings:
     ``refresh=True`` measures again, ``cache=False`` neither reads nor
     writes the cache.
     """
-    from ..runtime.session import backend as active_backend
+    b = active_backend()
     if cache and not refresh:
-        found = cached()
+        found = cached_for(b)
         if found is not None:
             return found
-    b = active_backend()
     path, key = _cache_location(b)
     measured = measure(b)
     if cache:
@@ -164,8 +160,13 @@ def ceilings(*, refresh: bool = False, cache: bool = True) -> Ceilings:
 def cached() -> Ceilings | None:
     """The active device's ceilings if they were measured before (in this
     session or cached on disk), without measuring."""
-    from ..runtime.session import backend as active_backend
-    path, key = _cache_location(active_backend())
+    return cached_for(active_backend())
+
+
+def cached_for(b) -> Ceilings | None:
+    """Backend ``b``'s device's ceilings if they were measured before (in this
+    session or cached on disk), without measuring."""
+    path, key = _cache_location(b)
     memo_key = f"{path}|{key}"
     found = _memory_cache.get(memo_key) or _read_cache(path, key)
     if found is not None:
@@ -173,14 +174,23 @@ def cached() -> Ceilings | None:
     return found
 
 
+def for_results(b) -> Ceilings | None:
+    """The ceilings to keep on a result measured on backend ``b`` now: those
+    already measured for its device (:func:`cached_for`), or None. Never
+    measures and never fails."""
+    try:
+        found = cached_for(b)
+    except Exception:  # a result must not fail for want of ceilings
+        return None
+    return found if found is not None and found.device == device_name(b) else None
+
+
 def measure(b) -> Ceilings:
     """Measure the ceilings of backend ``b``'s current device now (no cache)."""
-    from .timer import bench
     simulated = bool(b.simulated)
     pick = 1 if simulated else 0
     xp = b.xp
     props = b.device_properties()
-    opts = dict(record=False, max_time=0.2, min_repeat=3, warmup=1, warmup_time=0.01)
 
     copy_bytes = _COPY_BYTES[pick]
     try:
@@ -191,10 +201,11 @@ def measure(b) -> Ceilings:
     n = copy_bytes // 4
     src = xp.arange(n, dtype=np.float32)
     dst = xp.empty_like(src)
-    copy = bench(xp.copyto, dst, src, name="copy", bytes=2 * n * 4, **opts)
+    copy = measure_call(b, xp.copyto, [(dst, src)], {}, name="copy", plan=_PLAN,
+                        bytes=2 * n * 4, record=False)
     del src, dst
 
-    fma_gflops, fma_details = _measure_fma(b, props, pick, opts)
+    fma_gflops, fma_details = _measure_fma(b, props, pick)
 
     gemm: dict[str, float] = {}
     size = _GEMM_N[pick]
@@ -203,7 +214,8 @@ def measure(b) -> Ceilings:
         a = b.to_device(rng.standard_normal((size, size)).astype(dtype))
         c = b.to_device(rng.standard_normal((size, size)).astype(dtype))
         out = xp.empty((size, size), dtype=dtype)
-        r = bench(xp.matmul, a, c, out=out, name=f"gemm {dtype}", flops=2 * size**3, **opts)
+        r = measure_call(b, xp.matmul, [(a, c)], {"out": out}, name=f"gemm {dtype}", plan=_PLAN,
+                         flops=2 * size**3, record=False)
         gemm[dtype] = r.gflops
         del a, c, out
 
@@ -218,9 +230,7 @@ def measure(b) -> Ceilings:
                     details={"copy_bytes": 2 * n * 4, "gemm_n": size, **fma_details})
 
 
-def _measure_fma(b, props, pick: int, opts) -> tuple[float | None, dict]:
-    from ..core.compiler import compile as wb_compile
-    from .timer import bench
+def _measure_fma(b, props, pick: int) -> tuple[float | None, dict]:
     module = wb_compile(_FMA_SOURCE, name="workbench-ceilings")
     kernel = module["workbench_fma_peak"]
     block = 256
@@ -231,14 +241,15 @@ def _measure_fma(b, props, pick: int, opts) -> tuple[float | None, dict]:
     iterations = _FMA_ITERATIONS[pick]
     out = b.allocate((blocks * block,), np.float32)
     flops = 2 * _FMA_CHAINS * iterations * blocks * block
-    r = bench(kernel, out, iterations, 0.999999, 1e-6, grid=blocks, block=block,
-              name="fma", flops=flops, **opts)
+    r = measure_call(b, kernel, [(out, iterations, 0.999999, 1e-6)],
+                     {"grid": blocks, "block": block}, name="fma", plan=_PLAN, flops=flops,
+                     record=False)
     return r.gflops, {"fma_grid": blocks, "fma_block": block, "fma_iterations": iterations}
 
 
 def _cache_location(b) -> tuple[Path, str]:
     """The cache file and the key of backend ``b``'s device in it."""
-    return cache_dir() / "ceilings.json", _device_key(b)
+    return cache_root() / "ceilings.json", _device_key(b)
 
 
 def _device_key(b) -> str:
@@ -268,7 +279,4 @@ def _write_cache(path: Path, key: str, value: Ceilings) -> None:
     except (OSError, ValueError):
         data = {}
     data[key] = value.to_dict()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2))

@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import WorkbenchError
+from ..runtime.session import backend
 
 
 class ResultMismatch(WorkbenchError, AssertionError):
@@ -21,7 +22,6 @@ def to_numpy(value) -> np.ndarray:
     NumPy takes)."""
     if isinstance(value, np.ndarray):
         return value
-    from ..runtime.session import backend
     b = backend()
     if b.is_device_array(value):
         return np.asarray(b.to_host(value))

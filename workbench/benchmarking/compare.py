@@ -1,16 +1,16 @@
 """``wb.compare``: A/B timing of two implementations of the same thing."""
 from __future__ import annotations
 
-import html
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..present.tables import html_table, pandas
+from ..runtime.session import backend as active_backend
+from . import history
 from .checks import compare_arrays, select_output, to_numpy
-from .result import BenchResult, format_seconds
-from .timer import (_CHUNK, _default_name, _device_name, _events, _input_sets, _repeat_call,
-                    _validate, measure_repeats, next_chunk)
+from .engine import Plan, default_name, input_sets, new_result, repeat_call, time_calls
+from .result import SIMULATED_TIMES, BenchResult, format_seconds
 
 
 @dataclass(eq=False)
@@ -55,7 +55,7 @@ class CompareResult:
                 f"{self.a.name} {format_seconds(self.a.median)}, {self.b.name} "
                 f"{format_seconds(self.b.median)})")
         if self.simulated:
-            text += "  [simulated: CPU wall-clock times]"
+            text += f"  [{SIMULATED_TIMES}]"
         return text
 
     def __repr__(self) -> str:
@@ -67,18 +67,13 @@ class CompareResult:
     def _repr_html_(self) -> str:
         q1, q3 = self.spread
         rows = [(r.name, format_seconds(r.median), format_seconds(r.iqr)) for r in (self.a, self.b)]
-        body = "".join(f"<tr><td>{html.escape(n)}</td><td style='text-align:right'>{m}</td>"
-                       f"<td style='text-align:right'>{i}</td></tr>" for n, m, i in rows)
-        note = ("<div style='color:#a15c00'><b>simulated: CPU wall-clock times</b></div>"
-                if self.simulated else "")
-        return (f"<div><b>{html.escape(self._verdict())}</b> <span style='color:gray'>"
-                f"(ratio IQR {q1:.4g} to {q3:.4g}, {self.ratios.size} rounds)</span>{note}"
-                f"<table><tr><th>variant</th><th>median</th><th>IQR</th></tr>{body}</table></div>")
+        return html_table(rows, ["variant", "median", "IQR"], title=self._verdict(),
+                          caption=f"ratio IQR {q1:.4g} to {q3:.4g}, {self.ratios.size} rounds",
+                          notes=[SIMULATED_TIMES] if self.simulated else ())
 
     def to_pandas(self):
         """One row per round: the two times in seconds and their ratio."""
-        import pandas as pd
-        return pd.DataFrame({"round": np.arange(self.ratios.size),
+        return pandas().DataFrame({"round": np.arange(self.ratios.size),
                              f"{self.a.name}_s": self.a.times, f"{self.b.name}_s": self.b.times,
                              "ratio": self.ratios})
 
@@ -104,13 +99,12 @@ def compare(a, b, *args, names: tuple[str, str] | None = None, check: bool = Tru
     (one call of each), else rounds run for ``max_time`` seconds. The other
     options are those of :func:`workbench.bench`.
     """
-    from ..runtime.session import backend as active_backend
-    _validate(repeat=repeat, max_time=max_time, min_repeat=min_repeat, max_repeat=max_repeat,
-              warmup=warmup, warmup_time=warmup_time)
-    name_a, name_b = names or (_default_name(a), _default_name(b))
+    plan = Plan(repeat=repeat, max_time=max_time, min_repeat=min_repeat, max_repeat=max_repeat,
+                warmup=warmup, warmup_time=warmup_time, flush_l2=flush_l2)
+    name_a, name_b = names or (default_name(a), default_name(b))
     if name_a == name_b:
         name_a, name_b = f"{name_a} (a)", f"{name_b} (b)"
-    inputs = _input_sets(args, None)
+    inputs = input_sets(args, None)
     bk = active_backend()
     stream = kwargs.get("stream")
 
@@ -131,49 +125,13 @@ def compare(a, b, *args, names: tuple[str, str] | None = None, check: bool = Tru
                        what=f"{name_b} (checked against {name_a})")
     del out_a, out_b
 
-    call_a = _repeat_call(a, inputs, kwargs, bk)
-    call_b = _repeat_call(b, inputs, kwargs, bk)
-    (warm_a, warm_b), (times_a, times_b) = measure_repeats(
-        bk, [call_a, call_b], stream, flush_l2=flush_l2, warmup=warmup, warmup_time=warmup_time,
-        timed=lambda before_each, per_calls: _alternate(
-            bk, call_a, call_b, before_each, stream, sum(per_calls), repeat=repeat,
-            max_time=max_time, min_repeat=min_repeat, max_repeat=max_repeat))
-    common = dict(backend=bk.name, device=_device_name(bk), simulated=bool(bk.simulated),
-                  flush_l2=bool(flush_l2))
-    ra = BenchResult(name=name_a, times=times_a, warmup=warm_a, params={"compared_with": name_b}, **common)
-    rb = BenchResult(name=name_b, times=times_b, warmup=warm_b, params={"compared_with": name_a}, **common)
+    calls = [repeat_call(bk, a, inputs, kwargs), repeat_call(bk, b, inputs, kwargs)]
+    (warm_a, times_a), (warm_b, times_b) = time_calls(bk, calls, stream, plan)
+    ra = new_result(bk, name=name_a, times=times_a, warmup=warm_a, plan=plan,
+                    params={"compared_with": name_b})
+    rb = new_result(bk, name=name_b, times=times_b, warmup=warm_b, plan=plan,
+                    params={"compared_with": name_a})
     if record:
-        from . import history
         history.record_result(ra)
         history.record_result(rb)
     return CompareResult(ra, rb, times_a / times_b)
-
-
-def _alternate(bk, call_a, call_b, flush, stream, per_round: float, *, repeat, max_time,
-               min_repeat, max_repeat) -> tuple[np.ndarray, np.ndarray]:
-    """Rounds of one timed call of each; the order flips every round."""
-    times_a: list[float] = []
-    times_b: list[float] = []
-    starts, ends = _events(bk, 2 * _CHUNK)
-    begin = time.perf_counter()
-    while True:
-        done = len(times_a)
-        chunk = next_chunk(done, begin, per_round, repeat=repeat, max_time=max_time,
-                           min_repeat=min_repeat, max_repeat=max_repeat, chunk=_CHUNK)
-        if chunk == 0:
-            break
-        t0 = time.perf_counter()
-        for j in range(chunk):
-            i = done + j
-            order = ((call_a, 2 * j), (call_b, 2 * j + 1))
-            for call, slot in (order if i % 2 == 0 else order[::-1]):
-                if flush is not None:
-                    flush()
-                bk.record_event(starts[slot], stream)
-                call(i)
-                bk.record_event(ends[slot], stream)
-        for j in range(chunk):
-            times_a.append(bk.elapsed_ms(starts[2 * j], ends[2 * j]) * 1e-3)
-            times_b.append(bk.elapsed_ms(starts[2 * j + 1], ends[2 * j + 1]) * 1e-3)
-        per_round = (time.perf_counter() - t0) / chunk
-    return np.asarray(times_a), np.asarray(times_b)

@@ -1,5 +1,6 @@
 """The session's benchmarks: every result of :func:`workbench.bench` and
-every sweep (:class:`~workbench.benchmarking.sweep.SweepRun`), kept for :func:`workbench.report` and the benchmark panel.
+every sweep (:class:`~workbench.benchmarking.sweep.SweepRun`), kept for
+:func:`workbench.report` and the benchmark panel.
 
 Listeners (the panel) are told about each new sweep point as it arrives, so
 that a plot can grow while a sweep runs.

@@ -13,6 +13,9 @@ from typing import Sequence
 import numpy as np
 
 from ..present.figures import figure_axes
+from ..present.tables import pandas
+from . import history
+from .ceilings import ceilings as measured_ceilings
 from .result import time_unit
 
 _Y_COLUMNS = {"time": "median_s", "bandwidth": "gbps", "gbps": "gbps",
@@ -24,7 +27,7 @@ _Y_LABELS = {"gbps": "bandwidth (GB/s)", "gflops": "compute (GFLOP/s)",
 def _plain_log_ticks(axis) -> None:
     """Tick labels such as 2 and 0.5 instead of 2x10^0 on a log axis (minor
     ticks are labelled when the axis spans less than about a decade)."""
-    from matplotlib.ticker import LogFormatter
+    from matplotlib.ticker import LogFormatter  # lazy: matplotlib only when a plot is drawn
     axis.set_major_formatter(LogFormatter(labelOnlyBase=False))
     axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
 
@@ -142,7 +145,6 @@ def plot_speedup(table, baseline, *, x: str | None = None, by=None, ax=None, log
     same sweep, say) or another sweep table (a CPU run, CuPy) whose rows
     match on ``x``.
     """
-    import pandas as pd
     x = sweep_x(table) if x is None else x
     if isinstance(baseline, str):
         if baseline not in set(table["name"]):
@@ -151,7 +153,7 @@ def plot_speedup(table, baseline, *, x: str | None = None, by=None, ax=None, log
         base = table[table["name"] == baseline]
         others = table[table["name"] != baseline]
         base_label = baseline
-    elif isinstance(baseline, pd.DataFrame):
+    elif isinstance(baseline, pandas().DataFrame):
         base, others = baseline, table
         names = baseline["name"].unique() if "name" in baseline.columns else ["baseline"]
         if len(names) != 1:
@@ -226,10 +228,8 @@ def plot_roofline(results=None, ceilings=None, *, ax=None, annotate: bool = Fals
     (default: this device's, measured once and cached).
     """
     if ceilings is None:
-        from .ceilings import ceilings as measured
-        ceilings = measured()
+        ceilings = measured_ceilings()
     if results is None:
-        from . import history
         results = history.results()
     elif hasattr(results, "times"):  # one BenchResult
         results = [results]

@@ -7,7 +7,6 @@ The JSON layout is described by ``report.schema.json`` beside this module
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import json
 import platform
 from pathlib import Path
@@ -16,12 +15,18 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
+from ..present.tables import html_table, pandas
 from ..runtime.session import backend as active_backend
-from .result import format_seconds
+from . import history
+from .ceilings import cached
+from .result import SIMULATED_TIMES, format_seconds
 
 #: Version of the report layout; bump on incompatible changes.
 REPORT_SCHEMA = "workbench.report/1"
 SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
+
+#: Rows shown in a notebook: the first and last half of these, beyond them "...".
+_HTML_ROWS = 30
 
 _DEVICE_FIELDS = ("name", "compute_capability", "multiprocessors", "total_memory",
                   "l2_cache_bytes", "clock_khz", "memory_clock_khz", "memory_bus_width",
@@ -39,9 +44,8 @@ class Report:
     def benchmarks(self) -> list[dict]:
         return self.data["benchmarks"]
 
-    def to_pandas(self):
-        """One row per benchmark: name, parameters, sweep id, statistics (s), rates."""
-        import pandas as pd
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per benchmark: name, sweep id, parameters, statistics (s), rates."""
         rows = []
         for b in self.benchmarks:
             row = {"name": b["name"], "sweep": b["sweep"], **b["params"]}
@@ -49,7 +53,11 @@ class Report:
             row.update(b["rates"])
             row["simulated"] = b["simulated"]
             rows.append(row)
-        return pd.DataFrame(rows)
+        return rows
+
+    def to_pandas(self):
+        """One row per benchmark: name, parameters, sweep id, statistics (s), rates."""
+        return pandas().DataFrame(self.rows())
 
     def to_json(self, path=None, *, indent: int | None = 2) -> str:
         text = json.dumps(self.data, indent=indent)
@@ -66,7 +74,7 @@ class Report:
     def _headline(self) -> str:
         env = self.data["environment"]
         device = env["device"].get("name", "N/A")
-        sim = " [simulated: CPU wall-clock times]" if env["simulated"] else ""
+        sim = f" [{SIMULATED_TIMES}]" if env["simulated"] else ""
         where = f" written to {self.path}" if self.path else ""
         return (f"Benchmark report: {len(self.benchmarks)} benchmarks, {len(self.data['sweeps'])} "
                 f"sweeps on {device} ({env['backend']}){sim}{where}")
@@ -90,10 +98,21 @@ class Report:
 
     def _repr_html_(self) -> str:
         versions = self.data["environment"]["versions"]
-        vers = ", ".join(f"{html.escape(k)} {html.escape(str(v))}" for k, v in versions.items())
-        table = self.to_pandas().to_html(index=False, max_rows=30) if self.benchmarks else ""
-        return (f"<div><b>{html.escape(self._headline())}</b><br>"
-                f"<span style='color:gray'>{vers}</span>{table}</div>")
+        caption = ", ".join(f"{k} {v}" for k, v in versions.items())
+        rows = self.rows()
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        cells = [[_shown(row.get(c)) for c in columns] for row in rows]
+        if len(cells) > _HTML_ROWS:
+            half = _HTML_ROWS // 2
+            cells = cells[:half] + [["..."] * len(columns)] + cells[-half:]
+        return html_table(cells, columns, title=self._headline(), caption=caption)
+
+
+def _shown(value):
+    """A table cell: floats to 6 significant digits (as pandas shows them)."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    return value
 
 
 def environment() -> dict[str, Any]:
@@ -121,8 +140,6 @@ def environment() -> dict[str, Any]:
 
 def build_report(*, include_times: bool = True) -> dict[str, Any]:
     """The report document for the session so far."""
-    from . import history
-    from .ceilings import cached
     benchmarks = []
     for r in history.results():
         d = r.to_dict()

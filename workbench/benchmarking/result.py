@@ -2,19 +2,23 @@
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..present.tables import plain_value
+from ..present.tables import html_fields, pandas, plain_value
+
+if TYPE_CHECKING:  # the annotation only: ceilings.py imports the engine, which makes results
+    from .ceilings import Ceilings
 
 #: Version of the dictionaries written by :meth:`BenchResult.to_dict`.
 RESULT_SCHEMA = "workbench.bench-result/1"
 
-_SIMULATED_NOTE = "simulated: CPU wall-clock times, not GPU times"
+#: What simulated results say about their times.
+SIMULATED_TIMES = "simulated: CPU wall-clock times"
+_SIMULATED_NOTE = f"{SIMULATED_TIMES}, not GPU times"
 
 
 def time_unit(seconds: float) -> tuple[str, float]:
@@ -57,7 +61,10 @@ class BenchResult:
     statistics are properties computed from it. ``bytes`` and ``flops`` are
     per call, when given, and give :attr:`gbps` and :attr:`gflops`.
     ``simulated`` is True when the times are CPU wall-clock times of the
-    simulator rather than GPU times.
+    simulator rather than GPU times. ``ceilings``: the device's measured
+    :class:`~workbench.benchmarking.ceilings.Ceilings` when they were known
+    as the result was made (its display then gives the rates as percentages
+    of them); a result never looks them up itself.
     """
 
     name: str
@@ -73,6 +80,7 @@ class BenchResult:
     params: dict[str, Any] = field(default_factory=dict)
     sweep: str | None = None
     timestamp: str = field(default_factory=lambda: _dt.datetime.now().isoformat(timespec="seconds"))
+    ceilings: "Ceilings | None" = None
 
     def __post_init__(self):
         self.times = np.asarray(self.times, dtype=np.float64).reshape(-1)
@@ -182,9 +190,8 @@ class BenchResult:
     def to_pandas(self):
         """The raw times, one row per timed call: ``repeat``, ``time_s`` and
         ``input_set`` (which rotated input set the call used)."""
-        import pandas as pd
         n = self.repeats
-        df = pd.DataFrame({"repeat": np.arange(n), "time_s": self.times,
+        df = pandas().DataFrame({"repeat": np.arange(n), "time_s": self.times,
                            "input_set": np.arange(n) % max(self.input_sets, 1)})
         df.attrs.update(name=self.name, simulated=self.simulated, backend=self.backend)
         return df
@@ -236,28 +243,10 @@ class BenchResult:
         return text
 
     # -- display --------------------------------------------------------------------
-    def _measured_ceilings(self):
-        """This device's ceilings if they were already measured (in this
-        session or cached on disk) on the backend and device of the result;
-        None otherwise. Never measures."""
-        if self.gbps is None and self.gflops is None:
-            return None
-        try:
-            from ..runtime.session import active_backend_or_none
-            from .ceilings import cached
-            b = active_backend_or_none()
-            if b is None or b.name != self.backend:
-                return None
-            found = cached()
-        except Exception:  # a display must not fail for want of ceilings
-            return None
-        return found if found is not None and found.device == self.device else None
-
     def _rates(self) -> list[tuple[str, str]]:
         """(what, text) for bandwidth and compute, with the percentage of the
-        measured ceiling when :func:`workbench.ceilings` has measured it."""
-        roof = self._measured_ceilings()
-        pct = self.percent_of(roof) if roof is not None else {}
+        measured ceiling when the result carries :attr:`ceilings`."""
+        pct = self.percent_of(self.ceilings) if self.ceilings is not None else {}
         rows = []
         for what, value, unit, key, ceiling in (
                 ("bandwidth", self.gbps, "GB/s", "bandwidth", "copy ceiling"),
@@ -304,11 +293,6 @@ class BenchResult:
             options.append("L2 flushed before each call")
         if self.input_sets > 1:
             options.append(f"{self.input_sets} input sets rotated")
-        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-                       f"<td style='text-align:right'>{html.escape(v)}</td></tr>" for k, v in rows)
-        note = (f"<div style='color:#a15c00'><b>{html.escape(_SIMULATED_NOTE)}</b></div>"
-                if self.simulated else "")
-        return (f"<div class='workbench-bench'><b>{html.escape(self.name)}</b> "
-                f"<span style='color:gray'>on {html.escape(self.device)} ({html.escape(self.backend)}); "
-                f"{html.escape(', '.join(options))}</span>{note}"
-                f"<table>{body}</table></div>")
+        return html_fields(rows, title=self.name,
+                           caption=f"on {self.device} ({self.backend}); {', '.join(options)}",
+                           notes=[_SIMULATED_NOTE] if self.simulated else ())

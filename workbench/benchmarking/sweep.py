@@ -5,12 +5,18 @@ import itertools
 import uuid
 from typing import Any, Callable, Mapping, Sequence
 
+from ..present.tables import pandas
+from ..runtime.session import backend as active_backend
+from . import ceilings as ceilings_module, history
+from .engine import Plan, default_name, measure
 from .result import SUMMARY_COLUMNS
-from .timer import _default_name, _validate, run_benchmark
 
-#: Options of :func:`workbench.bench` that a sweep passes on.
-BENCH_OPTIONS = ("repeat", "max_time", "min_repeat", "max_repeat", "warmup", "warmup_time",
-                 "flush_l2", "rtol", "atol", "output")
+#: Options of :func:`workbench.bench` that a sweep passes on: those of the
+#: :class:`~workbench.benchmarking.engine.Plan`, then those of the check.
+PLAN_OPTIONS = ("repeat", "max_time", "min_repeat", "max_repeat", "warmup", "warmup_time",
+                "flush_l2")
+CHECK_OPTIONS = ("rtol", "atol", "output")
+BENCH_OPTIONS = PLAN_OPTIONS + CHECK_OPTIONS
 
 
 class SweepRun:
@@ -28,13 +34,13 @@ class SweepRun:
 
     def table(self):
         """The points measured so far as a DataFrame, one row per point."""
-        import pandas as pd
         rows = [r.summary(self.ceilings) for r in self.results]
-        df = pd.DataFrame(rows)
+        df = pandas().DataFrame(rows)
         df.attrs.update(self.attrs())
         return df
 
     def attrs(self) -> dict[str, Any]:
+        """What the table's ``attrs`` hold: sweep id, parameters, device, ceilings."""
         first = self.results[0] if self.results else None
         return {"sweep": self.id, "params": list(self.param_names),
                 "simulated": bool(first.simulated) if first else None,
@@ -89,15 +95,15 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
     if unknown:
         raise TypeError(f"sweep() got unexpected keyword(s) {sorted(unknown)}; it passes on "
                         f"only {', '.join(BENCH_OPTIONS)} to wb.bench")
-    options = {"repeat": None, "max_time": 0.25, "min_repeat": 5, "max_repeat": 10_000,
-               "warmup": 1, "warmup_time": 0.025, "flush_l2": False, "rtol": None,
-               "atol": None, "output": None}
-    options.update(bench_options)
-    _validate(**{k: options[k] for k in ("repeat", "max_time", "min_repeat", "max_repeat",
-                                         "warmup", "warmup_time")})
+    plan = Plan(**{k: v for k, v in bench_options.items() if k in PLAN_OPTIONS})
+    check_options = {k: bench_options.get(k) for k in CHECK_OPTIONS}
     roof = _resolve_ceilings(ceilings, bytes, flops)
+    b = active_backend()
+    # what each point's result shows as "% of ceiling": the device's ceilings
+    # if known by now (measured above when ceilings=True), looked up once
+    result_ceilings = (ceilings_module.for_results(b)
+                       if bytes is not None or flops is not None else None)
 
-    from . import history
     param_names = list(points[0])
     run = SweepRun(uuid.uuid4().hex[:8], [v for v, _ in variants], param_names,
                    len(points) * len(variants), roof)
@@ -115,11 +121,11 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
                         raise ValueError("check() returned None; it must return the expected "
                                          "output for the point's inputs")
                 call_kwargs = dict(inputs_kwargs) if setup is not None else dict(point)
-                result = run_benchmark(
-                    variant, [inputs_args], call_kwargs, name=label,
+                result = measure(
+                    b, variant, [inputs_args], call_kwargs, name=label, plan=plan,
                     check=expected, bytes=_per_point(bytes, point, "bytes"),
                     flops=_per_point(flops, point, "flops"), params=point, sweep=run.id,
-                    **options)
+                    ceilings=result_ceilings, **check_options)
                 run.results.append(result)
                 history.sweep_updated(run)
                 if bar is not None:
@@ -142,7 +148,7 @@ def _variants(fn, name) -> list[tuple[str, Callable]]:
                              "dict's keys are the labels")
         out = [(str(k), v) for k, v in fn.items()]
     else:
-        out = [(name or _default_name(fn), fn)]
+        out = [(name or default_name(fn), fn)]
     for label, f in out:
         if not callable(f):
             raise TypeError(f"sweep() variant {label!r} is {type(f).__name__}, not a callable")
@@ -202,8 +208,7 @@ def _resolve_ceilings(ceilings, bytes, flops):
     if ceilings is False or ceilings is None or (bytes is None and flops is None):
         return None
     if ceilings is True:
-        from .ceilings import ceilings as measured
-        return measured()
+        return ceilings_module.ceilings()
     if not hasattr(ceilings, "copy_gbps"):
         raise TypeError("ceilings= takes True (this device's measured ceilings), False, "
                         f"or a Ceilings object from wb.ceilings(); got {type(ceilings).__name__}")
@@ -213,7 +218,7 @@ def _resolve_ceilings(ceilings, bytes, flops):
 def _progress_bar(total: int, *, enabled: bool):
     if not enabled:
         return None
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # lazy: only a sweep with a progress bar needs it
     return tqdm(total=total, desc="sweep", unit="point", leave=False)
 
 
