@@ -313,6 +313,24 @@ def test_kernel_occupancy_uses_the_active_device(tiled, backend):
     assert occ.limits["shared memory"] == props.shared_memory_per_multiprocessor // per_block
 
 
+def test_result_tables_look_alike(tiled, backend):
+    occ = wb.occupancy(tiled, block=256)
+    found = wb.devices()
+    tables = {"devices": found._repr_html_(), "device": found[0]._repr_html_(),
+              "live": live.live_stats()._repr_html_(), "occupancy": occ._repr_html_(),
+              "sweep": occ.sweep()._repr_html_()}
+    for name, text in tables.items():
+        assert text.startswith("<div>") and "<table>" in text, name
+        assert "<th style='text-align:left'>" in text, name
+    assert "<th style='text-align:left'>GPU 0</th>" in tables["devices"]
+    assert "Shared memory per block (opt-in)" in tables["devices"]
+    if backend.simulated:   # no display driver on the virtual device
+        assert ">N/A</td>" in tables["devices"] and ">N/A</td>" in tables["live"]
+    assert f"<b>{occ.limit}</b>" in tables["occupancy"]          # the binding limit stands out
+    assert f"suggested block size: {occ.suggested_block}" in tables["occupancy"]
+    assert occ.summary() in tables["occupancy"]
+
+
 def test_inspect_reports_resources_and_ptx(tiled):
     import shutil
     report = tiled.inspect()

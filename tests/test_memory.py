@@ -23,14 +23,6 @@ def tracking(backend):
     wb.memory.tracking(False)
 
 
-def _can_empty_cache(backend) -> bool:
-    return backend.name == "cupy" or hasattr(backend, "empty_cache")
-
-
-def _can_limit(backend) -> bool:
-    return backend.name == "cupy" or hasattr(backend, "set_pool_limit")
-
-
 def _pool_used(backend) -> int:
     return backend.pool_stats()["used_bytes"]
 
@@ -58,8 +50,7 @@ def test_in_use_equals_pool_count_after_random_allocations_and_frees(backend, tr
 
 
 def test_stats_tell_cached_from_in_use(backend, tracking):
-    if _can_empty_cache(backend):
-        wb.memory.empty_cache()   # what stays cached now is split off live blocks
+    wb.memory.empty_cache()   # what stays cached now is split off live blocks
     before = wb.memory.stats()
     a = wb.to_device(np.random.default_rng(0).random(1 << 16))   # 512 KiB
     during = wb.memory.stats()
@@ -157,13 +148,10 @@ def test_gpu_mem_magic(shell, backend, tracking):
     usage = result.result
     assert usage[cell].allocated >= 40_000 and usage[cell].alive >= 40_000
     result = shell.run_cell("%gpu_mem --limit 64MiB", store_history=True)
-    if _can_limit(backend):
-        assert result.success, result.error_in_exec
-        assert wb.memory.stats().limit == 64 << 20
-        shell.run_cell("%gpu_mem --limit none", store_history=True)
-        assert wb.memory.stats().limit is None
-    else:   # the simulated device's size is fixed: the error says how to choose it
-        assert "memory_bytes" in str(result.error_in_exec)
+    assert result.success, result.error_in_exec
+    assert wb.memory.stats().limit == 64 << 20
+    shell.run_cell("%gpu_mem --limit none", store_history=True)
+    assert wb.memory.stats().limit is None
     result = shell.run_cell("%gpu_mem --off", store_history=True)
     assert result.success and wb.memory.tracking() is False
     result = shell.run_cell("%gpu_mem --on --live", store_history=True)
@@ -216,6 +204,38 @@ def test_panel_state_holds_the_numbers_of_stats(backend, tracking):
         panel.close()
 
 
+def test_reports_are_plain_rows_and_the_panel_reads_them_without_pandas(backend, tracking,
+                                                                        monkeypatch):
+    from workbench.memory import reports, snapshot
+    from workbench.memory.reports import LIVE_COLUMNS
+    from workbench.widgets.memory_panel import MemoryPanel
+    rng = np.random.default_rng(8)
+    kept = [wb.to_device(rng.random(n)) for n in (1 << 12, 1 << 14, 1 << 13)]
+    rows = wb.memory.live_rows()
+    frame = wb.memory.live()
+    assert list(frame.columns) == LIVE_COLUMNS and all(list(r) == LIVE_COLUMNS for r in rows)
+    assert [r["bytes"] for r in rows] == frame["bytes"].tolist()
+    assert [r["line"] for r in rows] == frame["line"].tolist()
+    assert [r["bytes"] for r in rows] == sorted((r["bytes"] for r in rows), reverse=True)
+    usage = wb.memory.per_cell(all_cells=True)
+    assert usage.records() == [
+        {k: (None if v is None or v != v else int(v)) for k, v in row.items()}
+        for row in usage.to_pandas().to_dict("records")]
+
+    def no_pandas():
+        raise AssertionError("the memory panel must not build a DataFrame")
+    monkeypatch.setattr(reports, "pandas", no_pandas)
+    monkeypatch.setattr(snapshot, "pandas", no_pandas)
+    panel = MemoryPanel(auto_refresh=False)
+    try:
+        panel.refresh()
+        assert panel.top_live[0]["bytes"] == rows[0]["bytes"]
+        assert panel.per_cell == wb.memory.per_cell().records()
+    finally:
+        panel.close()
+    assert kept
+
+
 def _bar_widths(panel) -> dict:
     """Percent width of each segment of the panel's memory bar, by its label."""
     bar = panel._bar.value.split("</div><div style='font-size")[0]
@@ -261,7 +281,7 @@ def small_device(backend, tracking):
     """Device memory that an allocation of 64 MiB cannot fit: a small virtual
     device on the simulator, a pool limit on the GPU."""
     from workbench.runtime import session
-    if backend.name == "simulator":
+    if backend.simulated:
         previous = session.active_backend_or_none()
         small = session.use_backend("simulator", memory_bytes=48 << 20)
         assert tracker().backend is small       # tracking followed the new backend
@@ -289,7 +309,7 @@ def test_out_of_memory_names_the_holder(small_device):
     assert first.rstrip().endswith("held by holder_of_memory")
     assert re.search(r"del [\w, ]*\bholder_of_memory\b", message), message   # what to do
     assert "lower the size" in message
-    if small_device.name == "cupy":
+    if not small_device.simulated:   # the GPU's device is made small by a pool limit
         assert "raise the pool limit" in message
     assert holder_of_memory.nbytes == 8 << 20
 
@@ -352,7 +372,7 @@ def test_callbacks_from_many_threads_keep_the_counts_exact(backend, tracking):
         t.start()
     for t in threads:
         t.join(60)
-    if backend.name == "cupy":
+    if not backend.simulated:
         # CuPy memory hooks are per thread: the tracker sees only the thread
         # that turned tracking on (documented in workbench.memory.tracker)
         assert tracking.n_allocs == before_allocs

@@ -8,15 +8,17 @@ driver, no library, the simulator) every figure NVML would give is
 from __future__ import annotations
 
 import collections
-import html
 import logging
 import threading
 import time
 import weakref
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 from ..present.na import NA, formatted_fields, or_na
+from ..present.tables import html_fields, pandas
+from ..present.units import format_bytes
+from ..runtime.session import backend
 
 log = logging.getLogger("workbench.hardware")
 
@@ -24,6 +26,12 @@ _NVML_LOCK = threading.Lock()
 _nvml_ready: bool | None = None     # None: not tried yet
 _nvml_reason = ""
 _handles: dict = {}
+
+
+def _pynvml():
+    """The ``pynvml`` module (raises ImportError when it is not installed)."""
+    import pynvml  # lazy: optional package, and NVML is initialised only when first asked for
+    return pynvml
 
 
 def nvml_available() -> bool:
@@ -35,8 +43,7 @@ def nvml_available() -> bool:
     with _NVML_LOCK:
         if _nvml_ready is None:
             try:
-                import pynvml
-                pynvml.nvmlInit()
+                _pynvml().nvmlInit()
                 _nvml_ready = True
             except ImportError:
                 _nvml_reason = "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
@@ -58,7 +65,6 @@ def nvml_unavailable_reason() -> str:
 def _pci_bus_id(index: int) -> str | None:
     """The PCI bus id of CUDA device ``index`` (CUDA and NVML may number
     devices differently, e.g. under CUDA_VISIBLE_DEVICES)."""
-    from ..runtime.session import backend
     try:
         extra = backend().device_properties(index).extra
         return (f"{int(extra['pciDomainID']):08X}:{int(extra['pciBusID']):02X}:"
@@ -73,7 +79,7 @@ def nvml_handle(index: int):
         return None
     if index in _handles:
         return _handles[index]
-    import pynvml
+    pynvml = _pynvml()
     handle = None
     bus_id = _pci_bus_id(index)
     try:
@@ -92,7 +98,7 @@ def nvml_handle(index: int):
 
 def _query(fn, *args, scale=1.0):
     """``fn(*args) * scale``, or NA when NVML cannot give it."""
-    import pynvml
+    pynvml = _pynvml()
     try:
         value = fn(*args)
     except (pynvml.NVMLError, AttributeError):
@@ -104,8 +110,7 @@ def driver_version() -> str:
     """The NVIDIA display driver's version (e.g. ``"580.65.06"``), or NA."""
     if not nvml_available():
         return NA
-    import pynvml
-    value = _query(pynvml.nvmlSystemGetDriverVersion)
+    value = _query(_pynvml().nvmlSystemGetDriverVersion)
     return value.decode() if isinstance(value, bytes) else value
 
 
@@ -115,7 +120,7 @@ def pcie_link(index: int) -> dict:
     handle = nvml_handle(index)
     if handle is None:
         return dict.fromkeys(("generation", "width", "max_generation", "max_width"), NA)
-    import pynvml
+    pynvml = _pynvml()
     return {"generation": _query(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
             "width": _query(pynvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
             "max_generation": _query(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
@@ -156,8 +161,6 @@ class LiveStats:
 
     def formatted(self) -> dict:
         """Label -> text, as the panels show it."""
-        from ..present.units import format_bytes
-
         def text_of(key, value):
             if key in ("memory_used", "memory_total"):
                 return format_bytes(value)
@@ -171,16 +174,11 @@ class LiveStats:
         return f"LiveStats(device {self.index}, {self.source}: {body})"
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><td style='text-align:left'>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>"
-                       for k, v in self.formatted().items())
-        return f"<table>{rows}</table>"
+        return html_fields(self.formatted().items())
 
     def to_pandas(self):
-        import pandas as pd
-        return pd.DataFrame([self.to_dict()])
-
-
-_STAT_FIELDS = tuple(f.name for f in fields(LiveStats))
+        """One row with every field."""
+        return pandas().DataFrame([self.to_dict()])
 
 
 def live_stats(index: int | None = None) -> LiveStats:
@@ -188,7 +186,6 @@ def live_stats(index: int | None = None) -> LiveStats:
 
     Safe to call from any thread. On the simulator only memory is known.
     """
-    from ..runtime.session import backend
     b = backend()
     if index is None:
         index = b.current_device()
@@ -202,7 +199,7 @@ def live_stats(index: int | None = None) -> LiveStats:
             return LiveStats(index, now, source="none")
         free, total = b.memory_info()
         return LiveStats(index, now, memory_used=total - free, memory_total=total, source="backend")
-    import pynvml
+    pynvml = _pynvml()
     util = _query(pynvml.nvmlDeviceGetUtilizationRates, handle)
     mem = _query(pynvml.nvmlDeviceGetMemoryInfo, handle)
     kib = 1024.0  # NVML reports PCIe throughput in KiB/s

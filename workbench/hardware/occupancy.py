@@ -13,7 +13,6 @@ the register counts NVRTC reports for the kernel where NVRTC is installed.
 """
 from __future__ import annotations
 
-import html
 import operator
 from dataclasses import dataclass
 from typing import Callable, Union
@@ -21,16 +20,14 @@ from typing import Callable, Union
 from ..backends.base import DeviceProperties, KernelResources
 from ..errors import LaunchConfigError
 from ..present.figures import figure_axes
+from ..present.tables import html_table, pandas
+from ..present.units import format_bytes as _bytes
+from ..runtime.session import backend
 from .occupancy_rules import (BLOCK_SIZE, BLOCKS, DYNAMIC_SHARED, REGISTERS, SHARED,
                               WARPS, BlockLimits, KernelUsage, SMModel, blocks_per_sm)
 
 _UNLIMITED = 1 << 30
 SharedMem = Union[int, Callable[[int], int]]
-
-
-def _bytes(n) -> str:
-    from ..present.units import format_bytes
-    return format_bytes(n)
 
 
 def _as_int(value):
@@ -56,7 +53,6 @@ class _Context:
 
     kernel_name: str
     device_name: str
-    multiprocessors: int
     sm: SMModel
     usage: KernelUsage
     notes: tuple[str, ...] = ()
@@ -204,16 +200,12 @@ class Occupancy:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        bold = ' style="font-weight:bold"'
-        rows = "".join(
-            f"<tr{bold if name in self.binding else ''}>"
-            f"<td>{html.escape(name)}</td><td>{html.escape(blocks)}</td>"
-            f"<td style='text-align:left'>{html.escape(why)}</td></tr>"
-            for name, blocks, why in self.explain())
-        notes = "".join(f"<div><i>note: {html.escape(n)}</i></div>" for n in self.notes)
-        return (f"<div><b>{html.escape(self._title())}</b><br>{html.escape(self.summary())}"
-                f"<table><tr><th>limit</th><th>blocks/SM</th><th>because</th></tr>{rows}</table>"
-                f"suggested block size: {self.suggested_block}{notes}</div>")
+        rows = self.explain()
+        return html_table(rows, ("limit", "blocks/SM", "because"), title=self._title(),
+                          caption=self.summary(),
+                          bold_rows=[i for i, row in enumerate(rows) if row[0] in self.binding],
+                          notes=[f"suggested block size: {self.suggested_block}",
+                                 *(f"note: {n}" for n in self.notes)])
 
     def to_dict(self) -> dict:
         """The figures as plain JSON-safe values (widget state uses this)."""
@@ -229,13 +221,12 @@ class Occupancy:
 
     def to_pandas(self):
         """One row with the figures and the blocks each limit allows."""
-        import pandas as pd
         d = self.to_dict()
         limits = d.pop("limits")
         d.pop("notes")
         d["binding"] = ", ".join(d["binding"])
         d.update({f"limit_{k.replace(' ', '_')}": v for k, v in limits.items()})
-        return pd.DataFrame([d])
+        return pandas().DataFrame([d])
 
 
 class OccupancySweep:
@@ -253,16 +244,22 @@ class OccupancySweep:
         best = max(r.active_blocks * r.block_size for r in self.rows)
         return max(r.block_size for r in self.rows if r.active_blocks * r.block_size == best)
 
-    def to_pandas(self):
-        import pandas as pd
+    def records(self) -> list[dict]:
+        """One dict per block size: block, shared_mem, active_blocks,
+        active_warps, occupancy, limit, binding and ``limit_<name>`` (the
+        blocks each limit allows)."""
         max_warps = self._ctx.sm.max_warps_per_sm
-        return pd.DataFrame([{
+        return [{
             "block": r.block_size, "shared_mem": r.dynamic_shared,
             "active_blocks": r.active_blocks, "active_warps": r.active_blocks * r.warps_per_block,
             "occupancy": r.active_blocks * r.warps_per_block / max_warps,
             "limit": r.binding[0], "binding": ", ".join(r.binding),
             **{f"limit_{k.replace(' ', '_')}": v for k, v in r.by_limit.items()},
-        } for r in self.rows])
+        } for r in self.rows]
+
+    def to_pandas(self):
+        """:meth:`records` as a DataFrame."""
+        return pandas().DataFrame(self.records())
 
     def __repr__(self) -> str:
         df = self.to_pandas()[["block", "active_blocks", "occupancy", "binding"]]
@@ -270,10 +267,10 @@ class OccupancySweep:
                 f"(suggested {self.suggested_block}):\n{df.to_string(index=False)}")
 
     def _repr_html_(self) -> str:
-        df = self.to_pandas()[["block", "shared_mem", "active_blocks", "occupancy", "binding"]]
-        return (f"<div><b>{html.escape(self._ctx.kernel_name)}</b> on "
-                f"{html.escape(self._ctx.device_name)}: suggested block size "
-                f"{self.suggested_block}{df.to_html(index=False)}</div>")
+        columns = ("block", "shared_mem", "active_blocks", "occupancy", "binding")
+        return html_table([[r[c] for c in columns] for r in self.records()], columns,
+                          title=f"{self._ctx.kernel_name} on {self._ctx.device_name}: "
+                                f"suggested block size {self.suggested_block}")
 
     def plot(self, ax=None):
         """Occupancy (%) against block size, points coloured by the limit that
@@ -308,7 +305,6 @@ class OccupancySweep:
 def _device_properties(device) -> DeviceProperties:
     if isinstance(device, DeviceProperties):
         return device
-    from ..runtime.session import backend
     b = backend()
     if device is None:
         return b.device_properties(b.current_device())
@@ -382,7 +378,7 @@ def occupancy(kernel, block=None, shared_mem: SharedMem = 0, *, device=None,
     cc = "".join(map(str, props.compute_capability))
     if arch and cc not in arch:
         notes += (f"the kernel's figures are for {arch}, the device is sm_{cc}",)
-    ctx = _Context(name, props.name, props.multiprocessors, sm, usage, notes)
+    ctx = _Context(name, props.name, sm, usage, notes)
     if block is None:
         block = OccupancySweep(ctx, shared_mem).suggested_block
     threads = _block_threads(block, props)

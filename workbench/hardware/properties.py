@@ -9,13 +9,15 @@ A figure the driver cannot give is :data:`~workbench.present.na.NA`
 """
 from __future__ import annotations
 
-import html
 from dataclasses import asdict, dataclass
 
 from ..backends.base import Backend, DeviceProperties
 from ..errors import DeviceError
-from . import live
 from ..present.na import NA, formatted_fields, or_na
+from ..present.tables import html_fields, pandas
+from ..present.units import format_bytes
+from ..runtime.session import backend
+from . import live
 
 # capability -> (key in the CUDA runtime's device properties, cudaDevAttr name)
 _CAPABILITIES = {
@@ -92,8 +94,6 @@ class DeviceInfo:
 
     def formatted(self) -> dict:
         """Label -> text, as tables and panels show it."""
-        from ..present.units import format_bytes
-
         def text_of(key, value):
             if key in self._BYTES:
                 return format_bytes(value)
@@ -109,14 +109,11 @@ class DeviceInfo:
         return "\n".join(f"{k:<{width}}  {v}" for k, v in self.formatted().items())
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-                       f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
-                       for k, v in self.formatted().items())
-        return f"<table>{rows}</table>"
+        return html_fields(self.formatted().items())
 
     def to_pandas(self):
-        import pandas as pd
-        return pd.DataFrame([self.to_dict()])
+        """One row with every field."""
+        return pandas().DataFrame([self.to_dict()])
 
 
 class DeviceList(tuple):
@@ -124,22 +121,24 @@ class DeviceList(tuple):
 
     def to_pandas(self):
         """One row per device, one column per property (field names)."""
-        import pandas as pd
-        return pd.DataFrame([d.to_dict() for d in self]).set_index("index")
+        return pandas().DataFrame([d.to_dict() for d in self]).set_index("index")
 
-    def _table(self):
-        import pandas as pd
-        return pd.DataFrame({f"GPU {d.index}": d.formatted() for d in self})
+    def _columns(self) -> dict[str, dict]:
+        """``{"GPU 0": {label: text}, ...}``: what the tables show."""
+        return {f"GPU {d.index}": d.formatted() for d in self}
 
     def __repr__(self) -> str:
         if not self:
             return "No devices"
-        return self._table().to_string()
+        return pandas().DataFrame(self._columns()).to_string()
 
     def _repr_html_(self) -> str:
         if not self:
             return "<i>No devices</i>"
-        return self._table().to_html()
+        columns = self._columns()
+        labels = next(iter(columns.values())).keys()
+        return html_fields([(label, *(c[label] for c in columns.values())) for label in labels],
+                           header=["", *columns])
 
 
 def _versions(b: Backend) -> dict:
@@ -191,7 +190,6 @@ def device_info(index: int, b: Backend | None = None) -> DeviceInfo:
     """The :class:`DeviceInfo` of device ``index`` of backend ``b`` (default:
     the active backend)."""
     if b is None:
-        from ..runtime.session import backend
         b = backend()
     p = b.device_properties(index)
     count = b.device_count()
@@ -229,7 +227,6 @@ def devices() -> DeviceList:
     On the simulator: the one virtual device (an H100's properties,
     ``simulated=True``).
     """
-    from ..runtime.session import backend
     b = backend()
     return DeviceList(device_info(i, b) for i in range(b.device_count()))
 
@@ -237,7 +234,6 @@ def devices() -> DeviceList:
 def use_device(index: int) -> DeviceInfo:
     """Make device ``index`` current: later allocations, compiles and launches
     go to it. Returns its :class:`DeviceInfo`."""
-    from ..runtime.session import backend
     b = backend()
     count = b.device_count()
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:

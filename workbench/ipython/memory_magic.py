@@ -15,9 +15,10 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
 from .. import memory
-from ..runtime.session import session
 from ..memory import holders, sources
 from ..memory.tracker import tracker
+from ..present.units import SIZE_HINT, parse_size
+from ..runtime.session import session
 
 _CELL_NAME = re.compile(r"In\s*\[(\d+)\]")
 _registered: list = []   # (event, callback) pairs to unregister
@@ -31,7 +32,6 @@ def _size_or_fraction(text: str):
     Never ambiguous: ``1`` is one byte, ``1.0`` and ``2.5`` are refused (write
     ``100%`` or a size with a unit), and every error says how to write it.
     """
-    from ..present.units import SIZE_HINT, parse_size
     share = "or a share of the device as '50%' or 0.5, or 'none'"
     hint = f"{SIZE_HINT}; {share}"
     value = text.strip().lower()

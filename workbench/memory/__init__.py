@@ -3,8 +3,9 @@ leaks, timeline and out-of-memory explanations (``wb.memory``).
 
 Tracking is on after ``%load_ext workbench``; elsewhere turn it on with
 ``wb.memory.tracking(True)``. Every function works on the active backend
-(the GPU through CuPy, or the simulator). Nothing is imported or measured
-until a function is called.
+(the GPU through CuPy, or the simulator). Nothing is measured until a
+function is called, and pandas and matplotlib are imported only by the
+functions that return a DataFrame or a figure.
 
 The pool caches freed blocks for reuse, so memory "not given back" after
 ``del x`` is usually ``cached``, not leaked: :func:`stats` tells them apart
@@ -12,17 +13,14 @@ and :func:`empty_cache` returns the cache to the device.
 """
 from __future__ import annotations
 
+from ..present.units import parse_size
+from ..runtime.session import active_backend_or_none as _active_backend_or_none
+from ..runtime.session import backend as _backend
+from ..runtime.session import on_backend_change as _on_backend_change
+from . import pool, reports, snapshot
+from .tracker import tracker as _tracker
+
 _wanted = False   # tracking asked for: it follows the active backend when it changes
-
-
-def _backend():
-    from ..runtime.session import backend
-    return backend()
-
-
-def _tracker():
-    from .tracker import tracker
-    return tracker()
 
 
 def _follow_backend(new_backend) -> None:
@@ -41,10 +39,9 @@ def tracking(enabled: bool | None = None) -> bool:
         return _tracker().enabled
     if not isinstance(enabled, bool):
         raise TypeError(f"tracking() takes True or False, got {enabled!r}")
-    from ..runtime.session import on_backend_change
     _wanted = enabled
     if enabled:
-        on_backend_change(_follow_backend)
+        _on_backend_change(_follow_backend)
         _tracker().start(_backend())
     else:
         _tracker().stop()
@@ -55,10 +52,9 @@ def track_from_first_backend() -> None:
     """Turn tracking on without choosing a backend now: start on the active
     backend if there is one, else as soon as one is chosen (``%load_ext``)."""
     global _wanted
-    from ..runtime.session import active_backend_or_none, on_backend_change
     _wanted = True
-    on_backend_change(_follow_backend)
-    active = active_backend_or_none()
+    _on_backend_change(_follow_backend)
+    active = _active_backend_or_none()
     if active is not None:
         _tracker().start(active)
 
@@ -67,8 +63,7 @@ def stats():
     """The pool and the device now: a :class:`~workbench.memory.snapshot.MemoryStats`
     (in use, cached, reserved, peak, free blocks, fragmentation, limit,
     pinned pool, device free and total)."""
-    from .snapshot import collect
-    return collect(_backend(), _tracker())
+    return snapshot.collect(_backend(), _tracker())
 
 
 def set_limit(bytes=None, fraction=None):  # noqa: A002 (the documented name)
@@ -76,8 +71,6 @@ def set_limit(bytes=None, fraction=None):  # noqa: A002 (the documented name)
     ``"2GiB"``) or at ``fraction`` (0 to 1) of the device's memory.
     ``set_limit()`` removes the cap. Returns :func:`stats` after the change.
     """
-    from . import pool
-    from ..present.units import parse_size
     if bytes is not None and fraction is not None:
         raise ValueError("give either bytes= or fraction=, not both")
     nbytes = None
@@ -100,7 +93,6 @@ def set_limit(bytes=None, fraction=None):  # noqa: A002 (the documented name)
 def empty_cache():
     """Give the pool's cached free blocks back to the device (and the pinned
     pool's to the host). Live arrays are untouched. Returns :func:`stats`."""
-    from . import pool
     _backend().empty_cache()
     _tracker().mark("cache emptied")
     return stats()
@@ -114,8 +106,12 @@ def reset_peak() -> None:
 def live():
     """Live allocations grouped by allocating source line, largest first: a
     DataFrame with line, code, bytes, count, cells, held_by (variables) and stack."""
-    from .reports import live_table
-    return live_table(_tracker(), _backend())
+    return reports.live_table(_tracker(), _backend())
+
+
+def live_rows() -> list[dict]:
+    """The rows of :func:`live` as plain dicts, largest first (no pandas)."""
+    return reports.live_rows(_tracker(), _backend())
 
 
 def leaks(since=None):
@@ -126,30 +122,26 @@ def leaks(since=None):
     if since is not None and (isinstance(since, bool) or not isinstance(since, int) or since < 0):
         raise ValueError(f"leaks(since=...) takes a cell's execution count (an int >= 0), "
                          f"got {since!r}")
-    from .reports import leak_table
-    return leak_table(_tracker(), _backend(), since)
+    return reports.leak_table(_tracker(), _backend(), since)
 
 
 def per_cell(all_cells: bool = False):
     """Bytes each cell allocated, freed and left alive (``%gpu_mem`` shows it).
     Cells that did not touch device memory are left out unless ``all_cells``."""
-    from .reports import CellUsage
-    return CellUsage.from_tracker(_tracker(), all_cells=all_cells)
+    return reports.CellUsage.from_tracker(_tracker(), all_cells=all_cells)
 
 
 def timeline():
     """Every allocation, free and cell boundary: a DataFrame with time
     (seconds since tracking started), in_use, reserved, event, size and cell."""
-    from .reports import timeline_table
-    return timeline_table(_tracker())
+    return reports.timeline_table(_tracker())
 
 
 def plot(ax=None):
     """The timeline as a matplotlib Figure (in use and reserved; cell starts
     marked). Draws into ``ax`` when given."""
-    from .reports import plot_timeline
-    return plot_timeline(_tracker(), ax=ax)
+    return reports.plot_timeline(_tracker(), ax=ax)
 
 
-__all__ = ["tracking", "stats", "set_limit", "empty_cache", "reset_peak", "live", "leaks",
-           "per_cell", "timeline", "plot"]
+__all__ = ["tracking", "stats", "set_limit", "empty_cache", "reset_peak", "live", "live_rows",
+           "leaks", "per_cell", "timeline", "plot"]

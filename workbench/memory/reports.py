@@ -1,14 +1,21 @@
 """Reports over what the tracker recorded: live allocations by line, leaks
-by cell, the per-cell table, the timeline and its plot."""
+by cell, the per-cell table, the timeline and its plot.
+
+Each report is built as plain rows (dicts of Python values: :func:`live_rows`,
+:func:`leak_rows`, :meth:`CellUsage.records`, :meth:`Tracker.events
+<workbench.memory.tracker.Tracker.events>`); the DataFrames are made from
+those rows, and the panels read the rows themselves.
+"""
 from __future__ import annotations
 
-import html
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from ..present.figures import figure_axes
+from ..present.na import NA
+from ..present.tables import html_table, pandas
+from ..present.units import format_bytes
 from . import sources
 from .holders import holder_names, summarize
-from ..present.units import NA, format_bytes
 
 LIVE_COLUMNS = ["line", "code", "bytes", "count", "cells", "held_by", "stack"]
 LEAK_COLUMNS = ["cell", "line", "code", "bytes", "count", "held_by"]
@@ -60,9 +67,10 @@ def group_by_line(tracker, backend) -> list[LineGroup]:
     return sorted(groups.values(), key=lambda g: -g.bytes)
 
 
-def live_table(tracker, backend):
-    """Live allocations grouped by allocating line, largest first."""
-    import pandas as pd
+def live_rows(tracker, backend) -> list[dict]:
+    """Live allocations grouped by allocating line, largest first: one dict
+    per line with the keys of :data:`LIVE_COLUMNS`. Memory in use from
+    before tracking started is one row of its own (``count`` None)."""
     rows = []
     for group in group_by_line(tracker, backend):
         location, code, stack = _describe(group.frames)
@@ -72,13 +80,19 @@ def live_table(tracker, backend):
     if tracker.untracked_bytes:
         rows.append({"line": UNTRACKED, "code": "", "bytes": tracker.untracked_bytes,
                      "count": None, "cells": "", "held_by": "", "stack": ""})
-    frame = pd.DataFrame(rows, columns=LIVE_COLUMNS)
-    return frame.sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True)
+    rows.sort(key=lambda row: -row["bytes"])   # stable: equal sizes keep their order
+    return rows
 
 
-def leak_table(tracker, backend, since):
-    """Allocations made by cells ``since`` and later and never freed, by cell and line."""
-    import pandas as pd
+def live_table(tracker, backend):
+    """:func:`live_rows` as a DataFrame."""
+    return pandas().DataFrame(live_rows(tracker, backend), columns=LIVE_COLUMNS)
+
+
+def leak_rows(tracker, backend, since) -> list[dict]:
+    """Allocations made by cells ``since`` and later (None: every cell) and
+    never freed, by cell and line: one dict per group with the keys of
+    :data:`LEAK_COLUMNS`, by cell (outside a cell first), then largest first."""
     holders = holder_names(backend, tracker)
     groups: dict = {}
     for record in tracker.allocations():
@@ -93,11 +107,13 @@ def leak_table(tracker, backend, since):
         location, code, _ = _describe(frames)
         rows.append({"cell": cell, "line": location, "code": code, "bytes": nbytes,
                      "count": count, "held_by": summarize(list(dict.fromkeys(names)))})
-    frame = pd.DataFrame(rows, columns=LEAK_COLUMNS)
-    if rows:
-        frame = frame.sort_values(["cell", "bytes"], ascending=[True, False],
-                                  na_position="first", kind="stable")
-    return frame.reset_index(drop=True)
+    rows.sort(key=lambda row: (row["cell"] is not None, row["cell"] or 0, -row["bytes"]))
+    return rows
+
+
+def leak_table(tracker, backend, since):
+    """:func:`leak_rows` as a DataFrame."""
+    return pandas().DataFrame(leak_rows(tracker, backend, since), columns=LEAK_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -161,23 +177,23 @@ class CellUsage:
         return "Per-cell device memory:\n" + "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{c}</th>" for c in self.COLUMNS)
-        body = "".join("<tr>" + "".join(f"<td style='text-align:right'>{html.escape(v)}</td>"
-                                        for v in row) + "</tr>" for row in self._cells())
-        caption = "<caption>Per-cell device memory</caption>"
-        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        return html_table(self._cells(), self.COLUMNS, caption="Per-cell device memory",
+                          align=("right",) * len(self.COLUMNS))
+
+    def records(self) -> list[dict]:
+        """One dict per cell with the keys of :attr:`COLUMNS` (bytes as integers,
+        ``cell`` None outside a cell, ``net`` None while the cell runs)."""
+        return [asdict(row) for row in self.rows]
 
     def to_pandas(self):
-        """One row per cell, bytes as integers."""
-        import pandas as pd
-        return pd.DataFrame([r.__dict__ for r in self.rows], columns=list(self.COLUMNS))
+        """:meth:`records` as a DataFrame."""
+        return pandas().DataFrame(self.records(), columns=list(self.COLUMNS))
 
 
 def timeline_table(tracker):
     """Every recorded event: seconds since tracking started, bytes in use and
     reserved after it, what happened, its size and the cell."""
-    import pandas as pd
-    return pd.DataFrame(tracker.events(), columns=TIMELINE_COLUMNS)
+    return pandas().DataFrame(tracker.events(), columns=TIMELINE_COLUMNS)
 
 
 def plot_timeline(tracker, ax=None):

@@ -1,11 +1,11 @@
 """``wb.memory.stats()``: the pool and the device at one moment."""
 from __future__ import annotations
 
-import html
 from dataclasses import asdict, dataclass
 
-from .pool import device_memory, pool_counts
+from ..present.tables import html_fields, pandas
 from ..present.units import format_bytes, format_fraction
+from .pool import device_memory, pool_counts
 
 
 @dataclass(frozen=True)
@@ -68,28 +68,25 @@ class MemoryStats:
             ("pinned host pool", pinned, "page-locked host memory for fast copies"),
         ]
 
+    def _title(self) -> str:
+        return f"Device memory ({self.backend}{', simulated' if self.simulated else ''})"
+
     def __repr__(self) -> str:
         width = max(len(q) for q, _, _ in self.rows())
-        lines = [f"Device memory ({self.backend}{', simulated' if self.simulated else ''}):"]
+        lines = [f"{self._title()}:"]
         lines += [f"  {q:<{width}}  {v:>12}  {why}" for q, v, why in self.rows()]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        body = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(q)}</th>"
-            f"<td style='text-align:right'>{html.escape(v)}</td>"
-            f"<td style='text-align:left'>{html.escape(why)}</td></tr>"
-            for q, v, why in self.rows())
-        title = html.escape(f"Device memory ({self.backend}{', simulated' if self.simulated else ''})")
-        return f"<table><caption>{title}</caption>{body}</table>"
+        return html_fields(self.rows(), caption=self._title(), align=("right", "left"))
 
     def to_dict(self) -> dict:
+        """Every field as a plain value (bytes as integers, N/A as None)."""
         return asdict(self)
 
     def to_pandas(self):
         """A Series of every field (bytes as integers, N/A as None)."""
-        import pandas as pd
-        return pd.Series(self.to_dict(), name="memory")
+        return pandas().Series(self.to_dict(), name="memory")
 
 
 def collect(backend, tracker) -> MemoryStats:
@@ -114,7 +111,7 @@ def collect(backend, tracker) -> MemoryStats:
     if limit is not None and device_total is not None and limit >= device_total:
         limit = None                          # a cap at the device's size caps nothing
     return MemoryStats(
-        backend=backend.name, simulated=bool(getattr(backend, "simulated", False)),
+        backend=backend.name, simulated=bool(backend.simulated),
         in_use=used, cached=cached, reserved=total,
         peak=max(tracker.peak, used or 0) if same_backend else None,
         free_blocks=counts.get("free_blocks"), largest_free_block=largest,
@@ -127,5 +124,3 @@ def collect(backend, tracker) -> MemoryStats:
         live_allocations=len(tracker.live) if tracking else None,
         tracked_in_use=tracker.in_use if tracking else None,
     )
-
-

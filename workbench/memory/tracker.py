@@ -33,6 +33,7 @@ import threading
 import time
 from bisect import bisect_right
 
+from ..runtime.session import session as _session
 from . import sources
 from .pool import pool_counts
 
@@ -121,12 +122,6 @@ class Tracker:
             return sum(c.n_allocs for c in self.cells.values())
 
     @property
-    def n_frees(self) -> int:
-        """Frees recorded since tracking started."""
-        with self._lock:
-            return sum(c.n_frees for c in self.cells.values())
-
-    @property
     def in_use(self) -> int:
         """Bytes in use: tracked live allocations plus those made before tracking."""
         return self.tracked_bytes + self.untracked_bytes
@@ -151,8 +146,7 @@ class Tracker:
                     counts.alive = 0
                 self.tracked_bytes = 0
                 self.untracked_bytes = used
-        from ..runtime.session import session
-        self._session = session()   # its .cell is read on every allocation
+        self._session = _session()   # its .cell is read on every allocation
         self._remove_listener = backend.add_allocation_listener(self._on_alloc, self._on_free)
         self.mark("tracking on")
 
@@ -292,13 +286,10 @@ class Tracker:
             entries = list(self.live.items())
         return [Allocation(ptr, *entry) for ptr, entry in entries]
 
-    def find(self, address: int) -> Allocation | None:
-        """The live allocation that contains ``address`` (views point inside one)."""
-        return self.address_index()(address)
-
     def address_index(self):
-        """A function ``address -> Allocation | None`` over the allocations
-        live now (sorted once; use it for many look-ups)."""
+        """A function ``address -> Allocation | None``: the allocation live now
+        that contains ``address`` (views point inside one); sorted once, for
+        many look-ups."""
         with self._lock:
             live = dict(self.live)
         starts = sorted(live)

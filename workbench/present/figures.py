@@ -24,7 +24,7 @@ def new_figure(figsize, dpi: int = 80):
     """A figure outside pyplot (no global state, safe from a panel's thread),
     ready to draw on and to render with :func:`figure_png`."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: see the module docstring
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: see the module docstring
     fig = Figure(figsize=figsize, dpi=dpi)
     FigureCanvasAgg(fig)
     return fig

@@ -27,41 +27,72 @@ def cell_text(value) -> str:
     return str(NA) if _missing(value) else str(value)
 
 
-def _cell(tag: str, value, bold: bool = False) -> str:
-    align = "right" if isinstance(value, numbers.Number) and not isinstance(value, bool) else "left"
-    text = html.escape(cell_text(value))
+def _is_fraction(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral)
+
+
+def _cell(tag: str, value, bold: bool = False, align: str | None = None,
+          number_format: str | None = None) -> str:
+    if align is None:
+        align = "right" if isinstance(value, numbers.Number) and not isinstance(value, bool) else "left"
+    if number_format and _is_fraction(value) and not _missing(value):
+        text = html.escape(format(value, number_format))
+    else:
+        text = html.escape(cell_text(value))
     if bold:
         text = f"<b>{text}</b>"
     return f"<{tag} style='text-align:{align}'>{text}</{tag}>"
 
 
-def html_table(rows: Iterable[Sequence], header: Sequence[str] | None = None, *,
-               title: str | None = None, caption: str | None = None,
-               bold_rows: Iterable[int] = (), notes: Iterable[str] = ()) -> str:
-    """Rows under a header. ``title`` is a bold line above the table (escaped),
-    ``caption`` the table's own caption, ``bold_rows`` the indices of rows to
-    emphasise and ``notes`` lines in italics below it."""
-    bold = set(bold_rows)
-    head = ("<thead><tr>" + "".join(f"<th style='text-align:left'>{html.escape(h)}</th>"
-                                   for h in header) + "</tr></thead>") if header else ""
-    body = "".join("<tr>" + "".join(_cell("td", v, i in bold) for v in row) + "</tr>"
-                   for i, row in enumerate(rows))
+def _column_align(align: Sequence[str | None] | None, column: int) -> str | None:
+    return align[column] if align is not None and column < len(align) else None
+
+
+def _frame(body: str, head: str, title: str | None, caption: str | None,
+           notes: Iterable[str]) -> str:
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     top = f"<div><b>{html.escape(title)}</b></div>" if title else ""
     below = "".join(f"<div><i>{html.escape(n)}</i></div>" for n in notes)
     return f"<div>{top}<table>{cap}{head}<tbody>{body}</tbody></table>{below}</div>"
 
 
+def _head(header: Sequence[str] | None) -> str:
+    if not header:
+        return ""
+    return ("<thead><tr>" + "".join(f"<th style='text-align:left'>{html.escape(h)}</th>"
+                                    for h in header) + "</tr></thead>")
+
+
+def html_table(rows: Iterable[Sequence], header: Sequence[str] | None = None, *,
+               title: str | None = None, caption: str | None = None,
+               bold_rows: Iterable[int] = (), notes: Iterable[str] = (),
+               align: Sequence[str | None] | None = None,
+               number_format: str | None = None) -> str:
+    """Rows under a header. ``title`` is a bold line above the table (escaped),
+    ``caption`` the table's own caption, ``bold_rows`` the indices of rows to
+    emphasise and ``notes`` lines in italics below it. ``align`` gives a
+    column's alignment (``"left"``, ``"right"``; ``None``: by the value's
+    type), ``number_format`` a format spec for non-integer numbers (``".4g"``)."""
+    bold = set(bold_rows)
+    body = "".join("<tr>" + "".join(_cell("td", v, i in bold, _column_align(align, j), number_format)
+                                    for j, v in enumerate(row)) + "</tr>"
+                   for i, row in enumerate(rows))
+    return _frame(body, _head(header), title, caption, notes)
+
+
 def html_fields(fields: Iterable[Sequence], *, title: str | None = None,
-                caption: str | None = None, notes: Iterable[str] = ()) -> str:
+                caption: str | None = None, notes: Iterable[str] = (),
+                header: Sequence[str] | None = None,
+                align: Sequence[str | None] | None = None) -> str:
     """One object's fields down the page: each item is ``(name, value)`` or
-    ``(name, value, note)``; the name is a row header."""
+    ``(name, value, note)``; the name is a row header. Several objects side
+    by side: ``(name, value_1, value_2, ...)`` under ``header`` (its first
+    entry heads the names). ``align`` gives the alignment of the columns
+    after the names (``None``: by the value's type)."""
     body = "".join("<tr><th style='text-align:left'>" + html.escape(str(f[0])) + "</th>"
-                   + "".join(_cell("td", v) for v in f[1:]) + "</tr>" for f in fields)
-    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    top = f"<div><b>{html.escape(title)}</b></div>" if title else ""
-    below = "".join(f"<div><i>{html.escape(n)}</i></div>" for n in notes)
-    return f"<div>{top}<table>{cap}<tbody>{body}</tbody></table>{below}</div>"
+                   + "".join(_cell("td", v, align=_column_align(align, j))
+                             for j, v in enumerate(f[1:])) + "</tr>" for f in fields)
+    return _frame(body, _head(header), title, caption, notes)
 
 
 def plain_value(value):

@@ -8,7 +8,6 @@ the plot grows while :func:`workbench.sweep` is still running.
 from __future__ import annotations
 
 import html
-import io
 import time
 import weakref
 
@@ -16,7 +15,9 @@ import ipywidgets as widgets
 from traitlets import Bool, Float, Int, List, Unicode, validate
 
 from ..benchmarking import history
-from ..present.tables import plain_value
+from ..benchmarking.plots import plot_sweep, sweep_x
+from ..present.figures import figure_png, new_figure
+from ..present.tables import html_table, plain_value
 
 _Y_CHOICES = ("time", "bandwidth", "gflops")
 _TABLE_COLUMNS = ("name", "median_s", "iqr_s", "gbps", "gflops", "pct_bandwidth", "pct_compute")
@@ -110,8 +111,8 @@ class BenchmarkPanel(widgets.VBox):
                 self.columns, self.rows = [], []
         self._title.value = self._title_html()
         if table is not None:
-            self._table.value = table[self.columns].to_html(index=False, float_format="{:.4g}".format,
-                                                            na_rep="N/A")
+            self._table.value = html_table(table[self.columns].itertuples(index=False),
+                                           self.columns, number_format=".4g")
         now = time.monotonic()
         if table is not None and (force or now - self._last_draw >= self.min_interval):
             self._draw(table)
@@ -133,11 +134,8 @@ class BenchmarkPanel(widgets.VBox):
             self._draw(self._run.table())
 
     def _draw(self, table) -> None:
-        from matplotlib.figure import Figure
-
-        from ..benchmarking.plots import plot_sweep, sweep_x
         column = {"time": "median_s", "bandwidth": "gbps", "gflops": "gflops"}[self.y]
-        fig = Figure(figsize=(6.5, 3.8))
+        fig = new_figure((6.5, 3.8), dpi=90)
         ax = fig.subplots()
         if column in table.columns and table[column].notna().any():
             plot_sweep(table, y=self.y, x=sweep_x(table), ax=ax)
@@ -145,10 +143,7 @@ class BenchmarkPanel(widgets.VBox):
             ax.text(0.5, 0.5, f"no {self.y} figures: pass bytes=/flops= to wb.sweep",
                     ha="center", va="center", transform=ax.transAxes)
             ax.set_axis_off()
-        fig.tight_layout()
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=90)
-        self._image.value = buffer.getvalue()
+        self._image.value = figure_png(fig)
         self.redraws += 1
 
 

@@ -2,40 +2,34 @@
 from __future__ import annotations
 
 import html
-import importlib
 
 import ipywidgets as widgets
 
+from ..runtime.session import session
+from .bench_panel import BenchmarkPanel
 from .device_panel import DevicePanel
 from .kernel_panel import KernelPanel
-
-# tab title -> (module, class) of panels built by other parts of the workbench
-_OPTIONAL = {"Memory": ("workbench.widgets.memory_panel", "MemoryPanel"),
-             "Benchmarks": ("workbench.widgets.bench_panel", "BenchmarkPanel")}
+from .memory_panel import MemoryPanel
 
 
 def _placeholder(text: str) -> widgets.HTML:
     return widgets.HTML(f"<i>{html.escape(text)}</i>")
 
 
-def _optional_panel(title: str) -> widgets.Widget:
-    module_name, class_name = _OPTIONAL[title]
-    try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError):
-        return _placeholder(f"The {title.lower()} panel is not available in this version.")
+def _panel_or_placeholder(title: str, cls) -> widgets.Widget:
+    """``cls()``, or a line saying why it could not start: a panel that cannot
+    start must not take the others down."""
     try:
         return cls()
-    except Exception as exc:  # a panel that cannot start must not take the others down
+    except Exception as exc:
         return _placeholder(f"The {title.lower()} panel could not start: {exc}")
 
 
 def _all_kernels() -> dict:
     """``{"module: kernel": Kernel}`` for every compiled kernel of the session."""
-    from ..runtime.session import session
     out = {}
     for module_name, module in session().modules.items():
-        for kernel_name in getattr(module, "kernel_names", lambda: [])():
+        for kernel_name in module.kernel_names():
             out[f"{module_name}: {kernel_name}"] = module[kernel_name]
     return out
 
@@ -94,9 +88,9 @@ class Dashboard(widgets.Tab):
             return panel
         try:
             self.device_panel = keep(DevicePanel(interval=interval))
-            self.memory_panel = keep(_optional_panel("Memory"))
+            self.memory_panel = keep(_panel_or_placeholder("Memory", MemoryPanel))
             self.kernel_chooser = keep(KernelChooser(kernel))
-            self.benchmark_panel = keep(_optional_panel("Benchmarks"))
+            self.benchmark_panel = keep(_panel_or_placeholder("Benchmarks", BenchmarkPanel))
             super().__init__(children=list(built),
                              titles=("Device", "Memory", "Kernel", "Benchmarks"), **kwargs)
         except BaseException:

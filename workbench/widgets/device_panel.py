@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import html
-import io
 import threading
 import time
 import weakref
@@ -27,6 +26,9 @@ from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode, observe
 
 from ..hardware import live
 from ..hardware.properties import devices
+from ..present.figures import figure_png, new_figure
+from ..present.tables import html_fields
+from ..runtime.session import backend
 
 MIN_INTERVAL = 0.1  # seconds; faster sampling only measures NVML itself
 PLOT_EVERY = 1.0    # seconds between history-plot redraws (a PNG render costs ~50 ms)
@@ -52,11 +54,7 @@ def _owner(key: tuple):
 
 def _history_png(history: dict, simulated: bool) -> bytes:
     """Utilisation and memory use over time, one line per device, as PNG."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.4, 2.2), dpi=80)
-    FigureCanvasAgg(fig)
+    fig = new_figure((6.4, 2.2))
     ax_util, ax_mem = fig.subplots(1, 2)
     for index, samples in history.items():
         if not samples:
@@ -78,10 +76,7 @@ def _history_png(history: dict, simulated: bool) -> bytes:
                      transform=ax_util.transAxes, fontsize=8, color="0.4")
     if len(history) > 1:
         ax_mem.legend(fontsize=7)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return figure_png(fig)
 
 
 class DevicePanel(widgets.VBox):
@@ -102,7 +97,6 @@ class DevicePanel(widgets.VBox):
     note = Unicode("", help="Why live figures are missing, if they are").tag(sync=True)
 
     def __init__(self, interval: float = 1.0, history: int = 120, start: bool = True, **kwargs):
-        from ..runtime.session import backend
         super().__init__(**kwargs)
         b = backend()
         infos = devices()
@@ -217,13 +211,10 @@ class DevicePanel(widgets.VBox):
     def _live_table(self, samples: dict) -> str:
         labels = next(iter(samples.values())).formatted().keys()
         cols = {i: s.formatted() for i, s in samples.items()}
-        head = "".join(f"<th>GPU {i}</th>" for i in cols)
-        rows = "".join(f"<tr><th style='text-align:left'>{html.escape(label)}</th>"
-                       + "".join(f"<td>{html.escape(c[label])}</td>" for c in cols.values())
-                       + "</tr>" for label in labels)
-        note = f"<div><i>{html.escape(self.note)}</i></div>" if self.note else ""
         stamp = time.strftime("%H:%M:%S", time.localtime(next(iter(samples.values())).time))
-        return f"<table><tr><th>live ({stamp})</th>{head}</tr>{rows}</table>{note}"
+        return html_fields([(label, *(c[label] for c in cols.values())) for label in labels],
+                           header=[f"live ({stamp})", *(f"GPU {i}" for i in cols)],
+                           notes=[self.note] if self.note else ())
 
     @property
     def history(self) -> dict:

@@ -4,26 +4,21 @@ chart against block size, and its PTX and SASS."""
 from __future__ import annotations
 
 import html
-import io
 
 import ipywidgets as widgets
 from traitlets import Dict, Int, TraitError, Unicode, observe, validate
 
 from ..hardware.inspect import inspect_kernel
 from ..hardware.occupancy import occupancy
+from ..present.figures import figure_png, new_figure
+from ..runtime.session import backend
 
 
 def _chart_png(occ) -> bytes:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.4, 2.8), dpi=80)
-    FigureCanvasAgg(fig)
+    """The occupancy chart of ``occ`` against block size, as PNG."""
+    fig = new_figure((6.4, 2.8))
     occ.sweep().plot(ax=fig.add_subplot())
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return figure_png(fig)
 
 
 def _pre(text) -> str:
@@ -48,7 +43,6 @@ class KernelPanel(widgets.VBox):
         super().__init__(**kwargs)
         self._kernel = kernel
         self._report = inspect_kernel(kernel)
-        from ..runtime.session import backend
         props = backend().device_properties()
         self._max_block = props.max_threads_per_block
         self._max_shared = props.shared_memory_per_block_optin

@@ -12,13 +12,15 @@ import html
 import weakref
 
 import ipywidgets as widgets
+from IPython import get_ipython
 from traitlets import Bool, Float, Int, List, Unicode
 
 from .. import memory
-from ..present.tables import plain_value
+from ..present.tables import html_table
 from ..present.units import format_bytes, format_fraction
 
 _COLORS = {"in_use": "#d62728", "cached": "#ff9f40", "free": "#c7e9c0"}
+_LIVE_KEYS = ("line", "code", "bytes", "count", "held_by")   # of memory.live_rows()
 
 
 class MemoryPanel(widgets.VBox):
@@ -71,8 +73,8 @@ class MemoryPanel(widgets.VBox):
         """Read :func:`workbench.memory.stats`, the per-cell table and the
         live allocations, and redraw."""
         stats = memory.stats()
-        cells = memory.per_cell().to_pandas()
-        live = memory.live().head(self.top_n)
+        cells = memory.per_cell().records()
+        live = memory.live_rows()[:self.top_n]
         with self.hold_sync():
             self.backend_name = stats.backend
             self.simulated = stats.simulated
@@ -80,8 +82,8 @@ class MemoryPanel(widgets.VBox):
             for name in ("in_use", "cached", "reserved", "peak", "free_blocks", "fragmentation",
                          "limit", "device_free", "device_total"):
                 setattr(self, name, getattr(stats, name))
-            self.per_cell = _records(cells)
-            self.top_live = _records(live[["line", "code", "bytes", "count", "held_by"]])
+            self.per_cell = cells
+            self.top_live = [{key: row[key] for key in _LIVE_KEYS} for row in live]
             self.refreshes += 1
         self._redraw()
 
@@ -113,11 +115,8 @@ class MemoryPanel(widgets.VBox):
 
 
 def _hook_post_run_cell(panel: MemoryPanel):
-    """Refresh ``panel`` after every cell, without keeping it alive."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
+    """Refresh ``panel`` after every cell, without keeping it alive (outside
+    IPython: nothing to hook, returns None)."""
     ip = get_ipython()
     if ip is None:
         return None
@@ -141,19 +140,6 @@ def _hook_post_run_cell(panel: MemoryPanel):
         except ValueError:
             pass
     return unhook
-
-
-def _plain(value):
-    """A DataFrame cell as JSON (:func:`~workbench.present.tables.plain_value`),
-    whole floats back to int: pandas turns an int column that holds a missing
-    value into floats, and byte counts must stay ints."""
-    value = plain_value(value)
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-def _records(frame) -> list[dict]:
-    """DataFrame rows as plain dicts (JSON for the widget state)."""
-    return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 def _cell_label(cell) -> str:
@@ -197,8 +183,4 @@ def _bar_html(p: MemoryPanel) -> str:
 def _table_html(title: str, headers: list[str], rows: list[list[str]]) -> str:
     if not rows:
         return f"<p><b>{html.escape(title)}</b>: nothing recorded yet</p>"
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
-                   for row in rows)
-    return (f"<b>{html.escape(title)}</b><table style='font-size:90%'><thead><tr>{head}</tr>"
-            f"</thead><tbody>{body}</tbody></table>")
+    return html_table(rows, headers, title=title)
