@@ -328,6 +328,10 @@ class Backend(abc.ABC):
     def empty_cache(self) -> None:
         """Give the pool's cached free blocks (device and pinned host) back."""
 
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        """True when ``exc`` is this backend's out-of-memory error."""
+        return isinstance(exc, MemoryError)
+
     def device_pointer(self, array) -> int:
         """The device address of ``array``'s first element."""
         return int(array.data.ptr)

@@ -407,6 +407,9 @@ class CupyBackend(Backend):
                 "free_blocks": pool.n_free_blocks(), "limit": pool.get_limit(),
                 "pinned_free_blocks": cupy.get_default_pinned_memory_pool().n_free_blocks()}
 
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        return isinstance(exc, (MemoryError, cupy.cuda.memory.OutOfMemoryError))
+
     def pool_reserved_bytes(self) -> int:
         return cupy.get_default_memory_pool().total_bytes()
 

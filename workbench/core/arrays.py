@@ -16,10 +16,11 @@ from ..runtime.session import backend
 def allocate(shape, dtype=np.float32):
     """An uninitialised device array (tracked by the memory tracker)."""
     dtype = np.dtype(dtype)
+    b = backend()
     try:
-        return backend().allocate(shape, dtype)
+        return b.allocate(shape, dtype)
     except Exception as exc:
-        if is_out_of_memory(exc):
+        if is_out_of_memory(exc, b):
             size = int(np.prod(shape if isinstance(shape, tuple) else (shape,))) * dtype.itemsize
             raise out_of_memory(size, exc) from None
         raise
@@ -28,13 +29,14 @@ def allocate(shape, dtype=np.float32):
 def to_device(array):
     """Copy a host array to the device (returns a device array); an array
     already on the device is returned as it is."""
-    if backend().is_device_array(array):
+    b = backend()
+    if b.is_device_array(array):
         return array
     host = np.asarray(array)
     try:
-        return backend().to_device(host)
+        return b.to_device(host)
     except Exception as exc:
-        if is_out_of_memory(exc):
+        if is_out_of_memory(exc, b):
             raise out_of_memory(host.nbytes, exc) from None
         raise
 

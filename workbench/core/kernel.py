@@ -366,7 +366,7 @@ class Kernel:
                 raise
             raise _on_cell_lines(exc, self.module.line_offset) from None
         except Exception as exc:
-            if is_out_of_memory(exc):
+            if is_out_of_memory(exc, b):
                 raise _out_of_memory(None, exc) from None
             raise
 

@@ -4,5 +4,4 @@
 * :mod:`.live`: NVML statistics and the background :class:`~.live.LiveMonitor`
 * :mod:`.occupancy` (rules in :mod:`.occupancy_rules`): ``occupancy(kernel, ...)``
 * :mod:`.inspect`: ``inspect_kernel(kernel)``
-* :mod:`.na`: the ``NA`` value shown for what a driver cannot give
 """

@@ -96,6 +96,6 @@ def out_of_memory(requested: int | None, cause: BaseException) -> OutOfMemoryErr
     return error
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    """True for the backends' out-of-memory errors (CuPy's is no MemoryError)."""
-    return isinstance(exc, (OutOfMemoryError, MemoryError)) or type(exc).__name__ == "OutOfMemoryError"
+def is_out_of_memory(exc: BaseException, backend) -> bool:
+    """True for an out-of-memory error of the workbench or of ``backend``."""
+    return isinstance(exc, OutOfMemoryError) or backend.is_out_of_memory(exc)

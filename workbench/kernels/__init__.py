@@ -1,0 +1,1 @@
+"""The kernel library (being written)."""
