@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from workbench.core.signature import blank_comments, find_kernels, parse_param
+from workbench.core.signature import find_kernels, parse_param
 
 SOURCE = r'''
 #include <cuda_fp16.h>
@@ -100,12 +100,6 @@ def test_unnamed_parameters_get_positional_names():
     p = parse_param("const float*", 3)
     assert (p.name, p.base, p.pointer_depth) == ("arg3", "float", 1)
     assert parse_param("unsigned", 0).base == "unsigned int"
-
-
-def test_blank_comments_keeps_line_numbers():
-    text = "a // x\n/* y\n z */ b\n"
-    out = blank_comments(text)
-    assert out.count("\n") == text.count("\n") and "x" not in out and "y" not in out
 
 
 def test_conditional_branches_follow_the_defines():
