@@ -282,3 +282,11 @@ def test_scanning_is_fast():
     warm = (time.perf_counter() - start) / 100
     # generous bounds for a shared machine; the measured numbers are far below
     assert min(cold) < 0.05 and warm < 0.005
+
+
+def test_stray_directives_and_elifdef():
+    assert active_words("#endif\n#else\na\n") == ["a"]
+    src = "#ifdef A\na\n#elifdef B\nb\n#elifndef C\nnot_c\n#endif\n"
+    assert active_words(src, ["B"]) == ["b"]
+    assert active_words(src) == ["not_c"]
+    assert active_words(src, ["C"]) == []

@@ -4,10 +4,10 @@ This is a small purpose-built parser, not a C++ front end: it reads the text
 that :mod:`workbench.cxx` leaves of the source (comments, literals, directives
 and inactive ``#if`` branches blanked), uses its ``extern "C" { ... }`` and
 namespace blocks, reads ``template<...>`` heads, and splits parameter lists at
-top-level commas. It understands what kernels are written
-with in practice: multi-line declarations, ``const``, ``__restrict__``,
-pointer-to-pointer, ``unsigned``/``size_t``/``long long``, vector types
-(``float4*``), ``__half``, template parameters, array parameters (``float a[]``).
+top-level commas. It understands what kernels are written with in practice:
+multi-line declarations, ``const``, ``__restrict__``, pointer-to-pointer,
+``unsigned``/``size_t``/``long long``, vector types (``float4*``), ``__half``,
+template parameters, array parameters (``float a[]``).
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import functools
 import re
 import threading
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 import pcpp
@@ -46,7 +46,7 @@ class Scan:
     code: str
     active: str
     visible: str
-    macros: Mapping[str, str] = field(default_factory=dict)
+    macros: Mapping[str, str]
 
 
 class _Evaluator(pcpp.Preprocessor):
@@ -173,10 +173,7 @@ class _Conditions:
                 return
             cond = self.condition(word, rest)
             self.stack.append(_Frame("undecided" if cond is None else "on" if cond else "off"))
-        elif not self.stack:
-            if word in ("define", "undef"):
-                getattr(self, word)(rest.strip())
-        elif word in ("elif", "elifdef", "elifndef", "else"):
+        elif word in ("elif", "elifdef", "elifndef", "else") and self.stack:
             frame = self.stack[-1]
             if frame.dead or frame.state == "undecided":
                 return
@@ -186,7 +183,7 @@ class _Conditions:
             cond = True if word == "else" else self.condition(word, rest)
             frame.state = "undecided" if cond is None else "on" if cond else "off"
             frame.taken = cond is True
-        elif word == "endif":
+        elif word == "endif" and self.stack:
             self.stack.pop()
         elif word in ("define", "undef") and self.visible:
             getattr(self, word)(rest.strip())
