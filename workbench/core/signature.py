@@ -260,10 +260,9 @@ def _find_kernels(source: str, defines: tuple) -> tuple[KernelSignature, ...]:
         params_text = text[open_paren + 1:close]
         raw_params = [p for p in split_top_level(params_text) if p.strip() not in ("", "void")]
         params = tuple(parse_param(p, i) for i, p in enumerate(raw_params))
-        before = text[:m.start()]
         # what stands in front of __global__ on the same declaration
-        decl_start = max(before.rfind(";"), before.rfind("}"), before.rfind("{")) + 1
-        prefix = before[decl_start:].strip()
+        decl_start = max(text.rfind(c, 0, m.start()) for c in ";{}") + 1
+        prefix = text[decl_start:m.start()].strip()
         template = _TEMPLATE_HEAD.search(re.sub(r'extern\s+"C"\s*$', "", prefix).rstrip())
         template_params: tuple = ()
         if template:

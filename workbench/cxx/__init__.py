@@ -8,8 +8,8 @@ source rewriter both read kernel source through this package, so they see
 the same code.
 """
 from .conditional import Scan, scan
-from .lexer import blank, blank_comments_and_literals, line_col
+from .lexer import blank_comments_and_literals, line_col
 from .structure import Block, at_file_scope, blocks, matching
 
-__all__ = ["Block", "Scan", "at_file_scope", "blank", "blank_comments_and_literals", "blocks",
-           "line_col", "matching", "scan"]
+__all__ = ["Block", "Scan", "at_file_scope", "blank_comments_and_literals", "blocks", "line_col",
+           "matching", "scan"]

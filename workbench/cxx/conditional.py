@@ -31,19 +31,18 @@ _CONDITIONALS = {"if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else",
 @dataclass(frozen=True)
 class Scan:
     """What the compiler sees of a source, as texts of the same length and
-    lines as the source.
+    lines as the source, with comments and literals blanked
+    (:func:`~workbench.cxx.lexer.blank_comments_and_literals`).
 
-    ``code``: comments and literals blanked (:func:`blank_comments_and_literals`).
-    ``active``: ``code`` with the lines of inactive branches and of every
-    directive blanked; what a parser of declarations reads.
-    ``visible``: ``code`` with the lines of inactive branches and the
-    conditional directives blanked; the active ``#include``, ``#define``,
-    ``#pragma`` ... lines stay; what a search for constructs reads.
+    ``active``: the lines of inactive branches and of every directive
+    blanked; what a parser of declarations reads.
+    ``visible``: the lines of inactive branches and the conditional
+    directives blanked; the active ``#include``, ``#define``, ``#pragma`` ...
+    lines stay; what a search for constructs reads.
     ``macros``: the object-like macros defined at the end (``-D`` options
     included), name -> replacement text.
     """
 
-    code: str
     active: str
     visible: str
     macros: Mapping[str, str]
@@ -211,7 +210,7 @@ def _walk(code: str, defines: Iterable[str] | None) -> Scan:
     active.append(tail)
     visible.append(tail)
     macros = {k: v for k, v in state.macros.items() if v is not None}
-    return Scan(code, "".join(active), "".join(visible), types.MappingProxyType(macros))
+    return Scan("".join(active), "".join(visible), types.MappingProxyType(macros))
 
 
 def scan(source: str, defines: Iterable[str] | None = ()) -> Scan:

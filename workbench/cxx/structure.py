@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_PAIRS = {"(": ")", "[": "]", "{": "}"}
+_BRACKETS = {opening: re.compile(re.escape(opening) + "|" + re.escape(closing))
+             for opening, closing in (("(", ")"), ("[", "]"), ("{", "}"))}
 _BRACES = re.compile(r"[{}]")
 # what stands before a brace that opens a namespace or a linkage block, not a body
 _OPENER = re.compile(r'(?:\bnamespace\b(?P<name>[\w:\s]*)|\bextern\s*"C(?:\+\+)?"\s*)$')
@@ -31,9 +32,8 @@ def matching(text: str, open_index: int) -> int:
     """The offset of the bracket that closes the one at ``open_index``
     (``(``, ``[`` or ``{``), or ``len(text)`` when it is never closed."""
     opening = text[open_index]
-    pattern = re.compile(re.escape(opening) + "|" + re.escape(_PAIRS[opening]))
     depth = 0
-    for m in pattern.finditer(text, open_index):
+    for m in _BRACKETS[opening].finditer(text, open_index):
         depth += 1 if m.group() == opening else -1
         if depth == 0:
             return m.start()
