@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from workbench.core.signature import blank_comments, find_kernels, parse_param
+from workbench.core.signature import find_kernels, parse_param
 
 SOURCE = r'''
 #include <cuda_fp16.h>
@@ -102,12 +102,6 @@ def test_unnamed_parameters_get_positional_names():
     assert parse_param("unsigned", 0).base == "unsigned int"
 
 
-def test_blank_comments_keeps_line_numbers():
-    text = "a // x\n/* y\n z */ b\n"
-    out = blank_comments(text)
-    assert out.count("\n") == text.count("\n") and "x" not in out and "y" not in out
-
-
 def test_conditional_branches_follow_the_defines():
     src = ("#define TILE 16\n#if TILE >= 16 && !defined(SMALL)\n"
            "__global__ void big(float* x) {}\n#elif defined(SMALL)\n"
@@ -122,3 +116,20 @@ def test_digit_separators_and_apostrophes_do_not_swallow_lines():
     src = "const int n = 1'000'000; // don't\n__global__ void k(int* x) {}\n"
     (k,) = find_kernels(src)
     assert (k.name, k.line) == ("k", 2)
+
+
+def test_namespaces_qualify_kernels_of_cpp_linkage():
+    src = ("namespace outer { namespace a::b { __global__ void k(int* x) {} } }\n"
+           "namespace { __global__ void hidden(int* x) {} }\n"
+           'namespace c { extern "C" __global__ void plain(int* x) {} }\n')
+    ks = {k.name: k for k in find_kernels(src)}
+    assert ks["k"].qualified_name == "outer::a::b::k"
+    assert ks["hidden"].qualified_name == "hidden"
+    assert ks["plain"].qualified_name == "plain" and ks["plain"].extern_c
+
+
+def test_kernels_in_raw_strings_and_inactive_branches_are_not_kernels():
+    src = ('const char* doc = R"(\n__global__ void in_raw(int* x) {}\n)";\n'
+           "#ifdef NEVER\n__global__ void never(int* x) {}\n#endif\n"
+           "__global__ void real(int* x) {}\n")
+    assert [(k.name, k.line) for k in find_kernels(src)] == [("real", 7)]

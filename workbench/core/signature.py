@@ -1,11 +1,13 @@
 """Find the ``__global__`` functions of CUDA C++ source and parse their signatures.
 
-This is a small purpose-built scanner, not a C++ parser: it blanks comments,
-tracks ``extern "C" { ... }`` blocks and ``template<...>`` heads, and splits
-parameter lists at top-level commas. It understands what kernels are written
-with in practice: multi-line declarations, ``const``, ``__restrict__``,
-pointer-to-pointer, ``unsigned``/``size_t``/``long long``, vector types
-(``float4*``), ``__half``, template parameters, array parameters (``float a[]``).
+This is a small purpose-built parser, not a C++ front end: it reads the text
+that :mod:`workbench.cxx` leaves of the source (comments, literals, directives
+and inactive ``#if`` branches blanked), uses its ``extern "C" { ... }`` and
+namespace blocks, reads ``template<...>`` heads, and splits parameter lists at
+top-level commas. It understands what kernels are written with in practice:
+multi-line declarations, ``const``, ``__restrict__``, pointer-to-pointer,
+``unsigned``/``size_t``/``long long``, vector types (``float4*``), ``__half``,
+template parameters, array parameters (``float a[]``).
 """
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ import functools
 import re
 from dataclasses import dataclass
 
-from .preprocess import active_text
-
 import numpy as np
+
+from .. import cxx
 
 # C type (after normalisation) -> NumPy dtype
 _SCALAR_DTYPES = {
@@ -137,41 +139,6 @@ def _substitute(text: str, mapping: dict[str, str]) -> str:
     return pattern.sub(lambda m: mapping[m.group(1)], text)
 
 
-def blank_comments(source: str) -> str:
-    """Replace comments and string/char literal contents with spaces, keeping
-    every newline so that offsets and line numbers stay valid."""
-    out = []
-    i, n = 0, len(source)
-    while i < n:
-        c = source[i]
-        if source.startswith("//", i):
-            j = source.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-        elif source.startswith("/*", i):
-            j = source.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(re.sub(r"[^\n]", " ", source[i:j]))
-            i = j
-        elif c in "\"'" and not (c == "'" and i and source[i - 1].isalnum()):  # 1'000 separates digits
-            j = i + 1
-            while j < n and source[j] != c and source[j] != "\n":
-                j += 2 if source[j] == "\\" else 1
-            if j >= n or source[j] == "\n":  # unterminated: leave the line as it is
-                out.append(c)
-                i += 1
-                continue
-            body = source[i + 1:j]
-            # keep extern "C" recognisable
-            out.append(c + (body if body == "C" else " " * len(body)) + c)
-            i = j + 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
 def split_top_level(text: str, sep: str = ",") -> list[str]:
     """Split at ``sep`` outside (), <>, [] and {}."""
     parts, depth, cur = [], 0, []
@@ -266,13 +233,14 @@ class OverloadedKernel(ValueError):
 
 @functools.lru_cache(maxsize=256)  # re-running an unchanged cell re-parses nothing
 def _find_kernels(source: str, defines: tuple) -> tuple[KernelSignature, ...]:
-    text, macros = active_text(blank_comments(source), defines)
-    for name, value in macros.items():  # #define KERNEL extern "C" __global__
+    scanned = cxx.scan(source, defines)
+    text = scanned.active
+    for name, value in scanned.macros.items():  # #define KERNEL extern "C" __global__
         if "__global__" in value and name != "__global__":
             text = re.sub(rf"\b{re.escape(name)}\b", lambda _m, v=value: v, text)
-    extern_blocks = _block_ranges(text, r'extern\s+"C"\s*\{')
-    namespaces = [(a, b, m) for a, b, m in _block_ranges(text, r"\bnamespace\s+([A-Za-z_]\w*)\s*\{",
-                                                          named=True)]
+    blocks = cxx.blocks(text)
+    extern_blocks = [b for b in blocks if b.kind == "linkage"]
+    namespaces = [b for b in blocks if b.kind == "namespace" and b.name]
     found: dict[str, KernelSignature] = {}
     for m in _GLOBAL.finditer(text):
         open_paren = text.find("(", m.end())
@@ -281,28 +249,27 @@ def _find_kernels(source: str, defines: tuple) -> tuple[KernelSignature, ...]:
         # skip __launch_bounds__(...) and similar attribute parentheses
         head = text[m.end():open_paren]
         while re.search(r"\b(__launch_bounds__|__cluster_dims__|__maxnreg__)\s*$", head):
-            close = _matching(text, open_paren)
+            close = cxx.matching(text, open_paren)
             open_paren = text.find("(", close + 1)
             head = text[m.end():open_paren]
         name_match = re.search(r"([A-Za-z_]\w*)\s*$", head)
         if not name_match:
             continue
         name = name_match.group(1)
-        close = _matching(text, open_paren)
+        close = cxx.matching(text, open_paren)
         params_text = text[open_paren + 1:close]
         raw_params = [p for p in split_top_level(params_text) if p.strip() not in ("", "void")]
         params = tuple(parse_param(p, i) for i, p in enumerate(raw_params))
-        before = text[:m.start()]
         # what stands in front of __global__ on the same declaration
-        decl_start = max(before.rfind(";"), before.rfind("}"), before.rfind("{")) + 1
-        prefix = before[decl_start:].strip()
+        decl_start = max(text.rfind(c, 0, m.start()) for c in ";{}") + 1
+        prefix = text[decl_start:m.start()].strip()
         template = _TEMPLATE_HEAD.search(re.sub(r'extern\s+"C"\s*$', "", prefix).rstrip())
         template_params: tuple = ()
         if template:
             template_params = tuple(_template_param(p) for p in split_top_level(template.group(1)))
         extern_c = bool(re.search(r'extern\s+"C"', prefix)) or any(
-            a <= m.start() < b for a, b, _ in extern_blocks)
-        scope = "::".join(ns for a, b, ns in namespaces if a <= m.start() < b)
+            b.contains(m.start()) for b in extern_blocks)
+        scope = "::".join(b.name for b in namespaces if b.contains(m.start()))
         line = text.count("\n", 0, m.end() + name_match.start()) + 1
         sig = KernelSignature(name, params, template_params, extern_c, line,
                               f"{scope}::{name}" if scope and not extern_c else name)
@@ -317,32 +284,3 @@ def _template_param(text: str) -> tuple[str, str]:
     words = text.split("=")[0].split()
     kind = " ".join(words[:-1]) or "typename"
     return kind, words[-1] if words else "?"
-
-
-def _matching(text: str, open_index: int) -> int:
-    depth = 0
-    for i in range(open_index, len(text)):
-        if text[i] == "(":
-            depth += 1
-        elif text[i] == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-    return len(text)
-
-
-def _block_ranges(text: str, opener: str, named: bool = False) -> list[tuple[int, int, str]]:
-    """``(start, end, name)`` of every ``{...}`` block that ``opener`` (a regex
-    ending at the brace) starts; ``name`` is the opener's first group if named."""
-    ranges = []
-    for m in re.finditer(opener, text):
-        depth, i = 0, m.end() - 1
-        for i in range(m.end() - 1, len(text)):
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-        ranges.append((m.end(), i, m.group(1) if named else ""))
-    return ranges

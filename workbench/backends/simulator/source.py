@@ -12,33 +12,38 @@ parallelism, bfloat16) are found first and reported at their line.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from ... import cxx
+
 #: The name g++ gives the cell in its messages (the same as NVRTC's).
 SOURCE_NAME = "cell.cu"
 
+# (pattern, message, words one of which every match contains: a quick test before the search)
 _UNSUPPORTED = [
     (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile\b|__volatile__\b)?\s*\("),
      "inline PTX assembly (asm) cannot run on the CPU simulator; "
-     "use a CUDA intrinsic instead or run this cell on a GPU"),
+     "use a CUDA intrinsic instead or run this cell on a GPU", ("asm",)),
     (re.compile(r"\b(?:tex[123]D\w*|tex1Dfetch|texture\s*<|cudaTextureObject_t|surf[123]D\w*"
                 r"|cudaSurfaceObject_t)\b"),
      "textures and surfaces are not supported by the CPU simulator; read the array directly "
-     "or run this cell on a GPU"),
+     "or run this cell on a GPU", ("tex", "Texture", "surf", "Surface")),
     (re.compile(r"\b(?:wmma\s*::|nvcuda\s*::|mma_sync|load_matrix_sync|store_matrix_sync)"
                 r"|#\s*include\s*[<\"]mma\.h[>\"]"),
      "tensor-core operations (wmma / mma) are not supported by the CPU simulator; "
-     "run this cell on a GPU"),
+     "run this cell on a GPU", ("mma", "nvcuda", "matrix_sync")),
     (re.compile(r"<<<"),
      "dynamic parallelism (launching a kernel from device code) is not supported by the "
-     "CPU simulator; launch kernels from Python"),
+     "CPU simulator; launch kernels from Python", ("<<<",)),
     (re.compile(r"#\s*include\s*[<\"]cuda_bf16\.h[>\"]|\b__nv_bfloat16\w*\b|\bnv_bfloat16\b"),
      "bfloat16 (__nv_bfloat16) is not supported by the CPU simulator (g++ has no bfloat16 "
-     "type); use __half or float, or run this cell on a GPU"),
+     "type); use __half or float, or run this cell on a GPU", ("bf16", "bfloat16")),
     (re.compile(r"#\s*include\s*[<\"](?:curand\w*\.h|cub/\S*|thrust/\S*|cuda/\S*)[>\"]"),
-     "this CUDA library header is not available on the CPU simulator; run this cell on a GPU"),
+     "this CUDA library header is not available on the CPU simulator; run this cell on a GPU",
+     ("include",)),
 ]
 
 _EXTERN_SHARED = re.compile(r"\bextern\b(?P<decl>[^;{}()]*?(?:\([^;{}]*?\)[^;{}()]*?)*?)"
@@ -59,80 +64,37 @@ class Unsupported:
         return f"{SOURCE_NAME}:{self.line}:{self.column}: error: {self.message}"
 
 
-def blank_comments_and_strings(source: str) -> str:
-    """``source`` with comments and the insides of string and character
-    literals replaced by spaces (newlines and quotes kept), so that searches
-    see only code and positions stay the same."""
-    out = list(source)
-    i, n = 0, len(source)
-    while i < n:
-        c = source[i]
-        if c == "/" and i + 1 < n and source[i + 1] == "/":
-            j = source.find("\n", i)
-            j = n if j < 0 else j
-            for k in range(i, j):
-                out[k] = " "
-            i = j
-        elif c == "/" and i + 1 < n and source[i + 1] == "*":
-            j = source.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            for k in range(i, j):
-                if out[k] != "\n":
-                    out[k] = " "
-            i = j
-        elif c in "\"'":
-            # #include <...> and "..." file names must stay visible to the checks
-            line_start = source.rfind("\n", 0, i) + 1
-            if source[line_start:i].lstrip().startswith("#"):
-                j = source.find("\n", i)
-                i = n if j < 0 else j
-                continue
-            j = i + 1
-            while j < n and source[j] != c and source[j] != "\n":
-                j += 2 if source[j] == "\\" else 1
-            for k in range(i + 1, min(j, n)):
-                out[k] = " "
-            i = j + 1
-        else:
-            i += 1
-    return "".join(out)
+def find_unsupported(source: str, defines: Sequence[str] | None = None) -> list[Unsupported]:
+    """Every construct of ``source`` the simulator cannot run, in line order.
+
+    With ``defines`` (the ``-D`` options g++ gets), constructs in ``#if``
+    branches those leave out are not reported; without them every branch is
+    searched."""
+    return list(_find_unsupported(source, None if defines is None else tuple(defines)))
 
 
-def _line_col(text: str, pos: int) -> tuple[int, int]:
-    line = text.count("\n", 0, pos) + 1
-    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
-    return line, col
-
-
-def find_unsupported(source: str) -> list[Unsupported]:
-    """Every construct of ``source`` the simulator cannot run, in line order."""
-    code = blank_comments_and_strings(source)
+@functools.lru_cache(maxsize=256)  # re-running an unchanged cell searches nothing
+def _find_unsupported(source: str, defines: tuple[str, ...] | None) -> tuple[Unsupported, ...]:
+    code = cxx.scan(source, defines).visible
     found = []
-    for pattern, message in _UNSUPPORTED:
+    for pattern, message, words in _UNSUPPORTED:
+        if not any(w in code for w in words):
+            continue
         for m in pattern.finditer(code):
-            line, col = _line_col(code, m.start())
+            line, col = cxx.line_col(code, m.start())
             found.append(Unsupported(line, col, message))
     found.sort(key=lambda u: (u.line, u.column))
-    return found
+    return tuple(found)
 
 
-def _file_scope(code: str, pos: int) -> bool:
-    """True when ``pos`` lies outside every function body (namespaces and
-    ``extern "C" { }`` blocks do not count as bodies)."""
-    stack: list[bool] = []  # True: a brace that opens a namespace or linkage block
-    for m in re.finditer(r"[{}]", code[:pos]):
-        if m.group() == "{":
-            before = code[max(0, m.start() - 200):m.start()]
-            stack.append(bool(re.search(r'(?:\bnamespace\b[\w:\s]*|\bextern\s*"\s*C\s*"\s*)$', before)))
-        elif stack:
-            stack.pop()
-    return all(stack)
-
-
+@functools.lru_cache(maxsize=256)  # re-running an unchanged cell rewrites nothing
 def rewrite_dynamic_shared(source: str) -> str:
     """Replace each ``extern __shared__ T name[];`` by a pointer to the
     dynamic shared memory buffer, keeping every line where it was."""
-    code = blank_comments_and_strings(source)
+    code = cxx.scan(source, None).visible
+    if "__shared__" not in code:
+        return source
+    blocks = cxx.blocks(code)
     pieces = []
     last = 0
     for m in _EXTERN_SHARED.finditer(code):
@@ -141,7 +103,7 @@ def rewrite_dynamic_shared(source: str) -> str:
             continue
         ctype = " ".join(_ATTRIBUTES.sub(" ", decl).split())
         name = m["name"]
-        if _file_scope(code, m.start()):
+        if cxx.at_file_scope(blocks, m.start()):
             text = (f"static thread_local {ctype}* const {name} = "
                     f"reinterpret_cast<{ctype}*>(__wbsim_dsmem);")
         else:
