@@ -83,7 +83,7 @@ def test_host_arrays_are_refused(sim):
     (3, "    child<<<1, 1>>>();", "dynamic parallelism"),
 ])
 def test_unsupported_features_fail_at_their_line(sim, monkeypatch, line, code, words):
-    monkeypatch.setattr(backend_mod, "_nvrtc", lambda: None)   # the simulator's own check
+    monkeypatch.setattr(backend_mod, "_use_nvrtc", lambda: False)   # the simulator's own check
     src = 'extern "C" __global__ void k(float* x) {\n    // a comment: asm( is fine here\n' + code + "\n}\n"
     with pytest.raises(CompileFailed) as info:
         build(sim, src, ["k"])
@@ -91,7 +91,7 @@ def test_unsupported_features_fail_at_their_line(sim, monkeypatch, line, code, w
 
 
 def test_gxx_errors_carry_the_users_line(sim, monkeypatch):
-    monkeypatch.setattr(backend_mod, "_nvrtc", lambda: None)
+    monkeypatch.setattr(backend_mod, "_use_nvrtc", lambda: False)
     src = 'extern "C" __global__ void k(float* x) {\n    int i = threadIdx.x;\n    x[i] = undefined_name;\n}\n'
     with pytest.raises(CompileFailed) as info:
         build(sim, src, ["k"])

@@ -223,7 +223,7 @@ def test_dynamic_shared_memory_beyond_256_kib():
 
 
 def test_a_worker_crash_while_loading_a_cell_is_a_kernel_fault(sim, monkeypatch):
-    monkeypatch.setattr(backend_mod, "_nvrtc", lambda: None)   # NVRTC refuses host globals
+    monkeypatch.setattr(backend_mod, "_use_nvrtc", lambda: False)   # NVRTC refuses host globals
     crash = 'struct Boom { Boom() { *(volatile int*)16 = 1; } };\nstatic Boom boom;\n' \
             'extern "C" __global__ void k(int* o) { o[0] = 1; }\n'
     with pytest.raises(KernelFault, match="while loading the compiled cell.*SIGSEGV"):
