@@ -19,6 +19,10 @@
 #include "wbsim_abi.h"
 #include "wbsim_control.h"
 
+// Thread-locals of the worker itself (never read by kernel libraries): the
+// executable's own TLS block, reached without the GOT as `static` ones are.
+#define WBSIM_LE __attribute__((tls_model("local-exec")))
+
 // -- worker.cpp ---------------------------------------------------------------
 // The control page at the start of the arena (fault record, printf buffer).
 extern wbsim_control* g_ctl;
@@ -36,8 +40,8 @@ void setup_thread_signals();
 void install_handlers();
 
 // -- grid.cpp -----------------------------------------------------------------
-extern __thread const wbsim_kernel* t_kernel WBSIM_IE;  // kernel running on this OS thread
-extern __thread int t_in_kernel WBSIM_IE;
+extern __thread const wbsim_kernel* t_kernel WBSIM_LE;  // kernel running on this OS thread
+extern __thread int t_in_kernel WBSIM_LE;
 // Per OS thread that runs blocks: signal stack, dynamic shared memory.
 void thread_setup();
 // Starts `helpers` pool threads besides the calling one, and the watchdog.
@@ -94,7 +98,7 @@ struct BlockState {
     void* dead_sp = nullptr;
 };
 
-extern __thread BlockState* t_block WBSIM_IE;
+extern __thread BlockState* t_block WBSIM_LE;
 BlockState* block_state();
 
 inline unsigned linear_tid(const uint3& t) {
