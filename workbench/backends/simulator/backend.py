@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import subprocess
 import sys
-import struct
 import time
 from typing import Sequence
 
