@@ -1,5 +1,6 @@
 """The simulator backend used directly (compile / launch with NumPy scalars):
 arrays, memory, compile errors, the device API's semantics."""
+import threading
 import time
 
 import numpy as np
@@ -83,7 +84,7 @@ def test_host_arrays_are_refused(sim):
     (3, "    child<<<1, 1>>>();", "dynamic parallelism"),
 ])
 def test_unsupported_features_fail_at_their_line(sim, monkeypatch, line, code, words):
-    monkeypatch.setattr(backend_mod, "_nvrtc", lambda: None)   # the simulator's own check
+    monkeypatch.setattr(backend_mod, "_use_nvrtc", lambda: False)   # the simulator's own check
     src = 'extern "C" __global__ void k(float* x) {\n    // a comment: asm( is fine here\n' + code + "\n}\n"
     with pytest.raises(CompileFailed) as info:
         build(sim, src, ["k"])
@@ -91,7 +92,7 @@ def test_unsupported_features_fail_at_their_line(sim, monkeypatch, line, code, w
 
 
 def test_gxx_errors_carry_the_users_line(sim, monkeypatch):
-    monkeypatch.setattr(backend_mod, "_nvrtc", lambda: None)
+    monkeypatch.setattr(backend_mod, "_use_nvrtc", lambda: False)
     src = 'extern "C" __global__ void k(float* x) {\n    int i = threadIdx.x;\n    x[i] = undefined_name;\n}\n'
     with pytest.raises(CompileFailed) as info:
         build(sim, src, ["k"])
@@ -118,6 +119,47 @@ def test_events_measure_the_kernels_between_them(sim):
     assert sim.event_done(end)
     ms = sim.elapsed_ms(start, end)
     assert 0 < ms == pytest.approx(sim.last_launch_ns / 1e6)
+
+
+def test_the_module_keeps_nvrtcs_result(sim, monkeypatch):
+    src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] += 1.0f; }'
+    m = build(sim, src, ["k"])
+    if backend_mod.nvrtc_available():
+        assert m.nvrtc is not None and m.compiler == "NVRTC" and "k" in m.nvrtc.resources
+    monkeypatch.setattr(backend_mod, "_use_nvrtc", lambda: False)
+    assert build(sim, src, ["k"]).nvrtc is None
+
+
+STREAMS = r'''
+extern "C" __global__ void fill(float* x, float v) { x[threadIdx.x] = v + threadIdx.x; }
+extern "C" __global__ void twice(const float* x, float* y) { y[threadIdx.x] = 2.0f * x[threadIdx.x]; }
+'''
+
+
+def test_streams_and_events_order_work(sim):
+    m = build(sim, STREAMS, ["fill", "twice"])
+    fill, twice = m.get_function("fill"), m.get_function("twice")
+    x, y = sim.xp.zeros(32, np.float32), sim.xp.zeros(32, np.float32)
+    default = sim.current_stream()
+    s1, s2 = sim.create_stream(), sim.create_stream(priority=-1, non_blocking=True)
+    with sim.use_stream(s1) as used:
+        assert used is s1 and sim.current_stream() is s1
+        sim.launch(fill, (1, 1, 1), (32, 1, 1), (x, np.float32(1.0)))
+        done = sim.create_event()
+        sim.record_event(done)
+        seen_elsewhere = []
+        other = threading.Thread(target=lambda: seen_elsewhere.append(sim.current_stream()))
+        other.start()
+        other.join()
+        assert seen_elsewhere == [default]      # the current stream is per thread
+    assert sim.current_stream() is default
+    sim.stream_wait_event(s2, done)             # s2's work runs after s1's fill
+    sim.launch(twice, (1, 1, 1), (32, 1, 1), (x, y), stream=s2)
+    sim.stream_synchronize(s2)
+    sim.event_synchronize(done)
+    assert sim.event_done(done)
+    np.testing.assert_array_equal(sim.to_host(y), 2.0 * (1.0 + np.arange(32, dtype=np.float32)))
+    assert sim.device_pointer(y) == y.__array_interface__["data"][0]
 
 
 def test_constant_memory_set_from_python_survives_a_restart(sim):

@@ -1,9 +1,13 @@
 """Regressions found in review: warp operations that meet at different calls,
 shuffle and conversion corner cases (checked on every backend: the values are
 the GPU's), and the simulator's worker protocol (interrupts, faults outside
-kernels, big dynamic shared memory, printf overflow)."""
+kernels, big dynamic shared memory, printf overflow, the protocol module against the C
+headers)."""
+import ctypes
 import os
+import re
 import signal
+import subprocess
 import threading
 
 import numpy as np
@@ -12,7 +16,7 @@ import pytest
 import workbench as wb
 from workbench.backends.base import CompileOptions
 from workbench.backends.simulator import SimulatorBackend
-from workbench.backends.simulator import backend as backend_mod
+from workbench.backends.simulator import backend as backend_mod, build, protocol
 from workbench.errors import KernelFault
 
 rng = np.random.default_rng(20261121)
@@ -223,7 +227,7 @@ def test_dynamic_shared_memory_beyond_256_kib():
 
 
 def test_a_worker_crash_while_loading_a_cell_is_a_kernel_fault(sim, monkeypatch):
-    monkeypatch.setattr(backend_mod, "_nvrtc", lambda: None)   # NVRTC refuses host globals
+    monkeypatch.setattr(backend_mod, "_use_nvrtc", lambda: False)   # NVRTC refuses host globals
     crash = 'struct Boom { Boom() { *(volatile int*)16 = 1; } };\nstatic Boom boom;\n' \
             'extern "C" __global__ void k(int* o) { o[0] = 1; }\n'
     with pytest.raises(KernelFault, match="while loading the compiled cell.*SIGSEGV"):
@@ -252,3 +256,65 @@ def test_printf_beyond_the_buffer_prints_whole_lines_only(sim, capsys):
     dropped = int(note[0].split()[1])
     assert len(printed) * (width + 11) + dropped == threads * (width + 11)
     assert "\0" not in out
+
+
+# -- the protocol module mirrors the C headers --------------------------------------------
+
+LAYOUT_PROBE = r'''
+#include <cstddef>
+#include <cstdio>
+#include "wbsim_abi.h"
+#include "wbsim_control.h"
+#define FIELD(s, f) printf("%s %s %zu %zu\n", #s, #f, offsetof(s, f), sizeof(((s*)0)->f));
+#define VALUE(v) printf("value %s %lld\n", #v, (long long)(v));
+int main() {
+    FIELD(wbsim_fault, kind) FIELD(wbsim_fault, signo) FIELD(wbsim_fault, has_block)
+    FIELD(wbsim_fault, has_thread) FIELD(wbsim_fault, block) FIELD(wbsim_fault, thread)
+    FIELD(wbsim_fault, address) FIELD(wbsim_fault, line) FIELD(wbsim_fault, reserved)
+    FIELD(wbsim_fault, kernel) FIELD(wbsim_fault, message)
+    FIELD(wbsim_control, magic) FIELD(wbsim_control, printf_len) FIELD(wbsim_control, printf_dropped)
+    FIELD(wbsim_control, printf_capacity) FIELD(wbsim_control, printf_committed)
+    FIELD(wbsim_control, reserved) FIELD(wbsim_control, fault)
+    printf("size wbsim_fault %zu\nsize wbsim_control %zu\n", sizeof(wbsim_fault), sizeof(wbsim_control));
+    VALUE(WBSIM_ABI_VERSION) VALUE(WBSIM_CONTROL_MAGIC) VALUE(WBSIM_PRINTF_OFFSET)
+    VALUE(WBSIM_PRINTF_BYTES) VALUE(WBSIM_ARENA_RESERVED)
+    VALUE(WBSIM_OP_LOAD) VALUE(WBSIM_OP_LAUNCH) VALUE(WBSIM_OP_SYMBOL_WRITE) VALUE(WBSIM_OP_SYMBOL_READ)
+    VALUE(WBSIM_FAULT_NONE) VALUE(WBSIM_FAULT_SIGNAL) VALUE(WBSIM_FAULT_TRAP) VALUE(WBSIM_FAULT_ASSERT)
+    VALUE(WBSIM_FAULT_DEADLOCK) VALUE(WBSIM_FAULT_TIMEOUT) VALUE(WBSIM_FAULT_ASAN)
+    VALUE(WBSIM_FAULT_ERROR) VALUE(WBSIM_FAULT_UNSUPPORTED)
+}
+'''
+
+
+def test_protocol_mirrors_the_c_headers(tmp_path):
+    """protocol.py's enums, constants and structures are the headers' ones,
+    name by name and byte by byte (compiled and measured with g++)."""
+    src = tmp_path / "probe.cpp"
+    src.write_text(LAYOUT_PROBE)
+    exe = tmp_path / "probe"
+    subprocess.run([build.compiler(), "-std=c++17", "-iquote", str(build.PRELUDE_DIR), str(src),
+                    "-o", str(exe)], check=True, capture_output=True, timeout=120)
+    lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
+    values = {w[1]: int(w[2]) for w in map(str.split, lines) if w and w[0] == "value"}
+    fields = {(w[0], w[1]): (int(w[2]), int(w[3])) for w in map(str.split, lines)
+              if len(w) == 4 and w[0] != "value"}
+    sizes = {w[1]: int(w[2]) for w in map(str.split, lines) if w and w[0] == "size"}
+
+    assert values.pop("WBSIM_ABI_VERSION") == protocol.ABI_VERSION
+    for name in ("CONTROL_MAGIC", "PRINTF_OFFSET", "PRINTF_BYTES", "ARENA_RESERVED"):
+        assert values.pop(f"WBSIM_{name}") == getattr(protocol, name), name
+    ops = {k[len("WBSIM_OP_"):]: v for k, v in values.items() if k.startswith("WBSIM_OP_")}
+    kinds = {k[len("WBSIM_FAULT_"):]: v for k, v in values.items() if k.startswith("WBSIM_FAULT_")}
+    assert ops == {op.name: op.value for op in protocol.Op}
+    assert kinds == {kind.name: kind.value for kind in protocol.FaultKind}
+    for struct_name, cls in (("wbsim_fault", protocol.FaultRecord),
+                             ("wbsim_control", protocol.ControlPage)):
+        assert ctypes.sizeof(cls) == sizes[struct_name]
+        c_fields = [(f, off_size) for (s, f), off_size in fields.items() if s == struct_name]
+        assert [f for f, _ in c_fields] == [f for f, _ in cls._fields_]
+        for name, (offset, size) in c_fields:
+            assert (getattr(cls, name).offset, getattr(cls, name).size) == (offset, size), name
+    # every enumerator of the headers is in the probe (nothing new left unmirrored)
+    header = (build.PRELUDE_DIR / "wbsim_control.h").read_text()
+    declared = set(re.findall(r"\b(WBSIM_(?:OP|FAULT)_[A-Z_]+)\b", header))
+    assert declared == {k for k in values if k.startswith(("WBSIM_OP_", "WBSIM_FAULT_"))}

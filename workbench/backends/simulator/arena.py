@@ -4,8 +4,8 @@ the same thing on both sides and survives a worker crash.
 
 The file is a ``memfd`` as large as the virtual device's memory; pages cost
 nothing until touched and are given back (hole punched) when a large block
-is freed. The first :data:`RESERVED` bytes hold the control page and the
-``printf`` buffer; allocations come after, 256-byte aligned, first fit, with
+is freed. The first :data:`.protocol.ARENA_RESERVED` bytes hold the control page
+(:class:`.protocol.ControlPage`) and the ``printf`` buffer; allocations come after, 256-byte aligned, first fit, with
 a gap after each block so that checked launches see writes past its end.
 """
 from __future__ import annotations
@@ -21,11 +21,9 @@ import weakref
 import numpy as np
 
 from ...errors import OutOfMemoryError
+from .protocol import ARENA_RESERVED, CONTROL_MAGIC, PRINTF_BYTES, PRINTF_OFFSET
+from .protocol import ControlPage, FaultRecord
 
-RESERVED = 2 << 20          # control page + printf buffer (see prelude/wbsim_control.h)
-PRINTF_OFFSET = 65536
-PRINTF_BYTES = 1 << 20
-CONTROL_MAGIC = 0x57425349
 ALIGNMENT = 256
 #: Free space kept after every block (checked launches poison it).
 GUARD = 256
@@ -71,22 +69,23 @@ class Arena:
 
     def __init__(self, capacity: int):
         self.capacity = int(capacity)
-        self.size = RESERVED + self.capacity
+        self.size = ARENA_RESERVED + self.capacity
         self.fd = os.memfd_create("cuda-workbench-sim-arena", 0)
         os.ftruncate(self.fd, self.size)
         self.base = _map_at_free_hint(self.fd, self.size)
         weakref.finalize(self, _unmap, self.base, self.size, self.fd)
         self._lock = threading.RLock()
-        self._free: list[tuple[int, int]] = [(RESERVED, self.capacity)]  # (offset, size), sorted
+        self._free: list[tuple[int, int]] = [(ARENA_RESERVED, self.capacity)]  # (offset, size), sorted
         self._used: dict[int, int] = {}   # offset -> size of live blocks (excluding guard)
         self.used_bytes = 0
-        self.high_water = RESERVED
+        self.high_water = ARENA_RESERVED
         self.limit: int | None = None  # a soft cap below capacity (wb.memory.set_limit)
         self._listeners: list[tuple] = []
-        self.control = np.asarray(_Block(self.base, RESERVED))  # bytes of the control area
-        self.control[:64] = 0
-        self.control[:8].view(np.uint64)[0] = CONTROL_MAGIC
-        self.control[24:32].view(np.uint64)[0] = PRINTF_BYTES
+        self.control = np.asarray(_Block(self.base, ARENA_RESERVED))  # bytes of the control area
+        self.page = ControlPage.from_address(self.base)
+        ctypes.memset(self.base, 0, ctypes.sizeof(ControlPage))
+        self.page.magic = CONTROL_MAGIC
+        self.page.printf_capacity = PRINTF_BYTES
 
     # -- allocation -----------------------------------------------------------
     def allocate(self, nbytes: int) -> tuple[int, _Block]:
@@ -163,7 +162,7 @@ class Arena:
                 pass
 
     def contains(self, address: int, nbytes: int = 1) -> bool:
-        return self.base + RESERVED <= address and address + nbytes <= self.base + self.size
+        return self.base + ARENA_RESERVED <= address and address + nbytes <= self.base + self.size
 
     def live_blocks(self) -> list[tuple[int, int]]:
         """``(address, nbytes)`` of every live block."""
@@ -187,7 +186,7 @@ class Arena:
             top = self.high_water
             sizes = [min(off + size, top) - off for off, size in self._free if off < top]
             return {"used_bytes": self.used_bytes,
-                    "total_bytes": top - RESERVED,
+                    "total_bytes": top - ARENA_RESERVED,
                     "free_blocks": len(sizes),
                     "largest_free_block": max(sizes, default=0),
                     "limit": self.limit if self.limit is not None else self.capacity,
@@ -195,7 +194,7 @@ class Arena:
 
     def reserved_bytes(self) -> int:
         """Bytes below the high-water mark (in use plus cached)."""
-        return self.high_water - RESERVED
+        return self.high_water - ARENA_RESERVED
 
     def empty_cache(self) -> None:
         """Lower the high-water mark to the end of the last live block and give
@@ -203,7 +202,7 @@ class Arena:
         gc.collect()  # arrays that are only waiting for the collector
         with self._lock:
             ends = [off + _round_up(max(n, 1), ALIGNMENT) + GUARD for off, n in self._used.items()]
-            self.high_water = max(ends, default=RESERVED)
+            self.high_water = max(ends, default=ARENA_RESERVED)
             free = list(self._free)
         page = 4096
         for off, size in free:
@@ -215,33 +214,21 @@ class Arena:
     def take_printf(self) -> tuple[bytes, int]:
         """The device ``printf`` output since the last call, and how many bytes
         did not fit in the buffer; empties the buffer."""
-        head = self.control[8:40].view(np.uint64)  # claimed, dropped, capacity, committed
-        claimed, dropped, committed = int(head[0]), int(head[1]), int(head[3])
-        if claimed == 0 and dropped == 0:
+        page = self.page
+        dropped, committed = page.printf_dropped, page.printf_committed
+        if page.printf_len == 0 and dropped == 0:
             return b"", 0
         text = self.control[PRINTF_OFFSET:PRINTF_OFFSET + min(committed, PRINTF_BYTES)].tobytes()
-        head[0] = 0
-        head[1] = 0
-        head[3] = 0
+        page.printf_len = page.printf_dropped = page.printf_committed = 0
         return text, dropped
 
-    def fault_record(self) -> dict | None:
-        """The fault the worker wrote before it ended, or None."""
-        c = self.control
-        kind = int(c[64:68].view(np.int32)[0])
-        if kind == 0:
-            return None
-        i32 = c[64:120].view(np.int32)
-        rec = {"kind": kind, "signo": int(i32[1]),
-               "block": tuple(int(v) for v in c[80:92].view(np.uint32)) if i32[2] else None,
-               "thread": tuple(int(v) for v in c[92:104].view(np.uint32)) if i32[3] else None,
-               "address": int(c[104:112].view(np.uint64)[0]),
-               "line": int(c[112:116].view(np.int32)[0]) or None,
-               "kernel": _cstr(c[120:248]), "message": _cstr(c[248:1272])}
-        return rec
+    def fault_record(self) -> FaultRecord | None:
+        """A copy of the fault the worker wrote before it ended, or None."""
+        fault = self.page.fault
+        return fault.copy() if fault.kind else None
 
     def clear_fault(self) -> None:
-        self.control[64:1272] = 0
+        ctypes.memset(ctypes.addressof(self.page.fault), 0, ctypes.sizeof(FaultRecord))
 
 
 def _map_at_free_hint(fd: int, size: int) -> int:
@@ -273,11 +260,6 @@ def _unmap(base: int, size: int, fd: int) -> None:
         os.close(fd)
     except OSError:
         pass
-
-
-def _cstr(view) -> str:
-    raw = view.tobytes()
-    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
 def _round_up(n: int, m: int) -> int:

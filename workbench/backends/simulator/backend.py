@@ -3,150 +3,50 @@
 What happens where:
 
 * :mod:`.source` rewrites a cell into C++ (same line numbers) and refuses
-  what the CPU cannot run; :mod:`.build` compiles it with g++ (cached);
-* :mod:`.worker` runs launches in a separate process over the shared
-  :mod:`.arena` (device memory), so a crashing kernel never takes the
-  notebook down; faults come back as :class:`workbench.errors.KernelFault`;
-* :mod:`.xp` gives the NumPy-compatible array namespace ``wb.xp``.
+  what the CPU cannot run; :mod:`.build` compiles it with g++ (cached) into a
+  :class:`.module.SimModule`;
+* :mod:`.worker` runs launches (packed by :mod:`.launch`) in a separate
+  process over the shared :mod:`.arena` (device memory), speaking
+  :mod:`.protocol`, so a crashing kernel never takes the notebook down;
+  :mod:`.faults` turns its end into a :class:`workbench.errors.KernelFault`;
+* :mod:`.xp` gives the NumPy-compatible array namespace ``wb.xp``;
+  :mod:`.streams` the streams and events.
 
 Launches are synchronous: when :meth:`SimulatorBackend.launch` returns, the
 kernel has finished and its ``printf`` output has been printed.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
 import struct
+import subprocess
 import sys
 import time
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from ...errors import KernelArgumentError, KernelFault, LaunchConfigError
-from ..base import (Backend, CompiledModule, CompileFailed, CompileOptions, DeviceProperties,
-                    KernelResources, normalise_arch)
-from . import build, source as source_mod
-from .arena import RESERVED, Arena
+from ...errors import KernelArgumentError, KernelFault
+from ..base import (Backend, CompileFailed, CompileOptions, DeviceProperties, KernelResources,
+                    normalise_arch)
+from ..nvrtc import check_with_nvrtc, nvrtc_available, nvrtc_version
+from . import build
+from .arena import Arena
 from .devices import virtual_device
-from .worker import OP_LAUNCH, OP_SYMBOL_READ, OP_SYMBOL_WRITE, Worker, WorkerDied, WorkerError
+from .faults import kernel_fault, worker_fault
+from .launch import argument_bytes, check_config, dims, launch_request
+from .module import SimFunction, SimModule
+from .protocol import Op
+from .source import SOURCE_NAME, find_unsupported, generate
+from .streams import CurrentStream, SimEvent, SimStream, elapsed_ms
+from .worker import Worker, WorkerDied, WorkerError
 from .xp import ArrayNamespace, DeviceArray, empty_in, in_arena
 
-_FAULT_SIGNALS = {1: None, 2: "trap", 3: "assert", 4: "deadlock", 5: "timeout", 6: "AddressSanitizer",
-                  7: "error", 8: "unsupported"}
-_SIGNAL_TEXT = {"SIGSEGV": "invalid memory access", "SIGBUS": "invalid memory access (bus error)",
-                "SIGFPE": "arithmetic error (integer division by zero?)",
-                "SIGILL": "illegal instruction", "SIGABRT": "abort"}
 
-
-class SimFunction:
-    """A launchable kernel of a :class:`SimModule`."""
-
-    __slots__ = ("module", "name", "symbol")
-
-    def __init__(self, module: "SimModule", name: str, symbol: str):
-        self.module = module
-        self.name = name
-        self.symbol = symbol
-
-    def __repr__(self) -> str:
-        return f"<simulator kernel {self.name}{' (checked)' if self.module.checked else ''}>"
-
-
-class SimModule(CompiledModule):
-    """A compiled cell: a shared library loaded by the worker on first launch."""
-
-    compiler = "g++"
-
-    def __init__(self, path: str, kernels: Sequence[str], checked: bool,
-                 resources: dict[str, KernelResources], backend: "SimulatorBackend"):
-        self.path = path
-        self.checked = checked
-        self._resources = resources
-        self._backend = backend
-        self._functions = {name: SimFunction(self, name, source_mod.launcher_symbol(i))
-                           for i, name in enumerate(kernels)}
-        self._globals: dict[str, bytes] = {}
-        self._loaded_in: tuple[int, int] | None = None  # (id(worker), worker.starts)
-
-    def get_function(self, name: str) -> SimFunction:
-        try:
-            return self._functions[name]
-        except KeyError:
-            known = ", ".join(self._functions) or "none"
-            raise KeyError(f"no kernel {name!r} in this module (kernels: {known}); template "
-                           "kernels need their instantiation, e.g. instantiate=['scale<float>']"
-                           ) from None
-
-    def resources(self, name: str) -> KernelResources:
-        return self._resources.get(name, KernelResources())
-
-    @property
-    def kernel_names(self) -> list[str]:
-        return list(self._functions)
-
-    def set_global(self, name: str, value) -> None:
-        """Set a ``__constant__`` or ``__device__`` variable ``name`` to the
-        bytes of ``value`` (like ``cudaMemcpyToSymbol``); kept across worker
-        restarts."""
-        data = np.ascontiguousarray(value).tobytes()
-        self._globals[name] = data
-        worker = self._backend._worker_for(self.checked)
-        try:
-            handle = self._backend._ensure_loaded(self, worker)
-            self._write_global(worker, handle, name, data)
-        except WorkerDied as died:
-            raise self._backend._worker_fault(died, f"setting global variable {name!r}") from None
-
-    def get_global(self, name: str, dtype, count: int = 1) -> np.ndarray:
-        """The current value of global variable ``name`` as ``count`` items of ``dtype``."""
-        dtype = np.dtype(dtype)
-        worker = self._backend._worker_for(self.checked)
-        try:
-            handle = self._backend._ensure_loaded(self, worker)
-            data = worker.request(OP_SYMBOL_READ, struct.pack("<I", handle) + _str(name)
-                                  + struct.pack("<QQ", 0, dtype.itemsize * count))
-        except WorkerDied as died:
-            raise self._backend._worker_fault(died, f"reading global variable {name!r}") from None
-        except WorkerError as exc:
-            raise KeyError(f"no global variable {name!r} in this module: {exc}") from None
-        return np.frombuffer(data, dtype=dtype, count=count).copy()
-
-    @staticmethod
-    def _write_global(worker, handle, name, data):
-        try:
-            worker.request(OP_SYMBOL_WRITE, struct.pack("<I", handle) + _str(name)
-                           + struct.pack("<QQ", 0, len(data)) + data)
-        except WorkerError as exc:
-            raise KeyError(f"no global variable {name!r} in this module: {exc}") from None
-
-
-class SimStream:
-    """A simulator stream. Launches are synchronous, so work on every stream
-    runs in the order it was queued and every stream is always idle: the
-    ordering CUDA promises holds trivially."""
-
-    def __init__(self, priority: int = 0):
-        self.priority = priority
-
-    def synchronize(self) -> None:
-        pass
-
-    def __repr__(self) -> str:
-        return "<simulator stream>"
-
-
-class SimEvent:
-    """A point in time on the CPU plus the kernel time run before it."""
-
-    __slots__ = ("wall", "kernel_ns", "recorded")
-
-    def __init__(self):
-        self.wall = 0.0
-        self.kernel_ns = 0
-        self.recorded = False
+def _use_nvrtc() -> bool:
+    """True when real NVRTC is installed: it checks every cell first (tests turn it off)."""
+    return nvrtc_available()
 
 
 class SimulatorBackend(Backend):
@@ -183,7 +83,7 @@ class SimulatorBackend(Backend):
         self._xp = None
         self._workers: dict[bool, Worker] = {}
         self._kernel_ns = 0
-        self._stream = SimStream()
+        self._current = CurrentStream()
         self.last_launch_ns = 0
 
     # -- arrays --------------------------------------------------------------------
@@ -251,9 +151,8 @@ class SimulatorBackend(Backend):
 
     def versions(self) -> dict[str, str]:
         out = {"simulator": build.SIMULATOR_VERSION, "g++": build.compiler_version() or "missing"}
-        nv = _nvrtc()
-        if nv is not None and nv.nvrtc_available():
-            version = nv.nvrtc_version()
+        if _use_nvrtc():
+            version = nvrtc_version()
             if version:
                 out["nvrtc"] = str(version)
         return out
@@ -271,29 +170,29 @@ class SimulatorBackend(Backend):
                 kernel_names: Sequence[str]) -> SimModule:
         start = time.perf_counter()
         resources: dict[str, KernelResources] = {}
-        log, compiler = "", "g++"
-        nv = _nvrtc()
-        if nv is not None and nv.nvrtc_available():
-            result = nv.check_with_nvrtc(source, options, kernel_names)  # raises CompileFailed
-            resources, log, compiler = dict(result.resources), result.log, "NVRTC"
-        problems = source_mod.find_unsupported(source)
+        log, compiler, checked_by_nvrtc = "", "g++", None
+        if _use_nvrtc():
+            checked_by_nvrtc = check_with_nvrtc(source, options, kernel_names)  # raises CompileFailed
+            resources, log, compiler = (dict(checked_by_nvrtc.resources), checked_by_nvrtc.log,
+                                        "NVRTC")
+        problems = find_unsupported(source)
         if problems:
             raise CompileFailed("\n".join(p.log_line() for p in problems), compiler="simulator")
         kernels = list(dict.fromkeys([*kernel_names, *options.name_expressions]))
         checked = bool(options.checked or self.checked)
-        generated = source_mod.generate(source, kernels)
+        generated = generate(source, kernels)
         built = build.build_library(generated, self._gxx_flags(options), checked,
                                     warnings=compiler != "NVRTC")
-        module = SimModule(str(built.path), kernels, checked, resources, self)
+        module = SimModule(str(built.path), kernels, checked, resources, self, checked_by_nvrtc)
         module.cache_hit = built.cache_hit
         module.log = log or built.log
         module.compiler = compiler
         try:  # undefined functions show up when the library is loaded
-            self._ensure_loaded(module, self._worker_for(checked))
+            module.load_into(self.worker_for(checked))
         except WorkerError as exc:
             raise CompileFailed(_explain_load_error(str(exc)), compiler="g++") from None
         except WorkerDied as died:  # e.g. a global's constructor crashed
-            raise self._worker_fault(died, "loading the compiled cell") from None
+            raise self.worker_ended(died, "loading the compiled cell") from None
         module.compile_seconds = time.perf_counter() - start
         return module
 
@@ -306,8 +205,7 @@ class SimulatorBackend(Backend):
         flags += [f"-D{d}" for d in options.defines]
         if options.fast_math:
             flags.append("-ffast-math")
-        extra = list(options.extra)
-        for i, opt in enumerate(extra):  # -I / -D among NVRTC's options mean the same to g++
+        for opt in options.extra:  # -I / -D among NVRTC's options mean the same to g++
             if opt.startswith(("-I", "-D", "--include-path=", "--define-macro=")):
                 flags.append(opt.replace("--include-path=", "-I").replace("--define-macro=", "-D"))
         return flags
@@ -316,77 +214,28 @@ class SimulatorBackend(Backend):
     def launch(self, function, grid, block, args, shared_mem: int = 0, stream=None) -> None:
         if not isinstance(function, SimFunction):
             raise TypeError(f"not a simulator kernel: {function!r}")
-        grid = _dims(grid, "grid")
-        block = _dims(block, "block")
-        self._check_config(grid, block, shared_mem)
+        grid = dims(grid, "grid")
+        block = dims(block, "block")
+        check_config(self._properties, grid, block, shared_mem)
         module = function.module
-        worker = self._worker_for(module.checked)
-        sizes, blobs = [], []
-        for i, a in enumerate(args):
-            data = self._arg_bytes(a, i)
-            sizes.append(len(data))
-            blobs.append(data)
-        timeout_ms = max(1, int(self.timeout_s * 1000))
-        payload = [b"", _str(function.symbol),
-                   struct.pack("<3I3IQII", *grid, *block, int(shared_mem), timeout_ms, len(args)),
-                   struct.pack(f"<{len(sizes)}I", *sizes), *blobs]
-        if module.checked:
-            arena = self.arena
-            live = arena.live_blocks()
-            payload.append(struct.pack("<QQI", arena.base + RESERVED, arena.base + arena.high_water,
-                                       len(live)))
-            payload.append(b"".join(struct.pack("<QQ", a, n) for a, n in live))
+        worker = self.worker_for(module.checked)
+        is_device_array = self.is_device_array
+        blobs = [argument_bytes(a, i, is_device_array) for i, a in enumerate(args)]
         try:
-            handle = self._ensure_loaded(module, worker)
-            payload[0] = struct.pack("<I", handle)
-            reply = worker.request(OP_LAUNCH, b"".join(payload), timeout=self.timeout_s)
+            payload = launch_request(module.load_into(worker), function.symbol, grid, block,
+                                     shared_mem, self.timeout_s, blobs,
+                                     self.arena if module.checked else None)
+            reply = worker.request(Op.LAUNCH, payload, timeout=self.timeout_s)
         except WorkerDied as died:
             self._print_device_output()
             self.arena.clear_fault()
-            raise self._fault(function, died) from None
+            raise kernel_fault(function.name, module.checked, died, self.timeout_s) from None
         except WorkerError as exc:
             raise KernelArgumentError(str(exc)) from None
         elapsed = struct.unpack("<Q", reply)[0]
         self.last_launch_ns = elapsed
         self._kernel_ns += elapsed
         self._print_device_output()
-
-    def _arg_bytes(self, a, index: int) -> bytes:
-        if isinstance(a, np.ndarray):
-            if a.ndim == 0 and not self.is_device_array(a):
-                return a.tobytes()
-            if not self.is_device_array(a):
-                raise KernelArgumentError(
-                    f"argument {index + 1} is a host NumPy array; kernels need device arrays: "
-                    "copy it with wb.to_device(x) or create it with wb.xp")
-            return struct.pack("<Q", a.__array_interface__["data"][0])
-        if isinstance(a, np.generic):
-            return a.tobytes()
-        if isinstance(a, (bytes, bytearray)):
-            return bytes(a)
-        if hasattr(a, "tobytes"):
-            return a.tobytes()
-        raise KernelArgumentError(
-            f"argument {index + 1} ({type(a).__name__}) is neither a device array nor a NumPy "
-            "scalar of the kernel parameter's type")
-
-    def _check_config(self, grid, block, shared_mem) -> None:
-        p = self._properties
-        threads = block[0] * block[1] * block[2]
-        if min(grid) < 1 or min(block) < 1:
-            raise LaunchConfigError(f"grid {grid} and block {block} need every dimension >= 1")
-        if threads > p.max_threads_per_block:
-            raise LaunchConfigError(f"block {block} has {threads} threads; at most "
-                                    f"{p.max_threads_per_block} are allowed")
-        for d, (b, m) in enumerate(zip(block, p.max_block_dims)):
-            if b > m:
-                raise LaunchConfigError(f"block dimension {'xyz'[d]} is {b}; at most {m}")
-        for d, (g, m) in enumerate(zip(grid, p.max_grid_dims)):
-            if g > m:
-                raise LaunchConfigError(f"grid dimension {'xyz'[d]} is {g}; at most {m}")
-        if shared_mem < 0 or shared_mem > p.shared_memory_per_block_optin:
-            raise LaunchConfigError(f"{shared_mem} bytes of dynamic shared memory requested; at "
-                                    f"most {p.shared_memory_per_block_optin} per block")
 
     def _print_device_output(self) -> None:
         if self._arena is None:
@@ -400,82 +249,16 @@ class SimulatorBackend(Backend):
         if text or dropped:
             sys.stdout.flush()
 
-    def _fault(self, function: SimFunction, died: WorkerDied) -> KernelFault:
-        rec = died.record
-        kernel = function.name
-        if rec is None:
-            if died.timed_out:
-                return KernelFault(f"kernel {kernel!r} did not finish within {self.timeout_s:g} s "
-                                   "and was stopped; the simulator restarted (device arrays are intact)",
-                                   kernel=kernel, signal="timeout")
-            rc = died.returncode
-            what = f"signal {signal.Signals(-rc).name}" if rc is not None and rc < 0 else f"exit status {rc}"
-            return KernelFault(f"the simulator's worker ended with {what} while kernel {kernel!r} ran; "
-                               "it restarted (device arrays are intact)", kernel=kernel,
-                               signal=what, details=died.log)
-        kind = rec["kind"]
-        sig = _FAULT_SIGNALS.get(kind, "error")
-        line = rec["line"]
-        what = rec["message"]
-        if kind == 1:
-            try:
-                sig = signal.Signals(rec["signo"]).name
-            except ValueError:
-                sig = f"signal {rec['signo']}"
-            base = _SIGNAL_TEXT.get(sig, sig)
-            if what.startswith("stack overflow"):
-                what = f"{sig}: {what}"
-            else:
-                addr = f" at address {rec['address']:#x}" if sig in ("SIGSEGV", "SIGBUS") else ""
-                what = f"{sig}: {base}{addr}"
-        elif kind == 5:
-            what = (f"time limit of {self.timeout_s:g} s exceeded (an endless loop, or threads "
-                    "spinning on a flag that another block or thread sets?)")
-        elif kind == 6:
-            what, line = _asan_summary(died.log)
-        block = rec["block"]
-        thread = rec["thread"]
-        where = ""
-        if block is not None:
-            where += f" in block {block}"
-        if thread is not None:
-            where += f", thread {thread}"
-        if line is not None and kind != 3:
-            where += f" at line {line}"
-        hint = ""
-        if kind == 1 and sig in ("SIGSEGV", "SIGBUS") and not function.module.checked:
-            hint = (" Run it checked (wb.backend('simulator', checked=True) or %%cuda --check) to "
-                    "find the line.")
-        message = (f"kernel {kernel!r} faulted: {what}{where}. The simulator restarted; device "
-                   f"arrays are intact.{hint}")
-        return KernelFault(message, kernel=kernel, signal=sig, block=block, thread=thread,
-                           line=line, details=died.log)
-
-    def _worker_fault(self, died: WorkerDied, doing: str) -> KernelFault:
-        """A KernelFault for a worker that ended outside a kernel (while loading
-        a library or accessing a global variable)."""
-        rec = died.record
+    def worker_ended(self, died: WorkerDied, doing: str) -> KernelFault:
+        """The KernelFault of a worker that ended outside a kernel (while
+        ``doing``: loading a library, accessing a global variable)."""
         self._print_device_output()
         self.arena.clear_fault()
-        if rec is not None:
-            what = rec["message"] or _FAULT_SIGNALS.get(rec["kind"], "error")
-            if rec["kind"] == 1:
-                try:
-                    what = f"{signal.Signals(rec['signo']).name}: {what}"
-                except ValueError:
-                    pass
-        elif died.timed_out:
-            what = "no reply within the time limit"
-        else:
-            rc = died.returncode
-            what = (f"signal {signal.Signals(-rc).name}" if rc is not None and rc < 0
-                    else f"exit status {rc}")
-        return KernelFault(f"the simulator's worker ended while {doing} ({what}); it restarts on "
-                           "the next launch (device arrays are intact)",
-                           signal=what, details=died.log)
+        return worker_fault(died, doing)
 
     # -- workers -----------------------------------------------------------------------------
-    def _worker_for(self, checked: bool) -> Worker:
+    def worker_for(self, checked: bool) -> Worker:
+        """The worker process for plain (or checked) modules, started on first use."""
         worker = self._workers.get(checked)
         if worker is None:
             env = {}
@@ -488,14 +271,6 @@ class SimulatorBackend(Backend):
             self._workers[checked] = worker
         return worker
 
-    def _ensure_loaded(self, module: SimModule, worker: Worker) -> int:
-        fresh = module.path not in worker.libraries
-        handle = worker.load(module.path)
-        if fresh:
-            for name, data in module._globals.items():
-                module._write_global(worker, handle, name, data)
-        return handle
-
     def close(self) -> None:
         """Stop the worker processes (device arrays stay readable)."""
         for worker in self._workers.values():
@@ -503,19 +278,14 @@ class SimulatorBackend(Backend):
         self._workers.clear()
 
     # -- streams and events ------------------------------------------------------------------
-    def current_stream(self) -> Any:
-        return self._stream
+    def current_stream(self) -> SimStream:
+        return self._current.stream
 
     def create_stream(self, priority: int | None = None, non_blocking: bool = False) -> SimStream:
-        return SimStream(priority or 0)
+        return SimStream(priority or 0, non_blocking)
 
-    @contextlib.contextmanager
     def use_stream(self, stream):
-        previous, self._stream = self._stream, stream
-        try:
-            yield stream
-        finally:
-            self._stream = previous
+        return self._current.use(stream)
 
     def stream_synchronize(self, stream) -> None:
         pass  # launches are synchronous
@@ -523,16 +293,14 @@ class SimulatorBackend(Backend):
     def create_event(self) -> SimEvent:
         return SimEvent()
 
+    def record_event(self, event, stream=None) -> None:
+        event.record(self._kernel_ns)
+
     def stream_wait_event(self, stream, event) -> None:
-        pass  # the event's work has finished when it was recorded
+        pass  # the event's work had finished when it was recorded
 
     def event_synchronize(self, event) -> None:
         pass
-
-    def record_event(self, event, stream=None) -> None:
-        event.wall = time.perf_counter()
-        event.kernel_ns = self._kernel_ns
-        event.recorded = True
 
     def event_done(self, event) -> bool:
         return bool(event.recorded)
@@ -540,11 +308,7 @@ class SimulatorBackend(Backend):
     def elapsed_ms(self, start, end) -> float:
         """Kernel run time between the events (measured in the worker, without
         the round trip to it); wall-clock time when no kernel ran between them."""
-        if not (start.recorded and end.recorded):
-            raise ValueError("both events must be recorded before elapsed_ms")
-        if end.kernel_ns != start.kernel_ns:
-            return (end.kernel_ns - start.kernel_ns) / 1e6
-        return (end.wall - start.wall) * 1e3
+        return elapsed_ms(start, end)
 
     def synchronize(self) -> None:
         pass
@@ -575,64 +339,19 @@ class SimulatorBackend(Backend):
         return 256
 
     def __repr__(self) -> str:
-        reason = getattr(self, "reason", "")
-        return f"<SimulatorBackend {self.describe()}{f' ({reason})' if reason else ''}>"
-
-
-def _dims(value, what: str) -> tuple[int, int, int]:
-    if isinstance(value, (int, np.integer)):
-        value = (int(value),)
-    dims = tuple(int(v) for v in value)
-    if not 1 <= len(dims) <= 3:
-        raise LaunchConfigError(f"{what} must have 1 to 3 dimensions, got {value!r}")
-    return dims + (1,) * (3 - len(dims))
-
-
-def _str(s: str) -> bytes:
-    b = s.encode()
-    return struct.pack("<I", len(b)) + b
-
-
-def _nvrtc():
-    """The NVRTC checker module, or None when it is not there."""
-    try:
-        from .. import nvrtc
-    except ImportError:
-        return None
-    return nvrtc
+        return f"<SimulatorBackend {self.describe()}{f' ({self.reason})' if self.reason else ''}>"
 
 
 def _explain_load_error(message: str) -> str:
+    """A compile error for a library the worker cannot load (an undefined symbol)."""
     m = re.search(r"undefined symbol: (\S+)", message)
     if not m:
-        return f"{source_mod.SOURCE_NAME}:1:1: error: the compiled cell cannot be loaded: {message}"
+        return f"{SOURCE_NAME}:1:1: error: the compiled cell cannot be loaded: {message}"
     name = m.group(1)
     try:
-        import subprocess
         name = subprocess.run(["c++filt", name], capture_output=True, text=True,
                               timeout=10).stdout.strip() or name
     except (OSError, subprocess.SubprocessError):
         pass
-    return (f"{source_mod.SOURCE_NAME}:1:1: error: '{name}' is declared but never defined, or is "
+    return (f"{SOURCE_NAME}:1:1: error: '{name}' is declared but never defined, or is "
             "a CUDA function the simulator does not provide")
-
-
-_ASAN_KIND = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)")
-_ASAN_ACCESS = re.compile(r"^(READ|WRITE) of size (\d+) at (0x[0-9a-f]+)", re.M)
-_ASAN_FRAME = re.compile(r"#\d+ 0x[0-9a-f]+ in (.+?) (?:\S*/)?" + re.escape(source_mod.SOURCE_NAME)
-                         + r":(\d+)")
-
-
-def _asan_summary(log: str) -> tuple[str, int | None]:
-    """``(what happened, cell line)`` from an AddressSanitizer report."""
-    kind = _ASAN_KIND.search(log)
-    access = _ASAN_ACCESS.search(log)
-    frame = _ASAN_FRAME.search(log)
-    what = kind.group(1) if kind else "memory error"
-    if what in ("use-after-poison", "unknown-crash"):
-        what = "out-of-bounds access to device memory"
-    elif what.endswith("overflow"):
-        what = what.replace("-", " ").replace("buffer overflow", "out-of-bounds access")
-    if access:
-        what = f"{what} ({access.group(1).lower()} of {access.group(2)} bytes at {access.group(3)})"
-    return what, int(frame.group(2)) if frame else None

@@ -1,9 +1,10 @@
 """Building with g++: the worker executable (once) and one shared library per
 compiled cell, both cached on disk.
 
-Cache: ``$WORKBENCH_CACHE_DIR/sim`` or ``~/.cache/cuda-workbench/sim``. A
-library's key hashes the generated source, the g++ flags, the g++ version and
-the simulator's own sources (prelude and runtime), so editing either
+Cache: ``DiskCache("sim")`` (``$WORKBENCH_CACHE_DIR/sim`` or
+``~/.cache/cuda-workbench/sim``). A library's key hashes the generated source,
+the g++ flags, the g++ version and the simulator's own sources (the prelude
+and every file of the worker's ``native/`` folder), so editing any of them
 rebuilds everything.
 """
 from __future__ import annotations
@@ -15,28 +16,25 @@ import platform
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...cache import DiskCache, write_atomic
+from ...errors import BackendUnavailable
 from ..base import CompileFailed
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PRELUDE_DIR = PACKAGE_DIR / "prelude"
-RUNTIME_SOURCE = PACKAGE_DIR / "native" / "runtime.cpp"
+#: The worker's sources: every ``.cpp`` here is a part of the one executable.
+NATIVE_DIR = PACKAGE_DIR / "native"
+CACHE = DiskCache("sim")
 #: Bumped when the build or the generated code changes meaning.
 SIMULATOR_VERSION = "0.3"
 
 BASE_FLAGS = ("-O2", "-fPIC", "-fno-strict-aliasing", "-fno-semantic-interposition",
               "-fno-plt", "-pthread")
 CHECKED_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("WORKBENCH_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "cuda-workbench")
-    path = Path(root) / "sim"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def compiler() -> str:
@@ -64,7 +62,7 @@ def simulator_fingerprint() -> str:
     h.update(SIMULATOR_VERSION.encode())
     h.update((compiler_version() or "").encode())
     h.update(platform.machine().encode())
-    for path in sorted(PRELUDE_DIR.rglob("*")) + [RUNTIME_SOURCE]:
+    for path in sorted(PRELUDE_DIR.rglob("*")) + sorted(NATIVE_DIR.rglob("*")):
         if path.is_file():
             h.update(str(path.relative_to(PACKAGE_DIR)).encode())
             h.update(path.read_bytes())
@@ -74,15 +72,15 @@ def simulator_fingerprint() -> str:
 def _require_compiler() -> str:
     exe = shutil.which(compiler())
     if exe is None:
-        from ...errors import BackendUnavailable
         raise BackendUnavailable(
             "The CPU simulator needs a C++ compiler: install g++ (apt-get install g++) "
             "or set WBSIM_CXX to one.")
     return exe
 
 
-def _atomic_build(target: Path, command: list[str], what: str) -> subprocess.CompletedProcess:
-    """Run ``command`` with ``{out}`` replaced by a temporary file, then move it to ``target``."""
+def _atomic_build(target: Path, command: list[str]) -> subprocess.CompletedProcess:
+    """Run ``command`` with ``{out}`` replaced by a temporary file in the
+    cache's folder, then move it to ``target`` (never a half-written file)."""
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
     os.close(fd)
     try:
@@ -97,19 +95,33 @@ def _atomic_build(target: Path, command: list[str], what: str) -> subprocess.Com
 
 
 def worker_executable(checked: bool = False) -> Path:
-    """The worker executable, built on first use (a few seconds)."""
+    """The worker executable, built on first use (a few seconds): every part
+    of ``native/`` compiled on its own (in parallel), then linked with
+    link-time optimisation, which gives the code of one translation unit
+    (the scheduler's hot paths reach across parts)."""
     exe = _require_compiler()
     name = f"wbsim-worker-{simulator_fingerprint()}{'-asan' if checked else ''}"
-    target = cache_dir() / name
+    target = CACHE.path(name)
     if target.exists():
         return target
-    cmd = [exe, "-std=c++17", "-O2", "-g", "-pthread", "-iquote", str(PRELUDE_DIR),
-           str(RUNTIME_SOURCE), "-o", "{out}", "-rdynamic", "-ldl"]
+    flags = ["-std=c++17", "-O2", "-g", "-pthread", "-flto=auto", "-iquote", str(PRELUDE_DIR)]
     if checked:
-        cmd[1:1] = ["-DWBSIM_CHECKED", "-fsanitize=address", "-fno-omit-frame-pointer"]
-    proc = _atomic_build(target, cmd, "worker")
-    if proc.returncode != 0:
-        raise RuntimeError(f"building the simulator's worker failed:\n{proc.stderr}")
+        flags += ["-DWBSIM_CHECKED", "-fsanitize=address", "-fno-omit-frame-pointer"]
+    parts = sorted(NATIVE_DIR.glob("*.cpp"))
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=name + ".") as tmp:
+        objects = [os.path.join(tmp, part.stem + ".o") for part in parts]
+        with ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0))) as pool:
+            compiled = list(pool.map(
+                lambda part, obj: subprocess.run([exe, *flags, "-c", str(part), "-o", obj],
+                                                 capture_output=True, text=True, timeout=600),
+                parts, objects))
+        failed = [proc.stderr for proc in compiled if proc.returncode != 0]
+        if not failed:
+            link = _atomic_build(target, [exe, *flags, *objects, "-o", "{out}", "-rdynamic", "-ldl"])
+            if link.returncode != 0:
+                failed.append(link.stderr)
+    if failed:
+        raise RuntimeError("building the simulator's worker failed:\n" + "\n".join(failed))
     return target
 
 
@@ -142,14 +154,16 @@ def build_library(generated: str, flags: list[str], checked: bool, warnings: boo
         cmd_flags.append("-w")
     key_src = "\n".join([simulator_fingerprint(), " ".join(cmd_flags), generated])
     key = hashlib.sha256(key_src.encode()).hexdigest()[:24]
-    target = cache_dir() / f"k-{key}.so"
+    target = CACHE.path(f"k-{key}.so")
     if target.exists():
         return BuiltLibrary(target, "", True)
-    src = cache_dir() / f"k-{key}.cpp"
-    src.write_text(generated)
+    src = CACHE.path(f"k-{key}.cpp")
+    if not write_atomic(src, generated):
+        raise CompileFailed(f"cannot write the generated source to {src}", compiler="g++",
+                            line_shift=0)
     cmd = [exe, *cmd_flags, "-shared", "-I", str(PRELUDE_DIR), "-x", "c++", str(src),
            "-o", "{out}"]
-    proc = _atomic_build(target, cmd, "kernel")
+    proc = _atomic_build(target, cmd)
     log = _clean_log(proc.stderr, src)
     if proc.returncode != 0:
         raise CompileFailed(log or f"g++ failed with exit code {proc.returncode}",

@@ -42,13 +42,10 @@ _DEVICES = {
 DEFAULT_DEVICE = "H100"
 
 
-def known_devices() -> list[str]:
-    return list(_DEVICES)
-
-
 def virtual_device(device=None, memory_bytes: int | None = None) -> DeviceProperties:
-    """Properties of the simulated device: a name from :func:`known_devices`,
-    a :class:`DeviceProperties`, or a dict of overrides of the default."""
+    """Properties of the simulated device: a model name (H100, A100, L4,
+    RTX 4090, T4), a :class:`DeviceProperties`, or a dict of overrides of the
+    default."""
     if isinstance(device, DeviceProperties):
         props = dataclasses.replace(device, simulated=True)
     else:

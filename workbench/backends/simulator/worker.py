@@ -1,9 +1,9 @@
 """The worker process that runs kernels, seen from the notebook side.
 
-The worker is the executable built from ``native/runtime.cpp``, started with
+The worker is the executable built from ``native/*.cpp``, started with
 ``subprocess`` (never a fork of the notebook's kernel). It maps the device
 arena at the notebook's address, loads kernel libraries and runs launches;
-one request and one reply on a pipe per launch. When it dies (a fault, a
+one request and one reply on a pipe per launch (:mod:`.protocol`). When it dies (a fault, a
 time limit) the control page says why: :meth:`Worker.request` raises
 :class:`WorkerDied` with that record, and the next request starts a new
 worker. Device memory lives in the arena and survives.
@@ -18,8 +18,8 @@ import subprocess
 import tempfile
 import time
 
-OP_LOAD, OP_LAUNCH, OP_SYMBOL_WRITE, OP_SYMBOL_READ, OP_PING = 1, 2, 3, 4, 5
-ABI_VERSION = 3
+from .protocol import ABI_VERSION, FaultRecord, Op, pack_str
+
 #: Seconds the notebook waits past the worker's own time limit before killing it.
 GRACE_SECONDS = 5.0
 #: Time limit of requests that run no kernel (load a library, read a global).
@@ -30,7 +30,8 @@ class WorkerDied(Exception):
     """The worker ended during a request; ``record`` is its fault record
     (None when it left none), ``log`` the tail of its stderr."""
 
-    def __init__(self, record, returncode, log: str, timed_out: bool = False):
+    def __init__(self, record: FaultRecord | None, returncode: int | None, log: str,
+                 timed_out: bool = False):
         self.record = record
         self.returncode = returncode
         self.log = log
@@ -54,15 +55,11 @@ class Worker:
         self._rfd = self._wfd = -1
         self._log_path: str | None = None
         self.libraries: dict[str, int] = {}   # library path -> handle in this worker
-        self.starts = 0
+        self.threads = 0                      # OS threads running blocks (from the first reply)
 
     @property
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
 
     def start(self) -> None:
         exe = str(self._executable_factory())
@@ -88,7 +85,6 @@ class Worker:
             os.close(rep_w)
         self._wfd, self._rfd = req_w, rep_r
         self.libraries = {}
-        self.starts += 1
         status, payload = self._reply(30.0)
         if status != 0:
             self.stop()
@@ -127,7 +123,7 @@ class Worker:
         self._log_path = None
 
     # -- requests ----------------------------------------------------------------
-    def request(self, op: int, payload: bytes, timeout: float | None = None) -> bytes:
+    def request(self, op: Op, payload: bytes, timeout: float | None = None) -> bytes:
         """Send a request and return the reply's payload.
 
         Raises :class:`WorkerError` when the worker refuses it and
@@ -138,7 +134,7 @@ class Worker:
             if self._proc is not None:
                 self.stop()
             self.start()
-        msg = struct.pack("<II", op, len(payload)) + payload
+        msg = struct.pack("<II", int(op), len(payload)) + payload
         try:
             _write_all(self._wfd, msg)
         except OSError:
@@ -162,7 +158,7 @@ class Worker:
     def load(self, path: str) -> int:
         handle = self.libraries.get(path)
         if handle is None:
-            data = self.request(OP_LOAD, _str(path))
+            data = self.request(Op.LOAD, pack_str(path))
             handle = struct.unpack("<I", data)[0]
             self.libraries[path] = handle
         return handle
@@ -221,11 +217,6 @@ class Worker:
             self.stop()
         except Exception:
             pass
-
-
-def _str(s: str) -> bytes:
-    b = s.encode()
-    return struct.pack("<I", len(b)) + b
 
 
 def _write_all(fd: int, data: bytes) -> None:

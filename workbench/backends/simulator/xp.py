@@ -13,6 +13,11 @@ import types
 
 import numpy as np
 
+try:
+    from numpy.lib.array_utils import byte_bounds
+except ImportError:  # NumPy 1.x
+    byte_bounds = np.byte_bounds
+
 
 class DeviceArray(np.ndarray):
     """An array in the simulated device's memory (see module docstring)."""
@@ -36,6 +41,8 @@ class DeviceArray(np.ndarray):
         return _to_arena(type(self), np.asarray(self).copy(order=order), force=True)
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        """NumPy's ``astype``, the result in device memory (``subok`` is only
+        accepted: the result is always a device array, as on CuPy)."""
         if not copy and np.dtype(dtype) == self.dtype:
             return self
         return _to_arena(type(self), np.asarray(self).astype(dtype, order=order, casting=casting),
@@ -71,23 +78,8 @@ def in_arena(arena, array) -> bool:
     addr = array.__array_interface__["data"][0]
     if array.size == 0:
         return arena.contains(addr, 0) if addr else False
-    lo, hi = _byte_bounds()(array)
+    lo, hi = byte_bounds(array)
     return arena.contains(lo, hi - lo)
-
-
-def _byte_bounds():
-    """NumPy's byte_bounds (moved to numpy.lib.array_utils in NumPy 2), looked up once."""
-    global _BYTE_BOUNDS
-    if _BYTE_BOUNDS is None:
-        try:
-            from numpy.lib.array_utils import byte_bounds
-        except ImportError:  # NumPy 1.x
-            byte_bounds = np.byte_bounds
-        _BYTE_BOUNDS = byte_bounds
-    return _BYTE_BOUNDS
-
-
-_BYTE_BOUNDS = None
 
 
 def empty_in(cls, shape, dtype=float, order="C"):

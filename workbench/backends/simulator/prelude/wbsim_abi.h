@@ -2,7 +2,7 @@
  *
  * Kernel code (compiled into a shared library with the prelude) calls these
  * functions and reads these thread-local variables; the worker executable
- * (native/runtime.cpp) defines them and exports them with -rdynamic.
+ * (the .cpp files of native/) defines them and exports them with -rdynamic.
  * Change WBSIM_ABI_VERSION whenever anything here changes.
  */
 #ifndef WBSIM_ABI_H

@@ -1,6 +1,7 @@
-/* Layout of the control page at the start of the device arena, shared by the
- * worker and the notebook process (workbench/backends/simulator/worker.py
- * reads it with the same offsets). */
+/* What the worker and the notebook process share: the requests on the pipe
+ * and the layout of the control page at the start of the device arena.
+ * workbench/backends/simulator/protocol.py mirrors every name here (Op,
+ * FaultKind, FaultRecord, ControlPage); a test compares the two. */
 #ifndef WBSIM_CONTROL_H
 #define WBSIM_CONTROL_H
 #include <stdint.h>
@@ -9,6 +10,10 @@
 #define WBSIM_PRINTF_OFFSET 65536u
 #define WBSIM_PRINTF_BYTES (1u << 20)
 #define WBSIM_ARENA_RESERVED (2u << 20)
+
+enum wbsim_op {
+    WBSIM_OP_LOAD = 1, WBSIM_OP_LAUNCH, WBSIM_OP_SYMBOL_WRITE, WBSIM_OP_SYMBOL_READ
+};
 
 enum wbsim_fault_kind {
     WBSIM_FAULT_NONE = 0, WBSIM_FAULT_SIGNAL, WBSIM_FAULT_TRAP, WBSIM_FAULT_ASSERT,

@@ -1,7 +1,7 @@
 /* The CUDA device API on the CPU: included before every cell the simulator
  * compiles with g++. Kernel code sees CUDA's keywords, built-in variables,
  * synchronisation, warp functions, atomics, math and intrinsics; the worker
- * runtime (native/runtime.cpp) implements the scheduling behind them. */
+ * runtime (native/, see runtime.h) implements the scheduling behind them. */
 #ifndef WBSIM_PRELUDE_H
 #define WBSIM_PRELUDE_H
 

@@ -1,0 +1,214 @@
+// Grid execution: the built-in variables, blocks handed out to a pool of OS
+// threads (a block runs to completion on one OS thread, so __shared__
+// variables are thread_local), and the watchdog that ends a launch past its
+// time limit.
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+// -- built-in variables (exported to kernel libraries) --------------------------
+extern "C" {
+__thread uint3 threadIdx;
+__thread uint3 blockIdx;
+__thread dim3 blockDim;
+__thread dim3 gridDim;
+__thread int __wbsim_fiber_mode;
+__thread unsigned char* __wbsim_dsmem;
+}
+
+__thread const wbsim_kernel* t_kernel;
+__thread int t_in_kernel;
+// The launch running now and the one the watchdog is stopping.
+static std::atomic<uint64_t> g_current_launch{0};
+static std::atomic<uint64_t> g_killed_launch{~0ull};
+
+// Dynamic shared memory per OS thread: this much at first, grown (never
+// shrunk) when a launch asks for more.
+static const size_t kDynamicSharedBytes = 256 * 1024;
+static __thread size_t t_dsmem_bytes;
+
+// -- grid execution on a pool of OS threads ------------------------------------
+struct Grid {
+    const wbsim_kernel* kernel;
+    unsigned grid[3];
+    unsigned block[3];
+    size_t shared_bytes;
+    uint64_t nblocks;
+    std::atomic<uint64_t> next{0};
+};
+
+static void ensure_dynamic_shared(size_t n) {
+    if (n <= t_dsmem_bytes) return;
+    size_t size = (n + 4095) & ~(size_t)4095;
+    void* p = aligned_alloc(128, size);
+    if (!p) fault_now(WBSIM_FAULT_ERROR, "cannot allocate the block's dynamic shared memory");
+    free(__wbsim_dsmem);
+    __wbsim_dsmem = (unsigned char*)p;
+    t_dsmem_bytes = size;
+}
+
+static void run_blocks(Grid* g) {
+    ensure_dynamic_shared(g->shared_bytes);
+    BlockState* b = block_state();
+    b->kernel = g->kernel;
+    b->nthreads = g->block[0] * g->block[1] * g->block[2];
+    b->nwarps = (b->nthreads + 31) / 32;
+    blockDim = dim3(g->block[0], g->block[1], g->block[2]);
+    gridDim = dim3(g->grid[0], g->grid[1], g->grid[2]);
+    t_kernel = g->kernel;
+    t_in_kernel = 1;
+    uint64_t gxy = (uint64_t)g->grid[0] * g->grid[1];
+    for (;;) {
+        uint64_t i = g->next.fetch_add(1, std::memory_order_relaxed);
+        if (i >= g->nblocks) break;
+        blockIdx.x = (unsigned)(i % g->grid[0]);
+        blockIdx.y = (unsigned)((i / g->grid[0]) % g->grid[1]);
+        blockIdx.z = (unsigned)(i / gxy);
+        threadIdx = uint3{0, 0, 0};
+        __wbsim_fiber_mode = 0;
+        g->kernel->run_block(g->kernel->args);
+    }
+    t_in_kernel = 0;
+}
+
+struct Pool {
+    std::mutex mu;
+    std::condition_variable cv, done_cv;
+    Grid* job = nullptr;
+    uint64_t generation = 0;
+    int busy = 0;
+    std::vector<std::thread> threads;
+};
+static Pool g_pool;
+
+void thread_setup() {
+    setup_thread_signals();
+    ensure_dynamic_shared(kDynamicSharedBytes);
+}
+
+static void pool_thread() {
+    thread_setup();
+    uint64_t seen = 0;
+    for (;;) {
+        Grid* g;
+        {
+            std::unique_lock<std::mutex> lk(g_pool.mu);
+            g_pool.cv.wait(lk, [&] { return g_pool.generation != seen; });
+            seen = g_pool.generation;
+            g = g_pool.job;
+        }
+        run_blocks(g);
+        std::lock_guard<std::mutex> lk(g_pool.mu);
+        if (--g_pool.busy == 0) g_pool.done_cv.notify_all();
+    }
+}
+
+extern "C" int wbsim_run_grid(const wbsim_kernel* kernel, const unsigned grid[3],
+                              const unsigned block[3], size_t shared_bytes) {
+    Grid g;
+    g.kernel = kernel;
+    g.shared_bytes = shared_bytes;
+    memcpy(g.grid, grid, sizeof g.grid);
+    memcpy(g.block, block, sizeof g.block);
+    g.nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
+    uint64_t total_threads = g.nblocks * block[0] * block[1] * block[2];
+    unsigned helpers = (unsigned)g_pool.threads.size();
+    if (helpers == 0 || g.nblocks < 2 || total_threads < 8192) {
+        run_blocks(&g);
+        return 0;
+    }
+    {
+        std::lock_guard<std::mutex> lk(g_pool.mu);
+        g_pool.job = &g;
+        g_pool.busy = (int)helpers;
+        g_pool.generation++;
+    }
+    g_pool.cv.notify_all();
+    run_blocks(&g);
+    std::unique_lock<std::mutex> lk(g_pool.mu);
+    g_pool.done_cv.wait(lk, [] { return g_pool.busy == 0; });
+    return 0;
+}
+
+// -- the watchdog: ends a launch that runs past its time limit -------------------
+static std::mutex g_wd_mu;
+static std::condition_variable g_wd_cv;
+static uint64_t g_wd_deadline_ns = 0;  // 0: no launch running
+static uint64_t g_wd_launches = 0;     // launches started so far
+static bool g_wd_idle = true;          // the watchdog waits with no deadline
+static uint64_t g_wd_wait_until = 0;   // else: when it wakes up next
+static std::vector<pthread_t> g_kernel_threads;
+
+// A launch only wakes the watchdog when it waits with no deadline: during a
+// series of launches it sleeps until the first deadline, then re-checks.
+static void watchdog() {
+    std::unique_lock<std::mutex> lk(g_wd_mu);
+    for (;;) {
+        if (g_wd_deadline_ns == 0) {
+            g_wd_idle = true;
+            g_wd_cv.wait(lk);
+            g_wd_idle = false;
+            continue;
+        }
+        uint64_t now = now_ns();
+        if (now < g_wd_deadline_ns) {
+            g_wd_wait_until = g_wd_deadline_ns;
+            g_wd_cv.wait_for(lk, std::chrono::nanoseconds(g_wd_deadline_ns - now));
+            continue;
+        }
+        uint64_t launch = g_wd_launches;
+        g_killed_launch.store(launch);
+        for (pthread_t t : g_kernel_threads) pthread_kill(t, SIGUSR1);
+        lk.unlock();
+        usleep(500000);
+        lk.lock();
+        // The threads did not report it (blocked signals?): end the process,
+        // unless the launch finished in the meantime.
+        if (g_wd_deadline_ns != 0 && g_wd_launches == launch) {
+            if (begin_fault()) {
+                copy_text(g_ctl->fault.message, sizeof g_ctl->fault.message, "time limit exceeded");
+                end_fault(WBSIM_FAULT_TIMEOUT);
+            }
+            park_forever();
+        }
+    }
+}
+
+bool stopping_current_launch() {
+    return g_killed_launch.load() == g_current_launch.load();
+}
+
+void launch_begins(uint32_t timeout_ms) {
+    bool wake;
+    {
+        std::lock_guard<std::mutex> lk(g_wd_mu);
+        g_current_launch.store(++g_wd_launches);
+        g_wd_deadline_ns = timeout_ms ? now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+        wake = g_wd_deadline_ns != 0 && (g_wd_idle || g_wd_deadline_ns < g_wd_wait_until);
+    }
+    if (wake) g_wd_cv.notify_one();
+}
+
+void launch_ends() {
+    std::lock_guard<std::mutex> lk(g_wd_mu);
+    g_wd_deadline_ns = 0;
+}
+
+void start_threads(unsigned helpers) {
+    g_kernel_threads.push_back(pthread_self());
+    for (unsigned i = 0; i < helpers; ++i) {
+        g_pool.threads.emplace_back(pool_thread);
+        g_kernel_threads.push_back(g_pool.threads.back().native_handle());
+    }
+    std::thread(watchdog).detach();
+}

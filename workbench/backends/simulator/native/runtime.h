@@ -1,0 +1,121 @@
+// What the parts of the simulator's worker share. Every .cpp file of this
+// folder is one part; they are linked into one executable (see worker.cpp for
+// the execution model and build.py for the build):
+//
+//   worker.cpp  the control page, the request loop, main
+//   grid.cpp    built-in variables, the pool of OS threads that runs blocks,
+//               the watchdog that stops a launch past its time limit
+//   fibers.cpp  a block's threads as fibers: context switch, scheduling,
+//               __syncthreads, deadlock detection
+//   warp.cpp    warp operations (shuffle, vote, match, reduce, __activemask)
+//   faults.cpp  the fault record, signal handlers, assert and __trap
+//   printf.cpp  device printf and the clocks
+#ifndef WBSIM_RUNTIME_H
+#define WBSIM_RUNTIME_H
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "wbsim_abi.h"
+#include "wbsim_control.h"
+
+// Thread-locals of the worker itself (never read by kernel libraries): the
+// executable's own TLS block, reached without the GOT as `static` ones are.
+#define WBSIM_LE __attribute__((tls_model("local-exec")))
+
+// -- worker.cpp ---------------------------------------------------------------
+// The control page at the start of the arena (fault record, printf buffer).
+extern wbsim_control* g_ctl;
+
+// -- faults.cpp ---------------------------------------------------------------
+void copy_text(char* dst, size_t cap, const char* src);
+// Block, thread and kernel of the calling OS thread into the record.
+void record_location(wbsim_fault* f);
+// Returns false when another thread already reported a fault.
+bool begin_fault();
+[[noreturn]] void end_fault(int kind);
+[[noreturn]] void park_forever();
+[[noreturn]] void fault_now(int kind, const char* msg);
+void setup_thread_signals();
+void install_handlers();
+
+// -- grid.cpp -----------------------------------------------------------------
+extern __thread const wbsim_kernel* t_kernel WBSIM_LE;  // kernel running on this OS thread
+extern __thread int t_in_kernel WBSIM_LE;
+// Per OS thread that runs blocks: signal stack, dynamic shared memory.
+void thread_setup();
+// Starts `helpers` pool threads besides the calling one, and the watchdog.
+void start_threads(unsigned helpers);
+// Launch bookkeeping for the watchdog (timeout_ms 0: no limit).
+void launch_begins(uint32_t timeout_ms);
+void launch_ends();
+// True when the watchdog is stopping the launch running now (a late SIGUSR1
+// meant for a launch that has finished is ignored).
+bool stopping_current_launch();
+
+// -- fibers.cpp ---------------------------------------------------------------
+extern size_t g_stack_bytes;
+const size_t kGuardBytes = 4096;
+const unsigned kMaxThreads = 1024;
+// Warp opcodes run 1..WBSIM_REDUCE_XOR; __activemask takes slot 0.
+const int kOpSlots = WBSIM_REDUCE_XOR + 1;
+inline int op_slot(int op) { return op > 0 && op < kOpSlots ? op : 0; }
+
+enum FiberState : uint8_t { NOT_STARTED, READY, AT_BARRIER, AT_WARP, DEAD };
+
+struct Fiber {
+    void* sp;
+    FiberState state;
+    uint8_t bar_op;
+    int result;
+    uint3 tid;
+    wbsim_warp_req* req;
+    const void* site;  // where the current warp operation was called (for __activemask)
+};
+
+struct Stack {
+    char* base;   // lowest usable address (above the guard page)
+    size_t size;
+};
+
+// The block running on this OS thread.
+struct BlockState {
+    const wbsim_kernel* kernel = nullptr;
+    unsigned nthreads = 0;
+    unsigned nwarps = 0;
+    Fiber fibers[kMaxThreads];
+    Stack stacks[kMaxThreads] = {};
+    int cur = 0;
+    int live = 0;
+    int bar_arrived = 0;
+    int bar_true = 0;
+    uint32_t warp_live[kMaxThreads / 32];
+    uint32_t warp_arrived[kMaxThreads / 32];
+    uint32_t warp_at_barrier[kMaxThreads / 32];
+    // Lanes waiting at each kind of warp operation (index: op_slot()).
+    uint32_t warp_at_op[kMaxThreads / 32][kOpSlots];
+    void* main_sp = nullptr;
+    void* dead_sp = nullptr;
+};
+
+extern __thread BlockState* t_block WBSIM_LE;
+BlockState* block_state();
+
+inline unsigned linear_tid(const uint3& t) {
+    return t.x + blockDim.x * (t.y + blockDim.y * t.z);
+}
+
+// Turn a block in direct mode into fibers (first barrier or warp operation).
+void promote(BlockState* b);
+// Leave the current fiber (already marked blocked or dead) for the next one.
+void switch_away(BlockState* b, void** save);
+
+// -- warp.cpp -----------------------------------------------------------------
+// Complete every group of warp w whose lanes are all there.
+bool try_complete_warp(BlockState* b, unsigned w, bool ignore_barrier);
+// Release the lanes of warp w waiting at __activemask, once they can be grouped.
+bool resolve_activemask(BlockState* b, unsigned w);
+
+// -- printf.cpp ---------------------------------------------------------------
+uint64_t now_ns();  // steady clock
+#endif

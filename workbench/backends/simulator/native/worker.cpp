@@ -1,0 +1,229 @@
+// The simulator's worker: a small executable that maps the "device" arena
+// shared with the notebook process, loads kernel libraries and runs grids.
+//
+// Execution model (see docs/simulator.md):
+//  * blocks are handed out to a pool of OS threads; a block runs to
+//    completion on one OS thread, so __shared__ variables are thread_local;
+//  * a block starts in "direct mode", a plain loop over its threads; the
+//    first barrier or warp operation promotes it to fibers (one per CUDA
+//    thread, switched by a hand-written context switch);
+//  * a barrier releases when every live thread arrived (threads that
+//    returned do not block it); a warp operation waits for the live lanes of
+//    its mask; when no fiber can run, the block is deadlocked;
+//  * faults (signals, assert, __trap, deadlock, time limit) write a record
+//    to the control page of the arena and end the process; the notebook side
+//    reads the record, raises KernelFault and starts a new worker.
+// The other parts of the worker are listed in runtime.h.
+//
+// Protocol on two pipes (request fd, reply fd), little-endian:
+//   request: u32 op (enum wbsim_op), u32 length, payload;
+//   reply: i32 status, u32 length, payload.
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <dlfcn.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+#ifdef WBSIM_CHECKED
+#include <sanitizer/asan_interface.h>
+#endif
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+wbsim_control* g_ctl = nullptr;
+
+// -- the request loop ----------------------------------------------------------
+static int g_in = -1, g_out = -1;
+
+static bool read_all(int fd, void* buf, size_t n) {
+    char* p = (char*)buf;
+    while (n) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        p += r; n -= (size_t)r;
+    }
+    return true;
+}
+
+static void write_all(int fd, const void* buf, size_t n) {
+    const char* p = (const char*)buf;
+    while (n) {
+        ssize_t r = write(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) _exit(3);
+        p += r; n -= (size_t)r;
+    }
+}
+
+static void reply(int status, const void* data, uint32_t len) {
+    std::string msg(8 + len, '\0');
+    memcpy(&msg[0], &status, 4);
+    memcpy(&msg[4], &len, 4);
+    if (len) memcpy(&msg[8], data, len);
+    write_all(g_out, msg.data(), msg.size());
+}
+
+static void reply_text(int status, const std::string& s) { reply(status, s.data(), (uint32_t)s.size()); }
+
+struct Reader {
+    const char* p;
+    const char* end;
+    template <class T> T get() {
+        T v{};
+        if (p + sizeof(T) <= end) memcpy(&v, p, sizeof(T));
+        p += sizeof(T);
+        return v;
+    }
+    std::string str() {
+        uint32_t n = get<uint32_t>();
+        std::string s(p, p + n);
+        p += n;
+        return s;
+    }
+};
+
+static std::vector<void*> g_libs;
+
+static void handle_load(Reader& r) {
+    std::string path = r.str();
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) { reply_text(1, dlerror()); return; }
+    uint32_t id = (uint32_t)g_libs.size();
+    g_libs.push_back(h);
+    reply(0, &id, 4);
+}
+
+typedef int (*launcher_fn)(const wbsim_launch*);
+
+static void handle_launch(Reader& r) {
+    uint32_t lib = r.get<uint32_t>();
+    std::string sym = r.str();
+    wbsim_launch L;
+    memset(&L, 0, sizeof L);
+    for (int i = 0; i < 3; ++i) L.grid[i] = r.get<uint32_t>();
+    for (int i = 0; i < 3; ++i) L.block[i] = r.get<uint32_t>();
+    L.shared_bytes = r.get<uint64_t>();
+    uint32_t timeout_ms = r.get<uint32_t>();
+    uint32_t nargs = r.get<uint32_t>();
+    std::vector<unsigned> sizes(nargs);
+    for (uint32_t i = 0; i < nargs; ++i) sizes[i] = r.get<uint32_t>();
+    std::vector<void*> argv(nargs);
+    // 16-byte slots at least; bigger arguments (structs) get more room
+    size_t total = 0;
+    for (uint32_t i = 0; i < nargs; ++i) total += (sizes[i] + 15) & ~15u;
+    std::vector<unsigned char> blob(total + 16);
+    unsigned char* base = (unsigned char*)(((uintptr_t)blob.data() + 15) & ~(uintptr_t)15);
+    size_t off = 0;
+    for (uint32_t i = 0; i < nargs; ++i) {
+        memcpy(base + off, r.p, sizes[i]);
+        r.p += sizes[i];
+        argv[i] = base + off;
+        off += (sizes[i] + 15) & ~15u;
+    }
+#ifdef WBSIM_CHECKED
+    uint64_t lo = r.get<uint64_t>(), hi = r.get<uint64_t>();
+    uint32_t nlive = r.get<uint32_t>();
+    if (hi > lo) __asan_poison_memory_region((void*)(uintptr_t)lo, hi - lo);
+    for (uint32_t i = 0; i < nlive; ++i) {
+        uint64_t a = r.get<uint64_t>(), n = r.get<uint64_t>();
+        __asan_unpoison_memory_region((void*)(uintptr_t)a, n);
+    }
+#endif
+    if (lib >= g_libs.size()) { reply_text(2, "unknown library"); return; }
+    // Entry points looked up once per (library, symbol).
+    static std::unordered_map<std::string, launcher_fn> entry_points;
+    std::string key = std::to_string(lib) + ":" + sym;
+    auto found = entry_points.find(key);
+    launcher_fn fn = found != entry_points.end() ? found->second : nullptr;
+    if (!fn) {
+        fn = (launcher_fn)dlsym(g_libs[lib], sym.c_str());
+        if (!fn) { reply_text(2, "kernel entry point " + sym + " not found"); return; }
+        entry_points.emplace(key, fn);
+    }
+    char err[512] = {0};
+    L.argv = argv.data();
+    L.argsize = sizes.data();
+    L.nargs = nargs;
+    L.error = err;
+    L.error_size = sizeof err;
+    g_ctl->fault.kind = 0;
+    launch_begins(timeout_ms);
+    uint64_t t0 = now_ns();
+    int rc = fn(&L);
+    uint64_t t1 = now_ns();
+    launch_ends();
+    if (rc != 0) { reply_text(3, err); return; }
+    uint64_t elapsed = t1 - t0;
+    reply(0, &elapsed, 8);
+}
+
+static void handle_symbol(Reader& r, bool write) {
+    uint32_t lib = r.get<uint32_t>();
+    std::string sym = r.str();
+    uint64_t offset = r.get<uint64_t>();
+    uint64_t n = r.get<uint64_t>();
+    if (lib >= g_libs.size()) { reply_text(2, "unknown library"); return; }
+    char* addr = (char*)dlsym(g_libs[lib], sym.c_str());
+    if (!addr) { reply_text(2, "no symbol " + sym); return; }
+    if (write) {
+        memcpy(addr + offset, r.p, n);
+        reply(0, nullptr, 0);
+    } else {
+        reply(0, addr + offset, (uint32_t)n);
+    }
+}
+
+int main(int argc, char** argv) {
+    // worker <arena fd> <arena address> <arena bytes> <request fd> <reply fd> <threads>
+    if (argc < 7) { fprintf(stderr, "usage: wbsim-worker fd addr size in out threads\n"); return 2; }
+    int fd = atoi(argv[1]);
+    uintptr_t addr = (uintptr_t)strtoull(argv[2], nullptr, 0);
+    size_t size = (size_t)strtoull(argv[3], nullptr, 0);
+    g_in = atoi(argv[4]);
+    g_out = atoi(argv[5]);
+    unsigned nthreads = (unsigned)atoi(argv[6]);
+    if (const char* s = getenv("WBSIM_STACK_KIB")) g_stack_bytes = (size_t)atoi(s) * 1024;
+    dup2(2, 1);  // stray writes to stdout go to the log, not the notebook
+    void* m = mmap((void*)addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+    if (m == MAP_FAILED || (uintptr_t)m != addr) {
+        std::string msg = "cannot map the device arena at the notebook's address";
+        reply_text(1, msg);
+        return 1;
+    }
+    g_ctl = (wbsim_control*)m;
+    thread_setup();
+    install_handlers();
+    if (nthreads == 0) {
+        cpu_set_t set;
+        nthreads = sched_getaffinity(0, sizeof set, &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
+    }
+    start_threads(nthreads - 1);
+    uint32_t hello[2] = {WBSIM_ABI_VERSION, nthreads};
+    reply(0, hello, sizeof hello);
+    for (;;) {
+        uint32_t head[2];
+        if (!read_all(g_in, head, 8)) _exit(0);
+        std::vector<char> payload(head[1]);
+        if (head[1] && !read_all(g_in, payload.data(), head[1])) _exit(0);
+        Reader r{payload.data(), payload.data() + payload.size()};
+        switch (head[0]) {
+            case WBSIM_OP_LOAD: handle_load(r); break;
+            case WBSIM_OP_LAUNCH: handle_launch(r); break;
+            case WBSIM_OP_SYMBOL_WRITE: handle_symbol(r, true); break;
+            case WBSIM_OP_SYMBOL_READ: handle_symbol(r, false); break;
+            default: reply_text(9, "unknown request");
+        }
+    }
+}
