@@ -133,3 +133,10 @@ def test_kernels_in_raw_strings_and_inactive_branches_are_not_kernels():
            "#ifdef NEVER\n__global__ void never(int* x) {}\n#endif\n"
            "__global__ void real(int* x) {}\n")
     assert [(k.name, k.line) for k in find_kernels(src)] == [("real", 7)]
+
+
+def test_kernels_under_the_compilers_own_macros_are_found():
+    import workbench as wb
+    module = wb.compile('#ifdef __CUDACC__\nextern "C" __global__ void k(int* a) { a[0] = 1; }\n#endif\n'
+                        '#if __CUDA_ARCH__ >= 700\nextern "C" __global__ void j(int* a) { a[0] = 2; }\n#endif\n')
+    assert module.kernel_names() == ["k", "j"]

@@ -8,9 +8,10 @@ registry ``wb.modules`` so that re-running a cell replaces its kernels.
 from __future__ import annotations
 
 import html
+import re
 import time
 
-from ..backends.base import CompileFailed, CompileOptions
+from ..backends.base import CompileFailed, CompileOptions, normalise_arch
 from ..errors import CompileError, Diagnostic
 from ..diagnostics import parse_log
 from .kernel import Kernel, KernelTemplate
@@ -93,6 +94,19 @@ class Module:
         return f"<div>{html.escape(self.summary())}<ul>{items}</ul></div>"
 
 
+def _predefined(arch: str | None, b) -> tuple[str, ...]:
+    """The macros every CUDA compiler defines for device code, so that the
+    scanner sees the ``#ifdef __CUDACC__`` / ``#if __CUDA_ARCH__ >= 800``
+    branches NVRTC and the simulator compile."""
+    digits = re.sub(r"\D", "", normalise_arch(arch) or "")
+    if digits:
+        cc = int(digits) * 10
+    else:
+        major, minor = b.device_properties().compute_capability
+        cc = major * 100 + minor * 10
+    return ("__CUDACC__", "__CUDACC_RTC__", f"__CUDA_ARCH__={cc}")
+
+
 def compile(source: str, *, name: str | None = None, arch: str | None = None,
             defines=(), std: str | None = None, fast_math: bool = False,
             options=(), instantiate=(), checked: bool = False,
@@ -116,8 +130,9 @@ def compile(source: str, *, name: str | None = None, arch: str | None = None,
     opts = CompileOptions(arch=arch, defines=tuple(defines), std=std, fast_math=fast_math,
                           extra=tuple(options), name_expressions=tuple(instantiate),
                           checked=checked)
+    b = _active_backend()
     try:
-        signatures = find_kernels(source, opts.defines)
+        signatures = find_kernels(source, opts.defines + _predefined(opts.arch, b))
     except OverloadedKernel as exc:
         raise CompileError([Diagnostic("error", str(exc), exc.line + line_offset)],
                            source, "", line_offset, compiler="workbench") from None
@@ -136,7 +151,6 @@ def compile(source: str, *, name: str | None = None, arch: str | None = None,
         opts = CompileOptions(**{**opts.__dict__, "name_expressions": opts.name_expressions + tuple(plain)})
     extern_c = [s.name for s in signatures if s.extern_c and not s.is_template]
 
-    b = _active_backend()
     start = time.perf_counter()
     try:
         compiled = b.compile(source, opts, extern_c)

@@ -175,13 +175,16 @@ class SimulatorBackend(Backend):
             checked_by_nvrtc = check_with_nvrtc(source, options, kernel_names)  # raises CompileFailed
             resources, log, compiler = (dict(checked_by_nvrtc.resources), checked_by_nvrtc.log,
                                         "NVRTC")
-        problems = find_unsupported(source)
+        flags = self._gxx_flags(options)
+        # only the branches g++ will compile (the prelude defines __CUDACC__ and __WBSIM__)
+        seen = [f[2:] for f in flags if f.startswith("-D")] + ["__CUDACC__", "__WBSIM__"]
+        problems = find_unsupported(source, seen)
         if problems:
             raise CompileFailed("\n".join(p.log_line() for p in problems), compiler="simulator")
         kernels = list(dict.fromkeys([*kernel_names, *options.name_expressions]))
         checked = bool(options.checked or self.checked)
         generated = generate(source, kernels)
-        built = build.build_library(generated, self._gxx_flags(options), checked,
+        built = build.build_library(generated, flags, checked,
                                     warnings=compiler != "NVRTC")
         module = SimModule(str(built.path), kernels, checked, resources, self, checked_by_nvrtc)
         module.cache_hit = built.cache_hit
