@@ -79,7 +79,7 @@ __all__ = sorted([*_LAZY, "xp", "__version__", "load_ipython_extension",
 
 def __getattr__(name: str):
     if name == "xp":  # not cached: it follows the active backend
-        from .runtime.session import backend
+        from .runtime.session import backend  # lazy: `import workbench` loads nothing (PEP 562)
         return backend().xp
     target = _LAZY.get(name)
     if target is None:
@@ -97,10 +97,10 @@ def __dir__():
 
 def load_ipython_extension(ipython):
     """``%load_ext workbench``: register the magics and cell hooks."""
-    from .ipython import load
+    from .ipython import load  # lazy: only a notebook needs the magics
     load(ipython)
 
 
 def unload_ipython_extension(ipython):
-    from .ipython import unload
+    from .ipython import unload  # lazy: only a notebook needs the magics
     unload(ipython)

@@ -6,6 +6,12 @@ import argparse
 import pathlib
 import sys
 
+import nbformat
+from nbclient import NotebookClient
+from nbconvert import HTMLExporter
+
+from .backends import gpu_unavailable_reason
+
 DEFAULT_NOTEBOOK = pathlib.Path(__file__).resolve().parent.parent / "notebooks" / "01-first-kernel.ipynb"
 
 
@@ -16,12 +22,6 @@ def main(argv=None) -> int:
     parser.add_argument("--output", "-o", default="build/demo-report.html", help="HTML report to write")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
     args = parser.parse_args(argv)
-
-    import nbformat
-    from nbclient import NotebookClient
-    from nbconvert import HTMLExporter
-
-    from .backends import gpu_unavailable_reason
 
     path = pathlib.Path(args.notebook)
     nb = nbformat.read(path, as_version=4)

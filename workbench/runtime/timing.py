@@ -15,6 +15,8 @@ import datetime as _dt
 import threading
 import time
 
+from ..present.tables import pandas
+
 
 # fields of a launch record (a list, built on the hot path)
 KERNEL, GRID, BLOCK, SHARED, CELL, WALL, START, END, MS, BACKEND = range(10)
@@ -120,7 +122,7 @@ class TimingLog:
 
     def to_pandas(self, kernel=None):
         """The log as a DataFrame (see :func:`timings`)."""
-        import pandas as pd
+        pd = pandas()
         self.resolve_all()
         name = getattr(kernel, "name", kernel)
         rows = [r for r in self.records if name is None or r[KERNEL] == name]
