@@ -1,6 +1,6 @@
-"""The workbench's core: compile, kernels, launch, timing and the seed API.
+"""The workbench's core: kernel signatures, compile, checked launches, device
+arrays and the seed API's aliases.
 
-It uses a backend (:mod:`workbench.backends`) and imports no IPython,
-ipywidgets or matplotlib; the notebook layer (:mod:`workbench.ipython`,
-:mod:`workbench.widgets`) sits on top of it.
+Above the runtime, hardware and memory layers, below benchmarking; it imports
+no IPython, ipywidgets or matplotlib (see docs/architecture.md).
 """
