@@ -356,6 +356,7 @@ def test_callbacks_from_many_threads_keep_the_counts_exact(backend, tracking):
     import threading
     rng = np.random.default_rng(6)
     sizes = [[int(n) for n in rng.integers(1, 50_000, size=200)] for _ in range(4)]
+    gc.collect()  # arrays of earlier tests must not be collected between the two counts read
     before_allocs = tracking.n_allocs
     start = threading.Barrier(len(sizes))
     kept = [[] for _ in sizes]
@@ -382,6 +383,37 @@ def test_callbacks_from_many_threads_keep_the_counts_exact(backend, tracking):
     kept.clear()
     gc.collect()
     assert tracking.in_use == _pool_used(backend)
+
+
+def test_a_free_still_being_reported_does_not_take_the_count_of_a_new_allocation(
+        private_simulator):
+    """Thread B frees a block and, before the tracker hears of it, the main
+    thread allocates: the new allocation must not be handed B's address (the
+    tracker would then hear of it first and take B's late free for its own)."""
+    import threading
+    backend = private_simulator(memory_bytes=64 << 20)
+    reporting, go_on = threading.Event(), threading.Event()
+
+    def pause_b(ptr, size):   # runs before the tracker's listener, on thread B only
+        if threading.current_thread().name == "B":
+            reporting.set()
+            assert go_on.wait(10)
+    remove = backend.add_allocation_listener(lambda ptr, size: None, pause_b)
+    wb.memory.tracking(True)
+    try:
+        held = [wb.allocate((30_000,), np.uint8)]   # the first block of a fresh device
+        freeing = threading.Thread(target=held.clear, name="B")
+        freeing.start()
+        assert reporting.wait(10)                  # B's free is being reported now
+        a = wb.allocate((10_000,), np.uint8)       # fits where B's block was
+        go_on.set()
+        freeing.join(10)
+        assert tracker().in_use == _pool_used(backend) == a.nbytes
+        assert [r.ptr for r in tracker().allocations()] == [a.__array_interface__["data"][0]]
+    finally:
+        go_on.set()
+        wb.memory.tracking(False)
+        remove()
 
 
 def test_bad_arguments_say_what_to_write(backend):

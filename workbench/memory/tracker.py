@@ -18,7 +18,10 @@ Bytes in use that were allocated before tracking started are counted as
 Threads: the callbacks may run on any thread (the simulator's allocator calls
 its listeners from whichever thread allocates or frees), so every update and
 every read of the records holds one lock; the stack walk is done before
-taking it. Limits of what is seen:
+taking it. The records are keyed by address, so a backend must report the
+free of an address before the allocation that reuses it (the simulator's
+arena hands a freed range out again only after its listeners have heard of
+the free). Limits of what is seen:
 
 - On the GPU, CuPy memory hooks are thread-local: the tracker sees the
   allocations and frees of the thread that turned tracking on (the notebook's),

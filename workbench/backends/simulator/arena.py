@@ -75,6 +75,8 @@ class Arena:
         self.base = _map_at_free_hint(self.fd, self.size)
         weakref.finalize(self, _unmap, self.base, self.size, self.fd)
         self._lock = threading.RLock()
+        self._releasing = 0   # frees between leaving _used and rejoining _free
+        self._released = threading.Condition(self._lock)
         self._free: list[tuple[int, int]] = [(ARENA_RESERVED, self.capacity)]  # (offset, size), sorted
         self._used: dict[int, int] = {}   # offset -> size of live blocks (excluding guard)
         self.used_bytes = 0
@@ -103,6 +105,11 @@ class Arena:
         offset = self._take(span)
         if offset is None:
             gc.collect()  # arrays that are only waiting for the collector
+            offset = self._take(span)
+        if offset is None and self._releasing:
+            # blocks other threads are freeing come back once their listeners have heard
+            with self._released:
+                self._released.wait_for(lambda: not self._releasing, timeout=1.0)
             offset = self._take(span)
         if offset is None:
             free = self.capacity - self.used_bytes
@@ -135,31 +142,47 @@ class Arena:
         return None
 
     def _release(self, offset: int, span: int, nbytes: int) -> None:
+        # The range is taken out of use, the listeners are told, and only then
+        # is it free again: a listener hears of the free of an address before
+        # the allocation that reuses it, whichever threads free and allocate.
+        # (Listeners run outside the lock: they take their own locks, and a
+        # thread holding one of those may free an array.)
         with self._lock:
             if offset not in self._used:
                 return
             del self._used[offset]
             self.used_bytes -= nbytes
-            i = bisect.bisect(self._free, (offset, 0))
-            start, end = offset, offset + span
-            if i < len(self._free) and self._free[i][0] == end:
-                end += self._free.pop(i)[1]
-            if i > 0 and sum(self._free[i - 1]) == start:
-                start = self._free[i - 1][0]
-                self._free.pop(i - 1)
-                i -= 1
-            self._free.insert(i, (start, end - start))
+            self._releasing += 1
             listeners = list(self._listeners)
-        if span >= RELEASE_THRESHOLD:
-            page = 4096
-            lo, hi = _round_up(offset, page), (offset + span) // page * page
-            if hi > lo:
-                _lib().fallocate(self.fd, _FALLOC_PUNCH, lo, hi - lo)
-        for _, on_free in listeners:
-            try:
-                on_free(self.base + offset, nbytes)
-            except Exception:  # a listener must not break freeing
-                pass
+        try:
+            for _, on_free in listeners:
+                try:
+                    on_free(self.base + offset, nbytes)
+                except Exception:  # a listener must not break freeing
+                    pass
+            if span >= RELEASE_THRESHOLD:   # before the range can be handed out and written
+                page = 4096
+                lo, hi = _round_up(offset, page), (offset + span) // page * page
+                if hi > lo:
+                    _lib().fallocate(self.fd, _FALLOC_PUNCH, lo, hi - lo)
+        finally:
+            with self._lock:
+                self._insert_free(offset, span)
+                self._releasing -= 1
+                self._released.notify_all()
+
+    def _insert_free(self, offset: int, span: int) -> None:
+        """Put ``[offset, offset + span)`` back on the free list, merged with its
+        neighbours (under the lock)."""
+        i = bisect.bisect(self._free, (offset, 0))
+        start, end = offset, offset + span
+        if i < len(self._free) and self._free[i][0] == end:
+            end += self._free.pop(i)[1]
+        if i > 0 and sum(self._free[i - 1]) == start:
+            start = self._free[i - 1][0]
+            self._free.pop(i - 1)
+            i -= 1
+        self._free.insert(i, (start, end - start))
 
     def contains(self, address: int, nbytes: int = 1) -> bool:
         return self.base + ARENA_RESERVED <= address and address + nbytes <= self.base + self.size
@@ -200,15 +223,14 @@ class Arena:
         """Lower the high-water mark to the end of the last live block and give
         the pages of every free range back to the host."""
         gc.collect()  # arrays that are only waiting for the collector
-        with self._lock:
+        page = 4096
+        with self._lock:   # held while punching: no free range is handed out and written meanwhile
             ends = [off + _round_up(max(n, 1), ALIGNMENT) + GUARD for off, n in self._used.items()]
             self.high_water = max(ends, default=ARENA_RESERVED)
-            free = list(self._free)
-        page = 4096
-        for off, size in free:
-            lo, hi = _round_up(off, page), (off + size) // page * page
-            if hi > lo:
-                _lib().fallocate(self.fd, _FALLOC_PUNCH, lo, hi - lo)
+            for off, size in self._free:
+                lo, hi = _round_up(off, page), (off + size) // page * page
+                if hi > lo:
+                    _lib().fallocate(self.fd, _FALLOC_PUNCH, lo, hi - lo)
 
     # -- control page ------------------------------------------------------------
     def take_printf(self) -> tuple[bytes, int]:
