@@ -9,8 +9,6 @@
 // pointer is 16-byte aligned; the last n % width elements (and unaligned
 // arrays) take the scalar loop. The grid is sized from the multiprocessor
 // count by the caller, so a few waves of blocks stream the whole array.
-#include <cuda_runtime.h>
-#include <stdint.h>
 
 enum MapOp {
   OP_ADD = 0, OP_SCALE = 1, OP_AXPY = 2, OP_FMA = 3, OP_FMA_CHAIN = 4,
@@ -60,7 +58,7 @@ __global__ void map_kernel(const T* __restrict__ a, const T* __restrict__ b,
   const int INPUTS = (OP == OP_ADD || OP == OP_AXPY) ? 2 : OP == OP_FMA ? 3 : 1;  // arrays read
   const long long stride = (long long)gridDim.x * blockDim.x;
   const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const uintptr_t misaligned = ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)out) & 15;
+  const unsigned long long misaligned = ((unsigned long long)a | (unsigned long long)b | (unsigned long long)c | (unsigned long long)out) & 15;
   long long scalar_from = 0;
   if (misaligned == 0) {
     const long long vectors = n / W;
