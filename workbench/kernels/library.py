@@ -48,7 +48,11 @@ class KernelSpec:
     arrays are copied to the device, and of ``reference`` as they are) and the
     number of output elements, which multiplies ``bytes_per_element`` and
     ``flops_per_element`` for the roofline. ``bytes_per_element`` is for
-    ``dtypes[0]``; :meth:`bytes_for` scales it to another dtype.
+    ``dtypes[0]``; :meth:`bytes_for` scales it to another dtype. For a
+    reduction (one output) ``elements`` counts the input elements instead.
+    ``rtol`` and ``atol`` are the tolerances of the comparison with
+    ``reference`` (None: by dtype, 1e-4 / 1e-5 for float32, 1e-7 / 1e-9 for
+    float64, 1e-2 for 16-bit floats).
     """
 
     name: str
@@ -61,6 +65,8 @@ class KernelSpec:
     reference: Callable
     library_equivalent: Callable | None = None
     example: Callable | None = None
+    rtol: float | None = None
+    atol: float | None = None
 
     def bytes_for(self, dtype) -> float:
         """Bytes per output element for ``dtype`` (``bytes_per_element`` is
