@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import importlib
 import math
+import sys
+import types
 from dataclasses import dataclass
 from importlib import resources
 from typing import Callable
@@ -93,7 +95,19 @@ def families() -> list[str]:
 def _family_module(family: str):
     if family not in families():
         raise ValueError(f"no kernel family {family!r}; the library has: {', '.join(families())}")
-    return importlib.import_module(f"{__package__}.{family}")
+    found = importlib.import_module(f"{__package__}.{family}")
+    _kernels_over_modules()
+    return found
+
+
+def _kernels_over_modules() -> None:
+    """Importing ``workbench.kernels.transpose`` binds the package attribute
+    ``transpose`` to the module; a kernel of that name takes it back, so that
+    ``wb.kernels.transpose`` is always the kernel function."""
+    package = sys.modules[__package__]
+    for name, spec in _REGISTRY.items():
+        if isinstance(vars(package).get(name), types.ModuleType):
+            setattr(package, name, spec.function)
 
 
 def specs() -> dict[str, KernelSpec]:

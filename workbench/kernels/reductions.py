@@ -119,7 +119,8 @@ def _spec(function, description, *, inputs, flops, reference, equivalent):
 # For the roofline a reduction's "elements" are its input elements (one output in all).
 _spec(sum, "sum of all elements", inputs=1, flops=1, reference=_exact(np.sum),
       equivalent=lambda x: _xp().sum(x))
-_spec(mean, "mean of all elements", inputs=1, flops=1, reference=_exact(np.mean),
+_spec(mean, "mean of all elements", inputs=1, flops=1,
+      reference=_exact(lambda x: np.mean(x) if x.size else np.nan),
       equivalent=lambda x: _xp().mean(x))
 _spec(max, "largest element", inputs=1, flops=1, reference=np.max,
       equivalent=lambda x: _xp().max(x))
