@@ -79,6 +79,18 @@ def test_rowwise_kernels_on_short_and_long_rows(backend, shape):
                        what="cross_entropy")
 
 
+@pytest.mark.parametrize("cols", [1025, 2048, 20000, 33000])
+def test_softmax_paths_for_long_rows_in_both_dtypes(backend, cols):
+    """Rows in registers (float32 up to 32768 columns, float64 up to 16384)
+    and the online one-pass kernel beyond."""
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.float64):
+        x = (rng.standard_normal((3, cols)) * 4).astype(dtype)
+        for name in ("softmax", "log_softmax"):
+            got = wb.to_host(getattr(wb.kernels, name)(wb.to_device(x)))
+            compare_arrays(got, SPECS[name].reference(x), rtol=None, atol=None, what=name)
+
+
 def test_softmax_rows_sum_to_one_and_survive_large_values(backend):
     x = np.array([[1000.0, 1000.0, -1000.0], [0.0, 0.0, 0.0]], dtype=np.float32)
     y = wb.to_host(wb.kernels.softmax(wb.to_device(x)))

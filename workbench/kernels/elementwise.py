@@ -48,7 +48,7 @@ def _map(name: str, inputs: dict, p0=0.0, p1=0.0, steps: int = 0):
     kernel = module(FAMILY)[f"map_kernel<{c_type(dtype)}, {_OPS[name]}>"]
     width = 4 if dtype == np.float32 else 2
     kernel(a, b, c, out, n, float(p0), float(p1), int(steps),
-           grid=grid_1d(n, _BLOCK, per_thread=width), block=_BLOCK)
+           grid=grid_1d(n, _BLOCK, per_thread=width, blocks_per_sm=8), block=_BLOCK)
     return out
 
 

@@ -21,13 +21,19 @@ DTYPES = ("float32", "float64")
 WARP_ROW_LIMIT = 1024
 _WARP_BLOCK = 256   # 8 rows per block
 _ROW_BLOCK = 512
+_CACHED_BLOCK = 1024
+#: Values per thread of softmax_cached_kernel, by dtype (the largest keeps a
+#: row of 32768 floats or 16384 doubles in registers).
+_CACHED_VPT = {"float": (2, 4, 8, 16, 32), "double": (2, 4, 8, 16)}
 
 _FLAGS = ("false", "true")
 INSTANTIATE = (
     tuple(f"softmax_kernel<{t}, {log}, {warp}>" for t in ("float", "double")
           for log in _FLAGS for warp in _FLAGS)
     + tuple(f"{k}<{t}, {warp}>" for k in ("layer_norm_kernel", "cross_entropy_kernel")
-            for t in ("float", "double") for warp in _FLAGS))
+            for t in ("float", "double") for warp in _FLAGS)
+    + tuple(f"softmax_cached_kernel<{t}, {log}, {vpt}>" for t, counts in _CACHED_VPT.items()
+            for log in _FLAGS for vpt in counts))
 
 
 def _rows(name: str, x) -> tuple[int, int]:
@@ -55,8 +61,16 @@ def _softmax(name: str, x, log: bool):
     dtype = check_dtype(name, {"x": x}, DTYPES)
     rows, cols = _rows(name, x)
     y = active_backend().xp.empty(x.shape, dtype=dtype)
-    if rows and cols:
-        _launch("softmax_kernel", f"{c_type(dtype)}, {_FLAGS[log]}", rows, cols, x, y, rows, cols)
+    if not (rows and cols):
+        return y
+    t = c_type(dtype)
+    if cols > WARP_ROW_LIMIT:
+        vpt = next((v for v in _CACHED_VPT[t] if v * _CACHED_BLOCK >= cols), None)
+        if vpt is not None:
+            kernel = module(FAMILY)[f"softmax_cached_kernel<{t}, {_FLAGS[log]}, {vpt}>"]
+            kernel(x, y, rows, cols, grid=min(rows, 32 * multiprocessors()), block=_CACHED_BLOCK)
+            return y
+    _launch("softmax_kernel", f"{t}, {_FLAGS[log]}", rows, cols, x, y, rows, cols)
     return y
 
 

@@ -51,6 +51,14 @@ __device__ __forceinline__ void fold(Acc<T>& a, T x, T y, long long i) {
   }
 }
 
+template <typename T, int OP, typename V>
+__device__ __forceinline__ void fold_vector(Acc<T>& a, const V& xs, const V& ys, long long first) {
+  const T* xe = reinterpret_cast<const T*>(&xs);
+  const T* ye = reinterpret_cast<const T*>(&ys);
+#pragma unroll
+  for (int k = 0; k < (int)(sizeof(V) / sizeof(T)); ++k) fold<T, OP>(a, xe[k], ye[k], first + k);
+}
+
 template <typename T, int OP>
 __device__ __forceinline__ void combine(Acc<T>& a, const Acc<T>& b) {
   if (OP == R_ARGMAX) {
@@ -107,12 +115,17 @@ __global__ void reduce_partial(const T* __restrict__ x, const T* __restrict__ y,
     const long long vectors = n / W;
     const V* xv = reinterpret_cast<const V*>(x);
     const V* yv = reinterpret_cast<const V*>(y);
-    for (long long v = first; v < vectors; v += stride) {
-      V xs = xv[v], ys = OP == R_DOT ? yv[v] : xs;
-      const T* xe = reinterpret_cast<const T*>(&xs);
-      const T* ye = reinterpret_cast<const T*>(&ys);
-#pragma unroll
-      for (int k = 0; k < W; ++k) fold<T, OP>(a, xe[k], ye[k], v * W + k);
+    long long v = first;
+    // two independent 16-byte loads in flight per thread before either is folded
+    for (; v + stride < vectors; v += 2 * stride) {
+      V x0 = xv[v], x1 = xv[v + stride];
+      V y0 = OP == R_DOT ? yv[v] : x0, y1 = OP == R_DOT ? yv[v + stride] : x1;
+      fold_vector<T, OP>(a, x0, y0, v * W);
+      fold_vector<T, OP>(a, x1, y1, (v + stride) * W);
+    }
+    if (v < vectors) {
+      V x0 = xv[v], y0 = OP == R_DOT ? yv[v] : x0;
+      fold_vector<T, OP>(a, x0, y0, v * W);
     }
     scalar_from = vectors * W;
   }

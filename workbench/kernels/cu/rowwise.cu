@@ -9,7 +9,9 @@
 // maximum m and a sum s of exp(x - m) over its columns, rescaling s when m
 // grows; the (m, s) pairs are then combined across the warp (and the block),
 // so the row is read once for its statistics and once more to write the
-// result. Layer norm takes the sum and the sum of squares of x - x[0] (the
+// result. For rows of 1k to 32k columns softmax_cached_kernel keeps the row
+// in registers instead (VPT values per thread of a 1024-thread block), so it
+// reads the row from memory exactly once, whatever the L2 cache holds. Layer norm takes the sum and the sum of squares of x - x[0] (the
 // shift keeps the variance accurate) in one pass.
 
 template <typename T> __device__ __forceinline__ T infinity();
@@ -115,6 +117,62 @@ __device__ __forceinline__ RowLoop row_loop() {
     r.stride = gridDim.x;
   }
   return r;
+}
+
+template <typename T, bool MAX>
+__device__ __forceinline__ T warp_all(T v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const T other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = MAX ? (other > v ? other : v) : v + other;
+  }
+  return v;
+}
+
+// The maximum (MAX) or the sum of v over the block, in every thread.
+template <typename T, bool MAX>
+__device__ __forceinline__ T block_all(T v) {
+  __shared__ T slots[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_all<T, MAX>(v);
+  if (lane == 0) slots[warp] = v;
+  __syncthreads();
+  v = lane < (int)(blockDim.x >> 5) ? slots[lane] : (MAX ? -infinity<T>() : T(0));
+  v = warp_all<T, MAX>(v);
+  __syncthreads();  // the slots are reused by the next call
+  return v;
+}
+
+// One block per row, the row held in registers: column j of a row is value
+// j / blockDim.x of thread j % blockDim.x (consecutive threads read
+// consecutive columns). Needs cols <= VPT * blockDim.x.
+template <typename T, bool LOG, int VPT>
+__global__ void __launch_bounds__(1024) softmax_cached_kernel(const T* __restrict__ x,
+                                                              T* __restrict__ y, long long rows,
+                                                              long long cols) {
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* in = x + row * cols;
+    T* out = y + row * cols;
+    T v[VPT];
+    T m = -infinity<T>();
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      const long long j = threadIdx.x + (long long)k * blockDim.x;
+      v[k] = j < cols ? in[j] : -infinity<T>();
+      m = v[k] > m ? v[k] : m;
+    }
+    m = block_all<T, true>(m);
+    T s = T(0);
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) s += exp(v[k] - m);  // exp(-inf) = 0 past the row's end
+    s = block_all<T, false>(s);
+    const T shift = m + log(s), inverse = T(1) / s;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      const long long j = threadIdx.x + (long long)k * blockDim.x;
+      if (j < cols) out[j] = LOG ? v[k] - shift : exp(v[k] - m) * inverse;
+    }
+  }
 }
 
 template <typename T, bool LOG, bool WARP>
