@@ -21,10 +21,10 @@ DTYPES = ("float32", "float64")
 WARP_ROW_LIMIT = 1024
 _WARP_BLOCK = 256   # 8 rows per block
 _ROW_BLOCK = 512
-_CACHED_BLOCK = 1024
+_CACHED_BLOCK = 512
 #: Values per thread of softmax_cached_kernel, by dtype (the largest keeps a
-#: row of 32768 floats or 16384 doubles in registers).
-_CACHED_VPT = {"float": (2, 4, 8, 16, 32), "double": (2, 4, 8, 16)}
+#: row of 32768 floats or 16384 doubles in registers, without spills).
+_CACHED_VPT = {"float": (4, 8, 16, 32, 64), "double": (4, 8, 16, 32)}
 
 _FLAGS = ("false", "true")
 INSTANTIATE = (

@@ -10,7 +10,7 @@
 // grows; the (m, s) pairs are then combined across the warp (and the block),
 // so the row is read once for its statistics and once more to write the
 // result. For rows of 1k to 32k columns softmax_cached_kernel keeps the row
-// in registers instead (VPT values per thread of a 1024-thread block), so it
+// in registers instead (VPT values per thread of a 512-thread block), so it
 // reads the row from memory exactly once, whatever the L2 cache holds. Layer norm takes the sum and the sum of squares of x - x[0] (the
 // shift keeps the variance accurate) in one pass.
 
@@ -143,35 +143,41 @@ __device__ __forceinline__ T block_all(T v) {
   return v;
 }
 
-// One block per row, the row held in registers: column j of a row is value
-// j / blockDim.x of thread j % blockDim.x (consecutive threads read
-// consecutive columns). Needs cols <= VPT * blockDim.x.
+// One block of CACHED_BLOCK threads per row, the row held in registers:
+// column j of a row is value j / CACHED_BLOCK of thread j % CACHED_BLOCK
+// (consecutive threads read consecutive columns). The block size is a
+// constant so that the VPT loads are one base address plus immediate
+// offsets. Needs cols <= VPT * CACHED_BLOCK.
+#define CACHED_BLOCK 512
+
 template <typename T, bool LOG, int VPT>
-__global__ void __launch_bounds__(1024) softmax_cached_kernel(const T* __restrict__ x,
-                                                              T* __restrict__ y, long long rows,
-                                                              long long cols) {
+__global__ void __launch_bounds__(CACHED_BLOCK) softmax_cached_kernel(
+    const T* __restrict__ x, T* __restrict__ y, long long rows, long long cols) {
+  const int t = threadIdx.x;
+  const int left = (int)cols - t;  // this thread's columns: k * CACHED_BLOCK < left
   for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T* in = x + row * cols;
-    T* out = y + row * cols;
+    const T* in = x + row * cols + t;
+    T* out = y + row * cols + t;
     T v[VPT];
     T m = -infinity<T>();
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-      const long long j = threadIdx.x + (long long)k * blockDim.x;
-      v[k] = j < cols ? in[j] : -infinity<T>();
+      v[k] = k * CACHED_BLOCK < left ? in[k * CACHED_BLOCK] : -infinity<T>();
       m = v[k] > m ? v[k] : m;
     }
     m = block_all<T, true>(m);
     T s = T(0);
 #pragma unroll
-    for (int k = 0; k < VPT; ++k) s += exp(v[k] - m);  // exp(-inf) = 0 past the row's end
+    for (int k = 0; k < VPT; ++k) {  // exp(-inf) = 0 past the row's end
+      const T e = exp(v[k] - m);
+      s += e;
+      if (!LOG) v[k] = e;  // softmax needs only the exponentials from here on
+    }
     s = block_all<T, false>(s);
     const T shift = m + log(s), inverse = T(1) / s;
 #pragma unroll
-    for (int k = 0; k < VPT; ++k) {
-      const long long j = threadIdx.x + (long long)k * blockDim.x;
-      if (j < cols) out[j] = LOG ? v[k] - shift : exp(v[k] - m) * inverse;
-    }
+    for (int k = 0; k < VPT; ++k)
+      if (k * CACHED_BLOCK < left) out[k * CACHED_BLOCK] = LOG ? v[k] - shift : v[k] * inverse;
   }
 }
 
