@@ -29,6 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+import workbench as wb
+from workbench.kernels.baselines import device_args
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _table import print_table  # noqa: E402
 
@@ -52,7 +55,7 @@ def _verdict(fraction, target) -> str:
     return "PASS" if fraction >= target else "below"
 
 
-def _copy_gbps(wb, nbytes: int, max_time: float) -> float:
+def _copy_gbps(nbytes: int, max_time: float) -> float:
     xp = wb.xp
     src = xp.ones(nbytes // 4, dtype=np.float32)
     dst = xp.empty_like(src)
@@ -61,15 +64,14 @@ def _copy_gbps(wb, nbytes: int, max_time: float) -> float:
     return r.gbps
 
 
-def _bench_spec(wb, spec, args, elements, dtype, max_time, name=None):
-    from workbench.kernels.baselines import device_args
+def _bench_spec(spec, args, elements, dtype, max_time, name=None):
     dev = device_args(args)
     return wb.bench(spec.function, *dev, name=name or spec.name, max_time=max_time,
                     bytes=spec.bytes_for(dtype) * elements or None,
                     flops=spec.flops_per_element * elements)
 
 
-def bandwidth_rows(wb, specs, sizes, copy, max_time, only) -> list[list]:
+def bandwidth_rows(specs, sizes, copy, max_time, only) -> list[list]:
     """Every kernel at the large size, as GB/s and its fraction of the copy bandwidth."""
     rng = np.random.default_rng(0)
     rows = []
@@ -78,7 +80,7 @@ def bandwidth_rows(wb, specs, sizes, copy, max_time, only) -> list[list]:
             continue
         dtype = spec.dtypes[0]
         args, elements = spec.example(sizes["elements"], dtype, rng)
-        r = _bench_spec(wb, spec, args, elements, dtype, max_time)
+        r = _bench_spec(spec, args, elements, dtype, max_time)
         target = BANDWIDTH_TARGETS.get(name)
         fraction = r.gbps / copy if r.gbps else None
         rows.append([name, dtype, elements, r.median * 1e3, r.gbps, "copy", copy,
@@ -88,7 +90,7 @@ def bandwidth_rows(wb, specs, sizes, copy, max_time, only) -> list[list]:
         for cols in SOFTMAX_COLUMNS:
             rows_count = max(1, sizes["softmax_elements"] // cols)
             x = rng.standard_normal((rows_count, cols)).astype(np.float32)
-            r = _bench_spec(wb, spec, (x,), x.size, "float32", max_time, name=f"softmax cols={cols}")
+            r = _bench_spec(spec, (x,), x.size, "float32", max_time, name=f"softmax cols={cols}")
             fraction = r.gbps / copy
             rows.append([f"softmax {rows_count}x{cols}", "float32", x.size, r.median * 1e3, r.gbps,
                          "copy", copy, fraction, BANDWIDTH_TARGETS["softmax"],
@@ -96,7 +98,7 @@ def bandwidth_rows(wb, specs, sizes, copy, max_time, only) -> list[list]:
     return rows
 
 
-def gemm_rows(wb, specs, sizes, max_time, only) -> list[list]:
+def gemm_rows(specs, sizes, max_time, only) -> list[list]:
     """sgemm and hgemm against the backend's matmul, conv2d against im2col + matmul."""
     xp = wb.xp
     rng = np.random.default_rng(1)
@@ -142,16 +144,14 @@ def main(argv=None) -> int:
     parser.add_argument("--max-time", type=float, default=0.5, help="seconds of timing per kernel")
     parser.add_argument("--report", default=None, help="write wb.report to this .json or .csv")
     args = parser.parse_args(argv)
-    import workbench as wb
-
     b = wb.backend()
     simulated = bool(b.simulated)
     sizes = _sizes(simulated)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     specs = wb.kernels.specs()
-    copy = _copy_gbps(wb, sizes["elements"] * 4, args.max_time)
-    rows = bandwidth_rows(wb, specs, sizes, copy, args.max_time, only)
-    rows += gemm_rows(wb, specs, sizes, args.max_time, only)
+    copy = _copy_gbps(sizes["elements"] * 4, args.max_time)
+    rows = bandwidth_rows(specs, sizes, copy, args.max_time, only)
+    rows += gemm_rows(specs, sizes, args.max_time, only)
     device = b.device_properties().name
     label = " [simulated: CPU wall-clock times, sizes scaled down]" if simulated else ""
     print_table(f"wb.kernels on {device} ({b.name}){label}",

@@ -15,28 +15,21 @@ its family module imported) on first use.
 """
 from __future__ import annotations
 
-import importlib
-
+from .baselines import Baselines, baseline, baselines, plot_speedup
+from .gallery import Catalog, Source, catalog, source
 from .library import KernelSpec, families, module, register, source_text, specs
 
-_TOOLS = {"catalog": "gallery", "source": "gallery", "Catalog": "gallery", "Source": "gallery",
-          "baseline": "baselines", "baselines": "baselines", "Baselines": "baselines",
-          "plot_speedup": "baselines"}
-
-__all__ = ["KernelSpec", "families", "module", "register", "source_text", "specs", *_TOOLS]
+__all__ = ["KernelSpec", "families", "module", "register", "source_text", "specs", "Catalog",
+           "Source", "catalog", "source", "Baselines", "baseline", "baselines", "plot_speedup"]
 
 
 def __getattr__(name: str):
-    if name in _TOOLS:
-        value = getattr(importlib.import_module(f"{__name__}.{_TOOLS[name]}"), name)
-    else:
-        spec = specs().get(name)
-        if spec is None:
-            raise AttributeError(f"wb.kernels has no kernel or attribute {name!r}; "
-                                 f"wb.kernels.catalog() lists the kernels.")
-        value = spec.function
-    globals()[name] = value
-    return value
+    spec = specs().get(name)
+    if spec is None:
+        raise AttributeError(f"wb.kernels has no kernel or attribute {name!r}; "
+                             f"wb.kernels.catalog() lists the kernels.")
+    globals()[name] = spec.function
+    return spec.function
 
 
 def __dir__():
