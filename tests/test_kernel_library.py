@@ -113,7 +113,8 @@ def test_transpose_shapes(backend, shape):
 def test_reductions_propagate_nan_and_pick_the_first_maximum(backend):
     x = np.array([1.0, 5.0, 2.0, 5.0, -3.0] * 20, dtype=np.float32)
     assert int(wb.to_host(wb.kernels.argmax(wb.to_device(x)))) == 1
-    x[57] = np.nan
+    x[57] = x[91] = np.nan
+    assert int(wb.to_host(wb.kernels.argmax(wb.to_device(x)))) == np.argmax(x) == 57
     assert np.isnan(wb.to_host(wb.kernels.max(wb.to_device(x))))
     assert np.isnan(wb.to_host(wb.kernels.min(wb.to_device(x))))
 

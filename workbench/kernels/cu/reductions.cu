@@ -7,9 +7,10 @@
 //     shuffles and one shared-memory step, and writes one partial result;
 //   reduce_final<T, OP>: one block folds the partials and writes the result
 //     (mean divides by n, norm takes the square root).
-// argmax carries (value, index) pairs; ties go to the smallest index, as in
-// NumPy; max and min propagate NaN as NumPy's do. Float accumulation is in T: each thread sums few elements and the
-// tree over threads and blocks keeps the rounding error small.
+// argmax carries (value, index) pairs; ties go to the smallest index and a
+// NaN counts as the largest value, as in NumPy; max and min propagate NaN as
+// NumPy's do. Float sums accumulate in T: each thread sums few elements and
+// the tree over threads and blocks keeps the rounding error small.
 
 enum ReduceOp { R_SUM = 0, R_MAX = 1, R_MIN = 2, R_ARGMAX = 3, R_DOT = 4, R_SUMSQ = 5 };
 
@@ -26,6 +27,16 @@ template <> __device__ __forceinline__ double infinity<double>() {
 // max and min that propagate NaN, as NumPy's do.
 template <typename T> __device__ __forceinline__ T nan_max(T a, T b) { return (a != a || a >= b) ? a : b; }
 template <typename T> __device__ __forceinline__ T nan_min(T a, T b) { return (a != a || a <= b) ? a : b; }
+
+// argmax order: NaN above every number (NumPy's argmax returns the first
+// NaN), then larger values, then, for equal values, the smaller index.
+template <typename T>
+__device__ __forceinline__ bool beats(T x, long long i, T y, long long j) {
+  const bool x_nan = x != x, y_nan = y != y;
+  if (x_nan != y_nan) return x_nan;
+  if (!x_nan && x != y) return x > y;
+  return i < j;
+}
 
 // The running state of one thread: a value and, for argmax, its index.
 template <typename T> struct Acc { T v; long long i; };
@@ -46,7 +57,7 @@ __device__ __forceinline__ void fold(Acc<T>& a, T x, T y, long long i) {
     case R_MAX: a.v = nan_max(a.v, x); break;
     case R_MIN: a.v = nan_min(a.v, x); break;
     case R_ARGMAX:
-      if (x > a.v || (x == a.v && i < a.i)) { a.v = x; a.i = i; }
+      if (beats(x, i, a.v, a.i)) { a.v = x; a.i = i; }
       break;
   }
 }
@@ -62,7 +73,7 @@ __device__ __forceinline__ void fold_vector(Acc<T>& a, const V& xs, const V& ys,
 template <typename T, int OP>
 __device__ __forceinline__ void combine(Acc<T>& a, const Acc<T>& b) {
   if (OP == R_ARGMAX) {
-    if (b.v > a.v || (b.v == a.v && b.i < a.i)) a = b;
+    if (beats(b.v, b.i, a.v, a.i)) a = b;
   } else if (OP == R_MAX) {
     a.v = nan_max(a.v, b.v);
   } else if (OP == R_MIN) {
