@@ -22,6 +22,7 @@ in ``wb.modules`` and its kernels are inspectable.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import sys
@@ -88,8 +89,13 @@ def register(spec: KernelSpec) -> KernelSpec:
 
 def families() -> list[str]:
     """The family names: the stems of the ``.cu`` files shipped in ``cu/``."""
+    return list(_family_names())
+
+
+@functools.lru_cache(maxsize=1)
+def _family_names() -> tuple[str, ...]:
     folder = resources.files(__package__) / "cu"
-    return sorted(entry.name[:-3] for entry in folder.iterdir() if entry.name.endswith(".cu"))
+    return tuple(sorted(entry.name[:-3] for entry in folder.iterdir() if entry.name.endswith(".cu")))
 
 
 def _family_module(family: str):
@@ -131,21 +137,29 @@ def module(family: str, defines=(), instantiate=None) -> Module:
     (``instantiate=None``: the family module's ``INSTANTIATE``), then reused.
     Its kernels are reached as ``module("reductions")["reduce_partial<float, 0>"]``.
     """
-    if isinstance(defines, str):
-        defines = (defines,)
-    defines = tuple(defines)
-    if instantiate is None:
-        instantiate = tuple(getattr(_family_module(family), "INSTANTIATE", ()))
     b = active_backend()
-    key = (id(b), family, defines, tuple(instantiate))
-    entry = _MODULES.get(key)
+    try:  # the common case, a call with the family's defaults: one dictionary look-up
+        entry = _MODULES.get((id(b), family, defines, instantiate))
+    except TypeError:  # lists of defines or instantiations
+        entry = None
     if entry is not None and entry[0] is b:
         return entry[1]
-    name = f"wb.kernels.{family}" + (f"[{','.join(defines)}]" if defines else "")
-    compiled = compile_source(source_text(family), name=name, defines=defines,
-                              instantiate=tuple(instantiate))
-    _MODULES[key] = (b, compiled)
-    return compiled
+    given = (defines, instantiate)
+    defines = (defines,) if isinstance(defines, str) else tuple(defines)
+    if instantiate is None:
+        instantiate = tuple(getattr(_family_module(family), "INSTANTIATE", ()))
+    instantiate = (instantiate,) if isinstance(instantiate, str) else tuple(instantiate)
+    full = (id(b), family, defines, instantiate)
+    entry = _MODULES.get(full)
+    if entry is None or entry[0] is not b:
+        name = f"wb.kernels.{family}" + (f"[{','.join(defines)}]" if defines else "")
+        entry = _MODULES[full] = (b, compile_source(source_text(family), name=name,
+                                                    defines=defines, instantiate=instantiate))
+    try:
+        _MODULES[(id(b), family, *given)] = entry
+    except TypeError:
+        pass
+    return entry[1]
 
 
 # -- helpers for the family modules -------------------------------------------
