@@ -1,18 +1,19 @@
 // Row-wise kernels over a (rows, cols) array: softmax, log-softmax, layer
-// norm and cross-entropy.
+// norm and cross-entropy. Rows are visited in a grid-stride loop.
 //
-// Every kernel takes WARP: true gives one warp per row (8 rows per block of
-// 256 threads; for short rows, up to about a thousand columns), false one
-// block per row (long rows). Rows are visited in a grid-stride loop.
+// The kernels with a WARP parameter run one warp per row when it is true
+// (8 rows per block of 256 threads: short rows, up to about a thousand
+// columns) and one block per row when it is false (long rows).
 //
-// Softmax is the one-pass "online" form: each thread keeps a running
+// softmax_kernel is the one-pass "online" form: each thread keeps a running
 // maximum m and a sum s of exp(x - m) over its columns, rescaling s when m
 // grows; the (m, s) pairs are then combined across the warp (and the block),
 // so the row is read once for its statistics and once more to write the
 // result. For rows of 1k to 32k columns softmax_cached_kernel keeps the row
 // in registers instead (VPT values per thread of a 512-thread block), so it
-// reads the row from memory exactly once, whatever the L2 cache holds. Layer norm takes the sum and the sum of squares of x - x[0] (the
-// shift keeps the variance accurate) in one pass.
+// reads the row from memory exactly once, whatever the L2 cache holds.
+// Layer norm takes the sum and the sum of squares of x - x[0] (the shift
+// keeps the variance accurate) in one pass.
 
 template <typename T> __device__ __forceinline__ T infinity();
 template <> __device__ __forceinline__ float infinity<float>() { return __int_as_float(0x7f800000); }
