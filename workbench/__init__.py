@@ -64,6 +64,8 @@ _LAZY = {
     "report": "workbench.benchmarking.report",
     "ceilings": "workbench.benchmarking.ceilings",
     "BenchmarkPanel": "workbench.widgets.bench_panel",
+    # the kernel library
+    "kernels": "workbench.kernels:",
     # devices, kernels, occupancy
     "devices": "workbench.hardware.properties",
     "use_device": "workbench.hardware.properties",

@@ -1,0 +1,27 @@
+"""benchmarks/kernel_library.py runs and prints each figure beside its
+ceiling and target (on the simulator: scaled-down sizes, labelled)."""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_benchmark_prints_figures_ceilings_and_verdicts(tmp_path):
+    report = tmp_path / "kernels.csv"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "kernel_library.py"), "--only", "sum,gelu,relu",
+         "--max-time", "0.01", "--report", str(report)],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+        env={**os.environ, "WORKBENCH_BACKEND": "simulator"})
+    lines = done.stdout.splitlines()
+    rows = {line.split()[0]: line for line in lines if line.strip() and line.split()[0] in
+            ("sum", "gelu", "relu")}
+    assert set(rows) == {"sum", "gelu", "relu"}
+    assert "90%" in rows["sum"] and ("PASS" in rows["sum"] or "below" in rows["sum"])
+    assert "PASS" not in rows["relu"] and "below" not in rows["relu"]  # no target for relu
+    assert "simulated" in done.stdout
+    assert "sum" in report.read_text()
