@@ -1,0 +1,131 @@
+"""Matrix multiplication: ``sgemm`` (float32 on the CUDA cores) and ``hgemm``
+(half inputs, float32 accumulation, on the tensor cores), both ``C = A @ B``
+for row-major matrices of any size (``cu/matmul.cu``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import KernelArgumentError
+from ..runtime.session import backend as active_backend
+from .library import KernelSpec, check_array, module, register
+
+FAMILY = "matmul"
+_TILE = 128      # the block tile of both kernels (SG_BM/SG_BN, HG_BM/HG_BN)
+_THREADS = 256
+
+
+def _aligned(arrays, nbytes: int) -> bool:
+    """True when every array starts at a multiple of ``nbytes``."""
+    b = active_backend()
+    return all(a.size == 0 or b.device_pointer(a) % nbytes == 0 for a in arrays)
+
+
+def _operands(name: str, a, b, dtypes):
+    """Check ``a`` (M x K) and ``b`` (K x N); return ``M, N, K``."""
+    check_array(name, "a", a, dtypes, ndim=2)
+    check_array(name, "b", b, dtypes, ndim=2)
+    if a.dtype != b.dtype:
+        raise KernelArgumentError(f"wb.kernels.{name}(): a is {a.dtype} but b is {b.dtype}; "
+                                  f"convert one with .astype('{a.dtype}').")
+    if a.shape[1] != b.shape[0]:
+        raise KernelArgumentError(
+            f"wb.kernels.{name}(): a is {tuple(a.shape)} and b is {tuple(b.shape)}: the columns "
+            f"of a ({a.shape[1]}) must equal the rows of b ({b.shape[0]}) for a @ b.")
+    return int(a.shape[0]), int(b.shape[1]), int(a.shape[1])
+
+
+def _launch(kernel_name: str, a, b, M: int, N: int, K: int, vector_width: int):
+    xp = active_backend().xp
+    c = xp.empty((M, N), dtype=np.float32)
+    if M == 0 or N == 0:
+        return c
+    vec = int(K % vector_width == 0 and N % vector_width == 0
+              and _aligned((a, b, c), 16))
+    grid = ((N + _TILE - 1) // _TILE, (M + _TILE - 1) // _TILE)
+    module(FAMILY)[kernel_name](a, b, c, M, N, K, vec, grid=grid, block=_THREADS)
+    return c
+
+
+def sgemm(a, b):
+    """``a @ b`` for float32 device matrices ``a`` (M x K) and ``b`` (K x N):
+    a new float32 M x N device array, computed by a tiled CUDA C kernel
+    (128 x 128 block tiles, 8 x 8 outputs per thread, no tensor cores)."""
+    M, N, K = _operands("sgemm", a, b, ("float32",))
+    return _launch("sgemm_f32", a, b, M, N, K, 4)
+
+
+def hgemm(a, b):
+    """``a @ b`` for float16 device matrices ``a`` (M x K) and ``b`` (K x N),
+    accumulated in float32: a new float32 M x N device array. On a GPU it runs
+    on the tensor cores (WMMA); on the CPU simulator, which has none, the same
+    kernel is a plain loop with the same arithmetic (half converted to float,
+    float accumulation)."""
+    M, N, K = _operands("hgemm", a, b, ("float16",))
+    return _launch("hgemm_f16", a, b, M, N, K, 8)
+
+
+def matmul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` in float64 on the host, returned as float32."""
+    return (np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)).astype(np.float32)
+
+
+def _matmul_library(a, b):
+    """The backend's own product (cuBLAS on a GPU): float32 output, half
+    inputs with float32 accumulation through ``xp.matmul``."""
+    xp = active_backend().xp
+    if a.dtype == np.float16:
+        return xp.matmul(a, b, dtype=np.float32) if _matmul_takes_dtype(xp) else \
+            xp.matmul(a, b).astype(np.float32)
+    return xp.matmul(a, b)
+
+
+def _matmul_takes_dtype(xp) -> bool:
+    try:
+        xp.matmul(xp.zeros((1, 1), dtype=np.float16), xp.zeros((1, 1), dtype=np.float16),
+                  dtype=np.float32)
+        return True
+    except TypeError:
+        return False
+
+
+def _square_sides(size: int, dtype) -> tuple:
+    """A problem of about ``size`` output elements: M x K @ K x N with
+    uneven sides (so that edges are exercised), clamped at 4096."""
+    n = max(int(round(np.sqrt(max(size, 0)))), 0)
+    n = min(n, 4096)
+    if size == 0:
+        return 0, 0, 0
+    if n <= 1:
+        return 1, 1, 1
+    return n, max(n - 3, 1), max(n + 5, 1)
+
+
+def _example(size: int, dtype, rng):
+    M, N, K = _square_sides(size, dtype)
+    a = rng.standard_normal((M, K)).astype(dtype)
+    b = rng.standard_normal((K, N)).astype(dtype)
+    return (a, b), M * N
+
+
+#: The roofline figures per output element depend on K: they are given for the
+#: 4096 x 4096 x 4096 product the benchmark measures (2 K flops per output; A, B
+#: and C each moved once).
+_K = 4096
+
+register(KernelSpec(
+    name="sgemm", family=FAMILY, dtypes=("float32",),
+    bytes_per_element=3 * 4, flops_per_element=2.0 * _K,
+    description="C = A @ B, float32, tiled CUDA C: 128x128 block tiles in shared memory, "
+                "8x8 register tiles per thread, float4 loads, double buffering; no tensor cores.",
+    function=sgemm, reference=matmul_reference, library_equivalent=_matmul_library,
+    example=_example))
+
+register(KernelSpec(
+    name="hgemm", family=FAMILY, dtypes=("float16",),
+    bytes_per_element=2 * 2 + 4, flops_per_element=2.0 * _K,
+    description="C = A @ B, half in, float32 accumulate and out, on the tensor cores (WMMA "
+                "16x16x16, 128x128 block tiles, double-buffered shared memory). On the CPU "
+                "simulator (no tensor cores) the same kernel is a plain float loop.",
+    function=hgemm, reference=matmul_reference, library_equivalent=_matmul_library,
+    example=_example))
