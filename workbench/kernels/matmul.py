@@ -35,9 +35,18 @@ def _operands(name: str, a, b, dtypes):
     return int(a.shape[0]), int(b.shape[1]), int(a.shape[1])
 
 
-def _launch(kernel_name: str, a, b, M: int, N: int, K: int, vector_width: int):
-    xp = active_backend().xp
-    c = xp.empty((M, N), dtype=np.float32)
+def _output(name: str, out, M: int, N: int):
+    """``out`` checked to be a float32 M x N device array, or a new one."""
+    if out is None:
+        return active_backend().xp.empty((M, N), dtype=np.float32)
+    check_array(name, "out", out, ("float32",), ndim=2)
+    if tuple(out.shape) != (M, N):
+        raise KernelArgumentError(f"wb.kernels.{name}(): out has shape {tuple(out.shape)}; "
+                                  f"a @ b has shape {(M, N)}.")
+    return out
+
+
+def _launch(kernel_name: str, a, b, c, M: int, N: int, K: int, vector_width: int):
     if M == 0 or N == 0:
         return c
     vec = int(K % vector_width == 0 and N % vector_width == 0
@@ -47,22 +56,23 @@ def _launch(kernel_name: str, a, b, M: int, N: int, K: int, vector_width: int):
     return c
 
 
-def sgemm(a, b):
+def sgemm(a, b, out=None):
     """``a @ b`` for float32 device matrices ``a`` (M x K) and ``b`` (K x N):
-    a new float32 M x N device array, computed by a tiled CUDA C kernel
-    (128 x 128 block tiles, 8 x 8 outputs per thread, no tensor cores)."""
+    a float32 M x N device array (a new one, or ``out``), computed by a tiled
+    CUDA C kernel (128 x 128 block tiles, 8 x 8 outputs per thread, no tensor
+    cores)."""
     M, N, K = _operands("sgemm", a, b, ("float32",))
-    return _launch("sgemm_f32", a, b, M, N, K, 4)
+    return _launch("sgemm_f32", a, b, _output("sgemm", out, M, N), M, N, K, 4)
 
 
-def hgemm(a, b):
+def hgemm(a, b, out=None):
     """``a @ b`` for float16 device matrices ``a`` (M x K) and ``b`` (K x N),
     accumulated in float32: a new float32 M x N device array. On a GPU it runs
     on the tensor cores (WMMA); on the CPU simulator, which has none, the same
     kernel is a plain loop with the same arithmetic (half converted to float,
-    float accumulation)."""
+    float accumulation). ``out``: a float32 M x N device array to write into."""
     M, N, K = _operands("hgemm", a, b, ("float16",))
-    return _launch("hgemm_f16", a, b, M, N, K, 8)
+    return _launch("hgemm_f16", a, b, _output("hgemm", out, M, N), M, N, K, 8)
 
 
 def matmul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -71,22 +81,9 @@ def matmul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _matmul_library(a, b):
-    """The backend's own product (cuBLAS on a GPU): float32 output, half
-    inputs with float32 accumulation through ``xp.matmul``."""
-    xp = active_backend().xp
-    if a.dtype == np.float16:
-        return xp.matmul(a, b, dtype=np.float32) if _matmul_takes_dtype(xp) else \
-            xp.matmul(a, b).astype(np.float32)
-    return xp.matmul(a, b)
-
-
-def _matmul_takes_dtype(xp) -> bool:
-    try:
-        xp.matmul(xp.zeros((1, 1), dtype=np.float16), xp.zeros((1, 1), dtype=np.float16),
-                  dtype=np.float32)
-        return True
-    except TypeError:
-        return False
+    """The backend's own product (cuBLAS on a GPU), float32 out (half inputs
+    accumulate in float32)."""
+    return active_backend().xp.matmul(a, b, dtype=np.float32)
 
 
 def _square_sides(size: int, dtype) -> tuple:
