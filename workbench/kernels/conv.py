@@ -16,6 +16,10 @@ from .matmul import sgemm
 FAMILY = "conv"
 _TILE = 128
 _THREADS = 256
+#: Filter sizes with a kernel of their own (the others use the <0, 0> kernel).
+_FILTERS = ((1, 1), (3, 3), (5, 5), (7, 7))
+
+INSTANTIATE = tuple(f"conv2d_direct<{r}, {s}>" for r, s in _FILTERS + ((0, 0),))
 
 
 def _geometry(name: str, x, w, stride, padding):
@@ -35,10 +39,13 @@ def _geometry(name: str, x, w, stride, padding):
         raise ValueError(f"wb.kernels.{name}(): the filter is {R} x {S}; it needs at least 1 x 1.")
     P = (H + 2 * padding - R) // stride + 1
     Q = (W + 2 * padding - S) // stride + 1
-    if P < 0 or Q < 0 or H + 2 * padding < R or W + 2 * padding < S:
+    if H + 2 * padding < R or W + 2 * padding < S:
         raise ValueError(
             f"wb.kernels.{name}(): a {R} x {S} filter does not fit in a {H} x {W} image with "
             f"padding {padding}; use a smaller filter or more padding.")
+    if N * P * Q >= 2 ** 31 or N * C * H * W >= 2 ** 31 or K * P * Q * N >= 2 ** 31:
+        raise ValueError(f"wb.kernels.{name}(): x {tuple(x.shape)} is too large for 32-bit "
+                         f"indices; split the batch into smaller ones.")
     return N, C, H, W, K, R, S, P, Q
 
 
@@ -52,31 +59,31 @@ def conv2d(x, w, stride: int = 1, padding: int = 0):
         return y
     vec = int((C * R * S) % 4 == 0 and active_backend().device_pointer(w) % 16 == 0)
     grid = ((N * P * Q + _TILE - 1) // _TILE, (K + _TILE - 1) // _TILE)
-    module(FAMILY)["conv2d_direct"](x, w, y, N, C, H, W, K, R, S, P, Q, int(stride), int(padding),
+    name = f"conv2d_direct<{R}, {S}>" if (R, S) in _FILTERS else "conv2d_direct<0, 0>"
+    module(FAMILY)[name](x, w, y, N, C, H, W, K, R, S, P, Q, int(stride), int(padding),
                                     vec, grid=grid, block=_THREADS)
     return y
 
 
 def conv2d_im2col(x, w, stride: int = 1, padding: int = 0):
-    """The same convolution as :func:`conv2d`, as im2col + ``sgemm``: for
-    each image the (C R S) x (P Q) matrix of input patches is written out,
-    then ``y[n] = w.reshape(K, C R S) @ cols`` (one kernel and one product
-    per image, the columns buffer reused)."""
+    """The same convolution as :func:`conv2d`, as im2col + ``sgemm``: the
+    (C R S) x (N P Q) matrix of input patches is written out, multiplied by
+    ``w.reshape(K, C R S)`` with the library's ``sgemm``, and the K x (N P Q)
+    product reordered to (N, K, P, Q)."""
     N, C, H, W, K, R, S, P, Q = _geometry("conv2d_im2col", x, w, stride, padding)
     xp = active_backend().xp
     y = xp.empty((N, K, P, Q), dtype=np.float32)
     if y.size == 0:
         return y
-    crs, pq = C * R * S, P * Q
-    cols = xp.empty((crs, pq), dtype=np.float32)
-    w2 = w.reshape(K, crs)
-    kernel = module(FAMILY)["im2col"]
-    grid = grid_1d(crs * pq, _THREADS)
-    for n in range(N):
-        if crs:
-            kernel(x, cols, n, C, H, W, R, S, P, Q, int(stride), int(padding),
-                   grid=grid, block=_THREADS)
-        sgemm(w2, cols, out=y[n].reshape(K, pq))
+    crs, npq = C * R * S, N * P * Q
+    cols = xp.empty((crs, npq), dtype=np.float32)
+    kernels = module(FAMILY)
+    if cols.size:
+        kernels["im2col"](x, cols, N, C, H, W, R, S, P, Q, int(stride), int(padding),
+                          grid=grid_1d(cols.size, _THREADS), block=_THREADS)
+    product = sgemm(w.reshape(K, crs), cols)
+    kernels["nkpq_from_knpq"](product, y, N, K, P * Q, grid=grid_1d(y.size, _THREADS),
+                              block=_THREADS)
     return y
 
 

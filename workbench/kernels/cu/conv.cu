@@ -1,61 +1,69 @@
 // 2-D convolution, NCHW, float32: y[n,k,p,q] = sum_{c,r,s} w[k,c,r,s] *
 // x[n, c, p*stride - pad + r, q*stride - pad + s] (zero outside the image).
 //
-// conv2d_direct: the convolution read straight from x, as an implicit matrix
+// conv2d_direct<FR, FS>: the convolution read straight from x, as an implicit matrix
 // product Y[k, (n,p,q)] = W[k, (c,r,s)] @ X[(c,r,s), (n,p,q)] where the
 // columns of X are gathered from the image while they are loaded (no im2col
 // matrix in memory). The tiling is matmul.cu's sgemm: 128 output channels x
-// 128 output pixels per block, 16-deep slices staged in shared memory (double
+// 128 output pixels per block, 8-deep slices staged in shared memory (double
 // buffered), 8x8 outputs per thread.
 //
-// im2col: the columns of X written out, one image at a time
-// (cols[(c,r,s), (p,q)]), for conv2d_im2col (im2col + sgemm).
+// im2col: the matrix X written out (cols[(c,r,s), (n,p,q)]) and
+// nkpq_from_knpq: the product back in NCHW order, for conv2d_im2col (im2col,
+// sgemm, reorder).
 
 #define CV_BM 128
 #define CV_BN 128
-#define CV_BK 16
+#define CV_BK 8
 #define CV_THREADS 256
 #define CV_APAD 4
+#define CV_WLOADS (CV_BM * CV_BK / 4 / CV_THREADS)   // float4 of w per thread per slice
+#define CV_XLOADS (CV_BK * CV_BN / CV_THREADS)       // elements of x per thread per slice
+#define CV_XSTEP (CV_THREADS / CV_BN)                // rows between them
 
-extern "C" __global__ void __launch_bounds__(CV_THREADS, 2)
+template <int FR, int FS>
+__global__ void __launch_bounds__(CV_THREADS, 2)
 conv2d_direct(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
-              int N, int C, int H, int W, int K, int R, int S, int P, int Q,
+              int N, int C, int H, int W, int K, int Rrun, int Srun, int P, int Q,
               int stride, int pad, int vec)
 {
+    // FR x FS filters are compiled for (the divisions that gather the image become
+    // multiplications); FR = FS = 0 takes the filter size from Rrun, Srun
+    const int R = FR > 0 ? FR : Rrun, S = FS > 0 ? FS : Srun;
     __shared__ __align__(16) float Ws[2][CV_BK][CV_BM + CV_APAD];
     __shared__ __align__(16) float Xs[2][CV_BK][CV_BN];
 
     const int t = threadIdx.x;
     const int k0 = blockIdx.y * CV_BM;                 // output channels
-    const long long j0 = (long long)blockIdx.x * CV_BN; // output pixels (n, p, q) flattened
+    const int j0 = blockIdx.x * CV_BN;   // output pixels (n, p, q) flattened (N P Q < 2^31)
     const int CRS = C * R * S, RS = R * S, PQ = P * Q;
-    const long long NPQ = (long long)N * PQ;
+    const int NPQ = N * PQ;
 
     const int warp = t / 32, lane = t % 32;
     const int rowBase = (warp / 4) * 64 + (lane / 4) * 4;
     const int colBase = (warp % 4) * 32 + (lane % 4) * 4;
 
     // weights: two float4 (along c,r,s) per thread per slice
-    int wRow[2], wCol[2];
+    int wRow[CV_WLOADS], wCol[CV_WLOADS];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < CV_WLOADS; ++i) {
         const int idx = t + i * CV_THREADS;
-        wRow[i] = idx / 4;  wCol[i] = (idx % 4) * 4;
+        wRow[i] = idx / (CV_BK / 4);  wCol[i] = (idx % (CV_BK / 4)) * 4;
     }
     // image: one pixel column per thread, eight rows of the slice (t / 128 + 2 i)
     const int xCol = t % CV_BN, xRow = t / CV_BN;
-    const long long jx = j0 + xCol;
+    const int jx = j0 + xCol;
     const bool colInside = jx < NPQ;
-    const int nImg = colInside ? (int)(jx / PQ) : 0;
-    const int pq = colInside ? (int)(jx % PQ) : 0;
+    const int nImg = colInside ? jx / PQ : 0;
+    const int pq = colInside ? jx % PQ : 0;
     const int ih0 = (pq / Q) * stride - pad, iw0 = (pq % Q) * stride - pad;
     const float* xImg = x + (size_t)nImg * C * H * W;
 
-    float4 wReg[2];
-    float xReg[8];
+    float4 wReg[CV_WLOADS];
+    float xReg[CV_XLOADS];
     auto loadSlice = [&](int c0) {
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < CV_WLOADS; ++i) {
             const int gk = k0 + wRow[i], gc = c0 + wCol[i];
             if (vec && gk < K && gc < CRS) {
                 wReg[i] = *reinterpret_cast<const float4*>(w + (size_t)gk * CRS + gc);
@@ -68,11 +76,11 @@ conv2d_direct(const float* __restrict__ x, const float* __restrict__ w, float* _
             }
         }
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const int crs = c0 + xRow + 2 * i;
+        for (int i = 0; i < CV_XLOADS; ++i) {
+            const int crs = c0 + xRow + CV_XSTEP * i;
             float v = 0.0f;
             if (colInside && crs < CRS) {
-                const int c = crs / RS, rs = crs % RS;
+                const int c = crs / RS, rs = crs - c * RS;   // by constants when FR, FS > 0
                 const int ih = ih0 + rs / S, iw = iw0 + rs % S;
                 if (ih >= 0 && ih < H && iw >= 0 && iw < W)
                     v = xImg[((size_t)c * H + ih) * W + iw];
@@ -82,15 +90,15 @@ conv2d_direct(const float* __restrict__ x, const float* __restrict__ w, float* _
     };
     auto storeSlice = [&](int buf) {
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < CV_WLOADS; ++i) {
             Ws[buf][wCol[i] + 0][wRow[i]] = wReg[i].x;
             Ws[buf][wCol[i] + 1][wRow[i]] = wReg[i].y;
             Ws[buf][wCol[i] + 2][wRow[i]] = wReg[i].z;
             Ws[buf][wCol[i] + 3][wRow[i]] = wReg[i].w;
         }
 #pragma unroll
-        for (int i = 0; i < 8; ++i)
-            Xs[buf][xRow + 2 * i][xCol] = xReg[i];
+        for (int i = 0; i < CV_XLOADS; ++i)
+            Xs[buf][xRow + CV_XSTEP * i][xCol] = xReg[i];
     };
 
     float acc[8][8];
@@ -136,10 +144,10 @@ conv2d_direct(const float* __restrict__ x, const float* __restrict__ w, float* _
     for (int h = 0; h < 2; ++h) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const long long col = j0 + colBase + h * 16 + j;
+            const int col = j0 + colBase + h * 16 + j;
             if (col >= NPQ)
                 continue;
-            const int n = (int)(col / PQ), pix = (int)(col % PQ);
+            const int n = col / PQ, pix = col % PQ;
             float* out = y + (size_t)n * K * PQ + pix;
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
@@ -151,21 +159,37 @@ conv2d_direct(const float* __restrict__ x, const float* __restrict__ w, float* _
     }
 }
 
-// cols[(c, r, s), (p, q)] for image `n` of x: a grid-stride loop over the C*R*S*P*Q
-// entries, consecutive threads on consecutive output pixels.
+// cols[(c, r, s), (n, p, q)]: a grid-stride loop over the C*R*S*N*P*Q entries,
+// consecutive threads on consecutive output pixels.
 extern "C" __global__ void
-im2col(const float* __restrict__ x, float* __restrict__ cols, int n,
-       int C, int H, int W, int R, int S, int P, int Q, int stride, int pad)
+im2col(const float* __restrict__ x, float* __restrict__ cols,
+       int N, int C, int H, int W, int R, int S, int P, int Q, int stride, int pad)
 {
-    const long long PQ = (long long)P * Q;
-    const long long total = (long long)C * R * S * PQ;
-    const float* img = x + (size_t)n * C * H * W;
+    const int PQ = P * Q;
+    const long long NPQ = (long long)N * PQ;
+    const long long total = (long long)C * R * S * NPQ;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
-        const long long row = i / PQ;
-        const int pix = (int)(i % PQ);
-        const int c = (int)(row / (R * S)), rs = (int)(row % (R * S));
+        const int row = (int)(i / NPQ);
+        const int col = (int)(i - row * NPQ);
+        const int n = col / PQ, pix = col - n * PQ;
+        const int c = row / (R * S), rs = row - c * (R * S);
         const int ih = (pix / Q) * stride - pad + rs / S, iw = (pix % Q) * stride - pad + rs % S;
-        cols[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? img[((size_t)c * H + ih) * W + iw] : 0.0f;
+        cols[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                  ? x[(((size_t)n * C + c) * H + ih) * W + iw] : 0.0f;
+    }
+}
+
+// y[n, k, (p, q)] = out[k, (n, p, q)]: the product's rows back in NCHW order.
+extern "C" __global__ void
+nkpq_from_knpq(const float* __restrict__ out, float* __restrict__ y, int N, int K, int PQ)
+{
+    const long long total = (long long)N * K * PQ;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const long long nk = i / PQ;
+        const int pix = (int)(i - nk * PQ);
+        const int n = (int)(nk / K), k = (int)(nk - (long long)n * K);
+        y[i] = out[((size_t)k * N + n) * PQ + pix];
     }
 }
