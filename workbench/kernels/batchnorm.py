@@ -15,7 +15,7 @@ FAMILY = "batchnorm"
 DTYPES = ("float32", "float64")
 _BLOCK = 256
 
-INSTANTIATE = tuple(f"{k}<{t}>" for k in ("bn_stats", "bn_scale_shift", "bn_apply")
+INSTANTIATE = tuple(f"{k}<{t}>" for k in ("bn_stats", "bn_scale", "bn_apply")
                     for t in ("float", "double"))
 
 
@@ -60,13 +60,13 @@ def batch_norm(x, weight, bias, running_mean, running_var, training: bool = True
                                   float(momentum), 1, grid=C, block=_BLOCK)
     else:
         mean, var = running_mean, running_var
-    scale, shift = xp.empty((C,), dtype=dtype), xp.empty((C,), dtype=dtype)
-    kernels[f"bn_scale_shift<{t}>"](mean, var, weight, bias, scale, shift, C, float(eps),
-                                    grid=(C + _BLOCK - 1) // _BLOCK, block=_BLOCK)
+    scale = xp.empty((C,), dtype=dtype)
+    kernels[f"bn_scale<{t}>"](var, weight, scale, C, float(eps),
+                              grid=(C + _BLOCK - 1) // _BLOCK, block=_BLOCK)
     if y.size:
         planes = N * C
         grid = (min((HW + _BLOCK - 1) // _BLOCK, 1024), min(planes, 65535))
-        kernels[f"bn_apply<{t}>"](x, y, scale, shift, planes, C, HW, grid=grid, block=_BLOCK)
+        kernels[f"bn_apply<{t}>"](x, y, mean, scale, bias, planes, C, HW, grid=grid, block=_BLOCK)
     return y
 
 

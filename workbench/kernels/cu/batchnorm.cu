@@ -7,8 +7,8 @@
 // running = (1 - momentum) * running + momentum * batch, with the unbiased
 // variance (n / (n - 1)) for the running one.
 //
-// bn_scale_shift + bn_apply: y = (x - mean[c]) / sqrt(var[c] + eps) *
-// weight[c] + bias[c], as x * scale[c] + shift[c], with the batch statistics
+// bn_scale + bn_apply: y = (x - mean[c]) / sqrt(var[c] + eps) * weight[c] +
+// bias[c], as (x - mean[c]) * scale[c] + bias[c], with the batch statistics
 // (training) or the running ones (inference).
 
 #define BN_THREADS 256
@@ -69,29 +69,27 @@ bn_stats(const T* __restrict__ x, T* __restrict__ mean, T* __restrict__ var,
     }
 }
 
-// per channel: scale = weight / sqrt(var + eps), shift = bias - mean * scale (in double)
+// per channel: scale = weight / sqrt(var + eps), in double
 template <typename T>
-__global__ void bn_scale_shift(const T* __restrict__ mean, const T* __restrict__ var,
-                               const T* __restrict__ weight, const T* __restrict__ bias,
-                               T* __restrict__ scale, T* __restrict__ shift, int C, double eps)
+__global__ void bn_scale(const T* __restrict__ var, const T* __restrict__ weight,
+                         T* __restrict__ scale, int C, double eps)
 {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-        const double s = (double)weight[c] / sqrt((double)var[c] + eps);
-        scale[c] = (T)s;
-        shift[c] = (T)((double)bias[c] - (double)mean[c] * s);
-    }
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x)
+        scale[c] = (T)((double)weight[c] / sqrt((double)var[c] + eps));
 }
 
-// y = x * scale[c] + shift[c]: blocks along y walk the (n, c) planes, along x the plane
+// y = (x - mean[c]) * scale[c] + bias[c] (the subtraction first: exact for values near the
+// mean); blocks along y walk the (n, c) planes, along x the plane
 template <typename T>
-__global__ void bn_apply(const T* __restrict__ x, T* __restrict__ y, const T* __restrict__ scale,
-                         const T* __restrict__ shift, int planes, int C, int HW)
+__global__ void bn_apply(const T* __restrict__ x, T* __restrict__ y, const T* __restrict__ mean,
+                         const T* __restrict__ scale, const T* __restrict__ bias,
+                         int planes, int C, int HW)
 {
     for (int plane = blockIdx.y; plane < planes; plane += gridDim.y) {
         const int c = plane % C;
-        const T a = scale[c], b = shift[c];
+        const T m = mean[c], a = scale[c], b = bias[c];
         const size_t base = (size_t)plane * HW;
         for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < HW; i += gridDim.x * blockDim.x)
-            y[base + i] = x[base + i] * a + b;
+            y[base + i] = (x[base + i] - m) * a + b;
     }
 }
