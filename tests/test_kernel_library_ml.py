@@ -59,6 +59,22 @@ def test_hgemm_matches_numpy(backend, M, N, K):
     np.testing.assert_allclose(wb.to_host(c), expected, rtol=1e-3, atol=1e-3 * np.sqrt(max(K, 1)))
 
 
+@pytest.mark.parametrize("M,N,K", [(33, 47, 29), (17, 136, 40), (1, 1, 1)])
+def test_hgemm_bfloat16_matches_numpy(backend, M, N, K):
+    a = matmul.bfloat16_bits(rng.standard_normal((M, K)))
+    b = matmul.bfloat16_bits(rng.standard_normal((K, N)))
+    c = matmul.hgemm(_dev(a), _dev(b), inputs="bfloat16")
+    expected = (matmul.bfloat16_values(a).astype(np.float64)
+                @ matmul.bfloat16_values(b).astype(np.float64))
+    np.testing.assert_allclose(wb.to_host(c), expected, rtol=1e-3, atol=1e-3 * np.sqrt(K))
+
+
+def test_bfloat16_bits_round_to_nearest_even():
+    values = np.array([1.0, 1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, -2.5, 0.0], np.float32)
+    np.testing.assert_array_equal(matmul.bfloat16_values(matmul.bfloat16_bits(values)),
+                                  [1.0, 1.0, 1.0 + 2.0 ** -6, -2.5, 0.0])
+
+
 def test_sgemm_writes_into_out_and_checks_it(backend):
     a = rng.standard_normal((6, 5)).astype(np.float32)
     b = rng.standard_normal((5, 7)).astype(np.float32)
@@ -77,6 +93,10 @@ def test_matmul_errors_say_what_is_wrong(backend):
         matmul.sgemm(_dev(np.ones((3, 4))), _dev(np.ones((4, 2))))
     with pytest.raises(wb.KernelArgumentError, match="must be float16"):
         matmul.hgemm(a, a.T.copy())
+    with pytest.raises(wb.KernelArgumentError, match="must be uint16"):
+        matmul.hgemm(a, a.T.copy(), inputs="bfloat16")
+    with pytest.raises(ValueError, match="'float16' or 'bfloat16'"):
+        matmul.hgemm(a, a.T.copy(), inputs="fp8")
     with pytest.raises(wb.KernelArgumentError, match="host NumPy array"):
         matmul.sgemm(np.ones((3, 4), np.float32), a.T.copy())
     with pytest.raises(wb.KernelArgumentError, match="2 dimensions"):

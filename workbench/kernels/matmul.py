@@ -11,6 +11,7 @@ from ..runtime.session import backend as active_backend
 from .library import KernelSpec, check_array, module, register
 
 FAMILY = "matmul"
+INSTANTIATE = ("hgemm<__half>", "hgemm<unsigned short>")
 _TILE = 128      # the block tile of both kernels (SG_BM/SG_BN, HG_BM/HG_BN)
 _THREADS = 256
 
@@ -65,14 +66,38 @@ def sgemm(a, b, out=None):
     return _launch("sgemm_f32", a, b, _output("sgemm", out, M, N), M, N, K, 4)
 
 
-def hgemm(a, b, out=None):
-    """``a @ b`` for float16 device matrices ``a`` (M x K) and ``b`` (K x N),
-    accumulated in float32: a new float32 M x N device array. On a GPU it runs
-    on the tensor cores (WMMA); on the CPU simulator, which has none, the same
-    kernel is a plain loop with the same arithmetic (half converted to float,
-    float accumulation). ``out``: a float32 M x N device array to write into."""
-    M, N, K = _operands("hgemm", a, b, ("float16",))
-    return _launch("hgemm_f16", a, b, _output("hgemm", out, M, N), M, N, K, 8)
+def hgemm(a, b, out=None, inputs: str = "float16"):
+    """``a @ b`` for half-precision device matrices ``a`` (M x K) and ``b``
+    (K x N), accumulated in float32: a float32 M x N device array (new, or
+    ``out``). On a GPU it runs on the tensor cores (mma.sync); on the CPU
+    simulator, which has none, the same kernel is a plain loop with the same
+    arithmetic (inputs converted to float, float accumulation).
+
+    ``inputs="float16"``: ``a`` and ``b`` are float16 arrays.
+    ``inputs="bfloat16"``: they are uint16 arrays holding bfloat16 bit patterns
+    (NumPy and CuPy have no bfloat16 dtype; :func:`bfloat16_bits` makes them)."""
+    if inputs == "float16":
+        M, N, K = _operands("hgemm", a, b, ("float16",))
+        kernel = "hgemm<__half>"
+    elif inputs == "bfloat16":
+        M, N, K = _operands("hgemm", a, b, ("uint16",))
+        kernel = "hgemm<unsigned short>"
+    else:
+        raise ValueError(f"wb.kernels.hgemm(): inputs is 'float16' or 'bfloat16', got {inputs!r}.")
+    return _launch(kernel, a, b, _output("hgemm", out, M, N), M, N, K, 8)
+
+
+def bfloat16_bits(values) -> np.ndarray:
+    """Host float values rounded to bfloat16 (to nearest, ties to even), as
+    the uint16 bit patterns :func:`hgemm` takes with ``inputs="bfloat16"``."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def bfloat16_values(bits) -> np.ndarray:
+    """float32 values of bfloat16 bit patterns (uint16)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def matmul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -121,8 +146,9 @@ register(KernelSpec(
 register(KernelSpec(
     name="hgemm", family=FAMILY, dtypes=("float16",),
     bytes_per_element=2 * 2 + 4, flops_per_element=2.0 * _K,
-    description="C = A @ B, half in, float32 accumulate and out, on the tensor cores (WMMA "
-                "16x16x16, 128x128 block tiles, double-buffered shared memory). On the CPU "
-                "simulator (no tensor cores) the same kernel is a plain float loop.",
+    description="C = A @ B, half in (or bfloat16 bits: inputs='bfloat16'), float32 accumulate "
+                "and out, on the tensor cores (mma.sync m16n8k16 with ldmatrix, 128x128 block "
+                "tiles, cp.async double buffering). On the CPU simulator (no tensor cores) the "
+                "same kernel is a plain loop converting the inputs to float.",
     function=hgemm, reference=matmul_reference, library_equivalent=_matmul_library,
     example=_example))

@@ -11,8 +11,9 @@
 // aligned: then loads and stores that lie inside the matrices are float4;
 // everything at an edge goes element by element with zero fill.
 //
-// hgemm_f16: half inputs, float32 accumulation and output, on the tensor
-// cores (mma.sync m16n8k16). Same 128x128 block tile, 32-deep slices of half
+// hgemm<T>: half (T = __half) or bfloat16 (T = unsigned short holding its
+// bits) inputs, float32 accumulation and output, on the tensor cores
+// (mma.sync m16n8k16). Same 128x128 block tile, 32-deep slices of half
 // in padded shared memory (conflict-free ldmatrix), two slices in flight
 // (cp.async), 8 warps of 64x32. Edges are zero-filled on load and guarded on
 // store; `vec` (K and N multiples of 8, 16-byte aligned arrays) selects the
@@ -157,14 +158,23 @@ sgemm_f32(const float* __restrict__ A, const float* __restrict__ B, float* __res
 #define HG_APAD 8
 #define HG_BPAD 8
 
+// The two input types: __half, and bfloat16 as its bits in an unsigned short (the
+// same kernels serve both; NVRTC's bfloat16 header is not needed, and the simulator,
+// which has no bfloat16 type, converts the bits itself).
+__device__ __forceinline__ float hg_float(__half h) { return __half2float(h); }
+__device__ __forceinline__ float hg_float(unsigned short bf16) { return __uint_as_float((unsigned)bf16 << 16); }
+__device__ __forceinline__ __half hg_zero(__half) { return __float2half(0.0f); }
+__device__ __forceinline__ unsigned short hg_zero(unsigned short) { return 0; }
+
 #ifdef __WBSIM__
 
 // The simulator's hgemm: no tensor cores on the CPU, so each thread computes
-// 64 outputs of the block's tile with half inputs converted to float and a
+// 64 outputs of the block's tile with the inputs converted to float and a
 // float accumulator (the launch configuration is the GPU kernel's).
-extern "C" __global__ void __launch_bounds__(HG_THREADS)
-hgemm_f16(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C,
-          int M, int N, int K, int vec)
+template <typename T>
+__global__ void __launch_bounds__(HG_THREADS)
+hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
+      int M, int N, int K, int vec)
 {
     const int m0 = blockIdx.y * HG_BM, n0 = blockIdx.x * HG_BN;
     for (int idx = threadIdx.x; idx < HG_BM * HG_BN; idx += HG_THREADS) {
@@ -173,7 +183,7 @@ hgemm_f16(const __half* __restrict__ A, const __half* __restrict__ B, float* __r
             continue;
         float acc = 0.0f;
         for (int k = 0; k < K; ++k)
-            acc += __half2float(A[(size_t)gm * K + k]) * __half2float(B[(size_t)k * N + gn]);
+            acc += hg_float(A[(size_t)gm * K + k]) * hg_float(B[(size_t)k * N + gn]);
         C[(size_t)gm * N + gn] = acc;
     }
 }
@@ -194,13 +204,30 @@ __device__ __forceinline__ void copy16_async(void* dst, const void* src, bool va
                  :: "r"(shared_address(dst)), "l"(src), "r"(valid ? 16 : 0));
 }
 
-extern "C" __global__ void __launch_bounds__(HG_THREADS)
-hgemm_f16(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C,
-          int M, int N, int K, int vec)
+__device__ __forceinline__ void mma_16816(float* c, const unsigned* a, const unsigned* b, __half)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ void mma_16816(float* c, const unsigned* a, const unsigned* b, unsigned short)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(HG_THREADS)
+hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
+      int M, int N, int K, int vec)
 {
     constexpr int A_LD = HG_BK + HG_APAD, B_LD = HG_BN + HG_BPAD;   // rows of 80 and 272 bytes
     constexpr int A_ELEMS = HG_BM * A_LD, B_ELEMS = HG_BK * B_LD;
-    __shared__ __align__(128) __half smem[2 * (A_ELEMS + B_ELEMS)];
+    __shared__ __align__(128) T smem[2 * (A_ELEMS + B_ELEMS)];
 
     const int t = threadIdx.x;
     const int warp = t / 32, lane = t % 32;
@@ -216,22 +243,22 @@ hgemm_f16(const __half* __restrict__ A, const __half* __restrict__ B, float* __r
         bRow[i] = idx / (HG_BN / 8);  bCol[i] = (idx % (HG_BN / 8)) * 8;
     }
     auto loadSlice = [&](int k0, int buf) {
-        __half* As = smem + buf * (A_ELEMS + B_ELEMS);
-        __half* Bs = As + A_ELEMS;
+        T* As = smem + buf * (A_ELEMS + B_ELEMS);
+        T* Bs = As + A_ELEMS;
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
             const int gm = m0 + aRow[i], gk = k0 + aCol[i];
-            __half* da = As + aRow[i] * A_LD + aCol[i];
+            T* da = As + aRow[i] * A_LD + aCol[i];
             const int gk2 = k0 + bRow[i], gn = n0 + bCol[i];
-            __half* db = Bs + bRow[i] * B_LD + bCol[i];
+            T* db = Bs + bRow[i] * B_LD + bCol[i];
             if (vec) {   // K and N multiples of 8: a piece lies wholly inside or wholly outside
                 const bool inA = gm < M && gk < K, inB = gk2 < K && gn < N;
                 copy16_async(da, inA ? A + (size_t)gm * K + gk : A, inA);
                 copy16_async(db, inB ? B + (size_t)gk2 * N + gn : B, inB);
             } else {
                 for (int j = 0; j < 8; ++j) {
-                    da[j] = (gm < M && gk + j < K) ? A[(size_t)gm * K + gk + j] : __float2half(0.0f);
-                    db[j] = (gk2 < K && gn + j < N) ? B[(size_t)gk2 * N + gn + j] : __float2half(0.0f);
+                    da[j] = (gm < M && gk + j < K) ? A[(size_t)gm * K + gk + j] : hg_zero(T());
+                    db[j] = (gk2 < K && gn + j < N) ? B[(size_t)gk2 * N + gn + j] : hg_zero(T());
                 }
             }
         }
@@ -260,21 +287,21 @@ hgemm_f16(const __half* __restrict__ A, const __half* __restrict__ B, float* __r
             asm volatile("cp.async.wait_group 0;\n" ::);
         }
         __syncthreads();
-        const __half* As = smem + buf * (A_ELEMS + B_ELEMS);
-        const __half* Bs = As + A_ELEMS;
+        const T* As = smem + buf * (A_ELEMS + B_ELEMS);
+        const T* Bs = As + A_ELEMS;
 #pragma unroll
         for (int kk = 0; kk < HG_BK; kk += 16) {
             unsigned a[4][4], b[4][2];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                const __half* p = As + (wm + i * 16 + lane % 16) * A_LD + kk + (lane / 16) * 8;
+                const T* p = As + (wm + i * 16 + lane % 16) * A_LD + kk + (lane / 16) * 8;
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(a[i][0]), "=r"(a[i][1]), "=r"(a[i][2]), "=r"(a[i][3])
                              : "r"(shared_address(p)));
             }
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
-                const __half* p = Bs + (kk + lane % 16) * B_LD + wn + j * 16 + (lane / 16) * 8;
+                const T* p = Bs + (kk + lane % 16) * B_LD + wn + j * 16 + (lane / 16) * 8;
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(b[2 * j][0]), "=r"(b[2 * j][1]),
                                "=r"(b[2 * j + 1][0]), "=r"(b[2 * j + 1][1])
@@ -284,12 +311,7 @@ hgemm_f16(const __half* __restrict__ A, const __half* __restrict__ B, float* __r
             for (int i = 0; i < 4; ++i)
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
-                    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                                 : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]),
-                                   "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
-                                 : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]),
-                                   "r"(b[j][0]), "r"(b[j][1]));
+                    mma_16816(acc[i][j], a[i], b[j], T());
         }
         __syncthreads();
         buf ^= 1;
