@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from ..errors import KernelArgumentError
+from ..runtime.session import backend as active_backend
 from .library import KernelSpec, check_dtype, grid_1d, module, register
 
 FAMILY = "optim"
@@ -141,6 +142,40 @@ def adam_state_reference(param, grad, exp_avg, exp_avg_sq, step, lr, betas, eps,
     return p.astype(np.float32), m.astype(np.float32), v.astype(np.float32)
 
 
+def _sgd_momentum_library(param, grad, momentum_buffer, lr, momentum=0.9, weight_decay=0.0,
+                          nesterov=False, dampening=0.0):
+    """The same step through the backend's array operations (one pass per operation)."""
+    g = grad + weight_decay * param
+    momentum_buffer *= momentum
+    momentum_buffer += (1 - dampening) * g
+    param -= lr * (g + momentum * momentum_buffer if nesterov else momentum_buffer)
+    return param
+
+
+def _adam_library(param, grad, exp_avg, exp_avg_sq, step, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                  weight_decay=0.0, decoupled=False):
+    """Adam (or AdamW) through the backend's array operations."""
+    xp = active_backend().xp
+    beta1, beta2 = betas
+    if decoupled:
+        param *= 1 - lr * weight_decay
+        g = grad
+    else:
+        g = grad + weight_decay * param
+    exp_avg *= beta1
+    exp_avg += (1 - beta1) * g
+    exp_avg_sq *= beta2
+    exp_avg_sq += (1 - beta2) * g * g
+    denominator = xp.sqrt(exp_avg_sq) / math.sqrt(1 - beta2 ** step) + eps
+    param -= (lr / (1 - beta1 ** step)) * exp_avg / denominator
+    return param
+
+
+def _adamw_library(param, grad, exp_avg, exp_avg_sq, step, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                   weight_decay=1e-2):
+    return _adam_library(param, grad, exp_avg, exp_avg_sq, step, lr, betas, eps, weight_decay, True)
+
+
 def _state(size: int, rng, buffers: int):
     n = max(size, 0)
     param = rng.standard_normal(n).astype(np.float32)
@@ -166,18 +201,21 @@ register(KernelSpec(
     bytes_per_element=4 * 5, flops_per_element=7.0,
     description="SGD step with momentum, in place: optional weight decay, dampening and "
                 "Nesterov momentum (PyTorch's SGD).",
-    function=sgd_momentum, reference=sgd_momentum_reference, example=_sgd_example))
+    function=sgd_momentum, reference=sgd_momentum_reference,
+    library_equivalent=_sgd_momentum_library, example=_sgd_example))
 
 register(KernelSpec(
     name="adam", family=FAMILY, dtypes=("float32",),
     bytes_per_element=4 * 7, flops_per_element=14.0,
     description="Adam step, in place: moments updated, bias-corrected update, weight decay "
                 "added to the gradient (PyTorch's Adam).",
-    function=adam, reference=adam_reference, example=_adam_example))
+    function=adam, reference=adam_reference, library_equivalent=_adam_library,
+    example=_adam_example))
 
 register(KernelSpec(
     name="adamw", family=FAMILY, dtypes=("float32",),
     bytes_per_element=4 * 7, flops_per_element=15.0,
     description="AdamW step, in place: decoupled weight decay, then Adam's update "
                 "(PyTorch's AdamW).",
-    function=adamw, reference=adamw_reference, example=_adam_example))
+    function=adamw, reference=adamw_reference, library_equivalent=_adamw_library,
+    example=_adam_example))

@@ -107,7 +107,8 @@ def _max_pool2d_library(x, kernel_size, stride=None, padding=0):
 
 
 def _avg_pool2d_library(x, kernel_size, stride=None, padding=0, count_include_pad=True):
-    """Through the backend's array operations (sum of strided views)."""
+    """Through the backend's array operations (sum of strided views; padding counted,
+    as with count_include_pad=True)."""
     return _library_pool(x, kernel_size, stride, padding, False)
 
 
