@@ -14,6 +14,8 @@ FAMILY = "matmul"
 INSTANTIATE = ("hgemm<__half>", "hgemm<unsigned short>")
 _TILE = 128      # the block tile of both kernels (SG_BM/SG_BN, HG_BM/HG_BN)
 _THREADS = 256
+#: hgemm's pipeline: HG_STAGES slices of A (128 x (32 + 8) halves) and B (32 x (128 + 8)).
+_HGEMM_SHARED = 4 * (128 * 40 + 32 * 136) * 2
 
 
 def _aligned(arrays, nbytes: int) -> bool:
@@ -47,13 +49,15 @@ def _output(name: str, out, M: int, N: int):
     return out
 
 
-def _launch(kernel_name: str, a, b, c, M: int, N: int, K: int, vector_width: int):
+def _launch(kernel_name: str, a, b, c, M: int, N: int, K: int, vector_width: int,
+            shared_mem: int = 0):
     if M == 0 or N == 0:
         return c
     vec = int(K % vector_width == 0 and N % vector_width == 0
               and _aligned((a, b, c), 16))
     grid = ((N + _TILE - 1) // _TILE, (M + _TILE - 1) // _TILE)
-    module(FAMILY)[kernel_name](a, b, c, M, N, K, vec, grid=grid, block=_THREADS)
+    module(FAMILY)[kernel_name](a, b, c, M, N, K, vec, grid=grid, block=_THREADS,
+                                shared_mem=shared_mem)
     return c
 
 
@@ -84,7 +88,7 @@ def hgemm(a, b, out=None, inputs: str = "float16"):
         kernel = "hgemm<unsigned short>"
     else:
         raise ValueError(f"wb.kernels.hgemm(): inputs is 'float16' or 'bfloat16', got {inputs!r}.")
-    return _launch(kernel, a, b, _output("hgemm", out, M, N), M, N, K, 8)
+    return _launch(kernel, a, b, _output("hgemm", out, M, N), M, N, K, 8, _HGEMM_SHARED)
 
 
 def bfloat16_bits(values) -> np.ndarray:
@@ -148,7 +152,7 @@ register(KernelSpec(
     bytes_per_element=2 * 2 + 4, flops_per_element=2.0 * _K,
     description="C = A @ B, half in (or bfloat16 bits: inputs='bfloat16'), float32 accumulate "
                 "and out, on the tensor cores (mma.sync m16n8k16 with ldmatrix, 128x128 block "
-                "tiles, cp.async double buffering). On the CPU simulator (no tensor cores) the "
+                "tiles, a 4-slice cp.async pipeline). On the CPU simulator (no tensor cores) the "
                 "same kernel is a plain loop converting the inputs to float.",
     function=hgemm, reference=matmul_reference, library_equivalent=_matmul_library,
     example=_example))

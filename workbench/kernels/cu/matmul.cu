@@ -14,8 +14,8 @@
 // hgemm<T>: half (T = __half) or bfloat16 (T = unsigned short holding its
 // bits) inputs, float32 accumulation and output, on the tensor cores
 // (mma.sync m16n8k16). Same 128x128 block tile, 32-deep slices of half
-// in padded shared memory (conflict-free ldmatrix), two slices in flight
-// (cp.async), 8 warps of 64x32. Edges are zero-filled on load and guarded on
+// in padded shared memory (conflict-free ldmatrix), four slices in flight
+// (cp.async, dynamic shared memory), 8 warps of 64x32. Edges are zero-filled on load and guarded on
 // store; `vec` (K and N multiples of 8, 16-byte aligned arrays) selects the
 // 16-byte copies. The CPU simulator has no tensor cores: there (__WBSIM__) the
 // same kernel is a plain loop that converts each half to float and
@@ -157,6 +157,7 @@ sgemm_f32(const float* __restrict__ A, const float* __restrict__ B, float* __res
 #define HG_THREADS 256
 #define HG_APAD 8
 #define HG_BPAD 8
+#define HG_STAGES 4     // slices in flight; the launch passes their dynamic shared memory
 
 // The two input types: __half, and bfloat16 as its bits in an unsigned short (the
 // same kernels serve both; NVRTC's bfloat16 header is not needed, and the simulator,
@@ -201,7 +202,7 @@ __device__ __forceinline__ unsigned shared_address(const void* p)
 __device__ __forceinline__ void copy16_async(void* dst, const void* src, bool valid)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(shared_address(dst)), "l"(src), "r"(valid ? 16 : 0));
+                 :: "r"(shared_address(dst)), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
 
 __device__ __forceinline__ void mma_16816(float* c, const unsigned* a, const unsigned* b, __half)
@@ -227,7 +228,9 @@ hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
 {
     constexpr int A_LD = HG_BK + HG_APAD, B_LD = HG_BN + HG_BPAD;   // rows of 80 and 272 bytes
     constexpr int A_ELEMS = HG_BM * A_LD, B_ELEMS = HG_BK * B_LD;
-    __shared__ __align__(128) T smem[2 * (A_ELEMS + B_ELEMS)];
+    // HG_STAGES * (A_ELEMS + B_ELEMS) elements (75776 bytes), from the launch
+    extern __shared__ __align__(128) unsigned char hg_dynamic_shared[];
+    T* smem = reinterpret_cast<T*>(hg_dynamic_shared);
 
     const int t = threadIdx.x;
     const int warp = t / 32, lane = t % 32;
@@ -262,7 +265,6 @@ hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
                 }
             }
         }
-        asm volatile("cp.async.commit_group;\n" ::);
     };
 
     float acc[4][4][4];   // [m16 block][n8 block][fragment element]
@@ -274,20 +276,24 @@ hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
             for (int e = 0; e < 4; ++e)
                 acc[i][j][e] = 0.0f;
 
+    // a pipeline of HG_STAGES slices: slice s is in stage s % HG_STAGES; one commit group per
+    // slice (empty past the end) so that "all but the newest HG_STAGES - 2 groups" is slice s
     const int slices = (K + HG_BK - 1) / HG_BK;
-    if (slices > 0)
-        loadSlice(0, 0);
+#pragma unroll
+    for (int st = 0; st < HG_STAGES - 1; ++st) {
+        if (st < slices)
+            loadSlice(st * HG_BK, st);
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    }
 
-    int buf = 0;
     for (int s = 0; s < slices; ++s) {
-        if (s + 1 < slices) {
-            loadSlice((s + 1) * HG_BK, buf ^ 1);
-            asm volatile("cp.async.wait_group 1;\n" ::);
-        } else {
-            asm volatile("cp.async.wait_group 0;\n" ::);
-        }
-        __syncthreads();
-        const T* As = smem + buf * (A_ELEMS + B_ELEMS);
+        asm volatile("cp.async.wait_group %0;\n" :: "n"(HG_STAGES - 2) : "memory");
+        __syncthreads();   // slice s is visible, and every warp is done with slice s - 1
+        const int next = s + HG_STAGES - 1;
+        if (next < slices)
+            loadSlice(next * HG_BK, next % HG_STAGES);   // into the stage of slice s - 1
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        const T* As = smem + (s % HG_STAGES) * (A_ELEMS + B_ELEMS);
         const T* Bs = As + A_ELEMS;
 #pragma unroll
         for (int kk = 0; kk < HG_BK; kk += 16) {
@@ -297,7 +303,7 @@ hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
                 const T* p = As + (wm + i * 16 + lane % 16) * A_LD + kk + (lane / 16) * 8;
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(a[i][0]), "=r"(a[i][1]), "=r"(a[i][2]), "=r"(a[i][3])
-                             : "r"(shared_address(p)));
+                             : "r"(shared_address(p)) : "memory");
             }
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
@@ -305,7 +311,7 @@ hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(b[2 * j][0]), "=r"(b[2 * j][1]),
                                "=r"(b[2 * j + 1][0]), "=r"(b[2 * j + 1][1])
-                             : "r"(shared_address(p)));
+                             : "r"(shared_address(p)) : "memory");
             }
 #pragma unroll
             for (int i = 0; i < 4; ++i)
@@ -313,8 +319,6 @@ hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
                 for (int j = 0; j < 4; ++j)
                     mma_16816(acc[i][j], a[i], b[j], T());
         }
-        __syncthreads();
-        buf ^= 1;
     }
 
     // fragment element e of block (i, j): row g (+8 for e >= 2), columns 2q and 2q + 1
