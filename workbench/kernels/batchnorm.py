@@ -9,14 +9,16 @@ import numpy as np
 
 from ..errors import KernelArgumentError
 from ..runtime.session import backend as active_backend
-from .library import KernelSpec, c_type, check_array, check_dtype, module, register
+from .library import (KernelSpec, c_type, check_array, check_dtype, module, multiprocessors,
+                      register)
 
 FAMILY = "batchnorm"
 DTYPES = ("float32", "float64")
 _BLOCK = 256
 
-INSTANTIATE = tuple(f"{k}<{t}>" for k in ("bn_stats", "bn_scale", "bn_apply")
-                    for t in ("float", "double"))
+INSTANTIATE = tuple(name for t in ("float", "double")
+                    for name in (f"bn_partial<{t}, 0>", f"bn_partial<{t}, 1>", f"bn_finalize<{t}>",
+                                 f"bn_scale<{t}>", f"bn_apply<{t}>"))
 
 
 def batch_norm(x, weight, bias, running_mean, running_var, training: bool = True,
@@ -52,17 +54,31 @@ def batch_norm(x, weight, bias, running_mean, running_var, training: bool = True
     y = xp.empty(tuple(x.shape), dtype=dtype)
     if C == 0:
         return y
+    if N * HW >= 2 ** 31:
+        raise ValueError(f"wb.kernels.{name}(): {N * HW} values per channel is too many for "
+                         f"32-bit indices; normalise the batch in parts.")
     kernels = module(FAMILY)
     t = c_type(dtype)
+    per_channel = (C + _BLOCK - 1) // _BLOCK
     if training:
+        count = N * HW
+        # enough blocks to fill the device, each thread summing at least 8 values
+        chunks = max(1, min(-(-count // (_BLOCK * 8)), -(-8 * multiprocessors() // C)))
+        partial = xp.empty((C, chunks), dtype=np.float64)
+        mean64 = xp.empty((C,), dtype=np.float64)
         mean, var = xp.empty((C,), dtype=dtype), xp.empty((C,), dtype=dtype)
-        kernels[f"bn_stats<{t}>"](x, mean, var, running_mean, running_var, N, C, HW,
-                                  float(momentum), 1, grid=C, block=_BLOCK)
+        kernels[f"bn_partial<{t}, 0>"](x, partial, mean64, N, C, HW, chunks, grid=(chunks, C),
+                                       block=_BLOCK)
+        kernels["bn_mean"](partial, mean64, C, chunks, float(count), grid=per_channel, block=_BLOCK)
+        kernels[f"bn_partial<{t}, 1>"](x, partial, mean64, N, C, HW, chunks, grid=(chunks, C),
+                                       block=_BLOCK)
+        kernels[f"bn_finalize<{t}>"](partial, mean64, mean, var, running_mean, running_var, C,
+                                     chunks, float(count), float(momentum), grid=per_channel,
+                                     block=_BLOCK)
     else:
         mean, var = running_mean, running_var
     scale = xp.empty((C,), dtype=dtype)
-    kernels[f"bn_scale<{t}>"](var, weight, scale, C, float(eps),
-                              grid=(C + _BLOCK - 1) // _BLOCK, block=_BLOCK)
+    kernels[f"bn_scale<{t}>"](var, weight, scale, C, float(eps), grid=per_channel, block=_BLOCK)
     if y.size:
         planes = N * C
         grid = (min((HW + _BLOCK - 1) // _BLOCK, 1024), min(planes, 65535))
@@ -126,7 +142,9 @@ def _example(size: int, dtype, rng):
         side = max(1, int(np.sqrt(size / (2 * channels))))
         shape = (2, channels, side, side + 1)
     C = shape[1]
-    x = (rng.standard_normal(shape) * 2 + 1).astype(dtype)
+    x = rng.standard_normal(shape, dtype=np.dtype(dtype).type)
+    x *= 2
+    x += 1
     weight = rng.standard_normal(C).astype(dtype)
     bias = rng.standard_normal(C).astype(dtype)
     running_mean = np.zeros(C, dtype=dtype)
@@ -138,7 +156,8 @@ register(KernelSpec(
     name="batch_norm", family=FAMILY, dtypes=DTYPES,
     bytes_per_element=4 * 3, flops_per_element=5.0,
     description="Batch normalisation per channel, NCHW or NC: training (batch mean and "
-                "variance in two passes with double accumulators, one block per channel; "
-                "running statistics updated in place) or inference (running statistics).",
+                "variance in two passes with double accumulators, each channel split over "
+                "several blocks, fixed summation order; running statistics updated in place) or "
+                "inference (running statistics).",
     function=batch_norm, reference=batch_norm_reference,
     library_equivalent=_batch_norm_library, example=_example))

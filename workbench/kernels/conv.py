@@ -149,11 +149,11 @@ register(KernelSpec(
     description=_DESCRIPTION + " Direct: an implicit matrix product that gathers the image "
                                "while loading (sgemm's tiling, no im2col matrix).",
     function=conv2d, reference=conv2d_reference, library_equivalent=_conv2d_library,
-    example=_example))
+    example=_example, rtol=1e-4, atol=1e-4))
 
 register(KernelSpec(
     name="conv2d_im2col", family=FAMILY, dtypes=("float32",),
     bytes_per_element=2 * 4 + 2 * 9 * 4, flops_per_element=2.0 * _CRS,
     description=_DESCRIPTION + " im2col kernel per image, then the library's sgemm.",
     function=conv2d_im2col, reference=conv2d_reference, library_equivalent=_conv2d_library,
-    example=_example))
+    example=_example, rtol=1e-4, atol=1e-4))

@@ -105,7 +105,7 @@ def _dropout_library(x, p: float = 0.5, seed: int = 0, offset: int = 0, return_m
 
 
 def _example(size: int, dtype, rng):
-    x = rng.standard_normal(max(size, 0) + (3 if size > 4 else 0)).astype(dtype)
+    x = rng.standard_normal(max(size, 0) + (3 if size > 4 else 0), dtype=np.dtype(dtype).type)
     return (x, 0.3, 1234, 7), x.size
 
 

@@ -145,7 +145,7 @@ register(KernelSpec(
     description="C = A @ B, float32, tiled CUDA C: 128x128 block tiles in shared memory, "
                 "8x8 register tiles per thread, float4 loads, double buffering; no tensor cores.",
     function=sgemm, reference=matmul_reference, library_equivalent=_matmul_library,
-    example=_example))
+    example=_example, rtol=1e-4, atol=1e-4))
 
 register(KernelSpec(
     name="hgemm", family=FAMILY, dtypes=("float16",),
@@ -155,4 +155,4 @@ register(KernelSpec(
                 "tiles, a 4-slice cp.async pipeline). On the CPU simulator (no tensor cores) the "
                 "same kernel is a plain loop converting the inputs to float.",
     function=hgemm, reference=matmul_reference, library_equivalent=_matmul_library,
-    example=_example))
+    example=_example, rtol=1e-3, atol=1e-3))

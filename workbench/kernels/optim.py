@@ -178,11 +178,11 @@ def _adamw_library(param, grad, exp_avg, exp_avg_sq, step, lr=1e-3, betas=(0.9, 
 
 def _state(size: int, rng, buffers: int):
     n = max(size, 0)
-    param = rng.standard_normal(n).astype(np.float32)
-    grad = rng.standard_normal(n).astype(np.float32)
-    state = [rng.standard_normal(n).astype(np.float32) * np.float32(0.1) for _ in range(buffers)]
+    param = rng.standard_normal(n, dtype=np.float32)
+    grad = rng.standard_normal(n, dtype=np.float32)
+    state = [rng.standard_normal(n, dtype=np.float32) * np.float32(0.1) for _ in range(buffers)]
     if buffers == 2:
-        state[1] = np.abs(state[1])   # the second moment is >= 0
+        np.abs(state[1], out=state[1])   # the second moment is >= 0
     return param, grad, state
 
 

@@ -139,7 +139,7 @@ def _example(size: int, dtype, rng):
     else:
         side = max(2, int(np.sqrt(4 * size / 3)))
         shape = (1, 3, side + 1, side)
-    x = rng.standard_normal(shape).astype(dtype)
+    x = rng.standard_normal(shape, dtype=np.dtype(dtype).type)
     P, Q = (shape[2] + 2 - 3) // 2 + 1, (shape[3] + 2 - 3) // 2 + 1
     return (x, 3, 2, 1), shape[0] * shape[1] * P * Q
 

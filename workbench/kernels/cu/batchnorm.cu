@@ -1,11 +1,16 @@
 // Batch normalisation over the channels of NCHW (or NC) input.
 //
-// bn_stats: one block per channel; the batch mean of the N*HW values of the
-// channel, then their (biased) variance as the mean of squared deviations
-// (two passes, double accumulators: no cancellation). It writes the batch
-// mean and variance and updates the running statistics in place:
-// running = (1 - momentum) * running + momentum * batch, with the unbiased
-// variance (n / (n - 1)) for the running one.
+// Training statistics, in two passes over x with double accumulators (no
+// cancellation) and a fixed summation order (the same result every run):
+//   bn_partial<T, 0>: block (b, c) sums its share of channel c's N*HW values;
+//   bn_mean: per channel, mean = (sum of the partial sums) / count;
+//   bn_partial<T, 1>: block (b, c) sums its share of (x - mean)^2;
+//   bn_finalize: per channel, the batch mean and (biased) variance in T, and
+//     the running statistics updated in place, running = (1 - momentum) *
+//     running + momentum * batch, with the unbiased variance (n / (n - 1))
+//     for the running one.
+// Each channel is split over `chunks` blocks so that a few channels of many
+// values still fill the device.
 //
 // bn_scale + bn_apply: y = (x - mean[c]) / sqrt(var[c] + eps) * weight[c] +
 // bias[c], as (x - mean[c]) * scale[c] + bias[c], with the batch statistics
@@ -13,59 +18,61 @@
 
 #define BN_THREADS 256
 
-__device__ double bn_block_sum(double v, double* scratch)
+template <typename T, int SQUARES>
+__global__ void __launch_bounds__(BN_THREADS)
+bn_partial(const T* __restrict__ x, double* __restrict__ partial, const double* __restrict__ mean,
+           int N, int C, int HW, int chunks)
 {
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_down_sync(0xffffffffu, v, o);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0)
-        scratch[warp] = v;
-    __syncthreads();
-    double total = 0.0;
-    if (threadIdx.x == 0) {
-        for (int w = 0; w < (int)blockDim.x / 32; ++w)
-            total += scratch[w];
-        scratch[32] = total;
+    __shared__ double warp_sums[BN_THREADS / 32];
+    const int c = blockIdx.y, chunk = blockIdx.x;
+    const int count = N * HW;   // values of one channel (< 2^31: checked on the host)
+    const double m = SQUARES ? mean[c] : 0.0;
+    double s = 0.0;
+    for (int e = chunk * BN_THREADS + threadIdx.x; e < count; e += chunks * BN_THREADS) {
+        const int n = e / HW, i = e - n * HW;
+        const double v = (double)x[((size_t)n * C + c) * HW + i];
+        s += SQUARES ? (v - m) * (v - m) : v;
     }
+    for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_down_sync(0xffffffffu, s, o);
+    if (threadIdx.x % 32 == 0)
+        warp_sums[threadIdx.x / 32] = s;
     __syncthreads();
-    total = scratch[32];
-    __syncthreads();   // scratch is reused by the next sum
-    return total;
+    if (threadIdx.x == 0) {
+        double total = 0.0;
+        for (int w = 0; w < BN_THREADS / 32; ++w)
+            total += warp_sums[w];
+        partial[(size_t)c * chunks + chunk] = total;
+    }
+}
+
+__global__ void bn_mean(const double* __restrict__ partial, double* __restrict__ mean, int C,
+                        int chunks, double count)
+{
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+        double s = 0.0;
+        for (int k = 0; k < chunks; ++k)
+            s += partial[(size_t)c * chunks + k];
+        mean[c] = s / count;
+    }
 }
 
 template <typename T>
-__global__ void __launch_bounds__(BN_THREADS)
-bn_stats(const T* __restrict__ x, T* __restrict__ mean, T* __restrict__ var,
-         T* __restrict__ running_mean, T* __restrict__ running_var,
-         int N, int C, int HW, double momentum, int update_running)
+__global__ void bn_finalize(const double* __restrict__ partial, const double* __restrict__ mean64,
+                            T* __restrict__ mean, T* __restrict__ var,
+                            T* __restrict__ running_mean, T* __restrict__ running_var,
+                            int C, int chunks, double count, double momentum)
 {
-    __shared__ double scratch[33];
-    const int c = blockIdx.x;
-    const long long count = (long long)N * HW;
-    double s = 0.0;
-    for (int n = 0; n < N; ++n) {
-        const T* row = x + ((size_t)n * C + c) * HW;
-        for (int i = threadIdx.x; i < HW; i += blockDim.x)
-            s += (double)row[i];
-    }
-    const double m = bn_block_sum(s, scratch) / (double)count;
-    double d2 = 0.0;
-    for (int n = 0; n < N; ++n) {
-        const T* row = x + ((size_t)n * C + c) * HW;
-        for (int i = threadIdx.x; i < HW; i += blockDim.x) {
-            const double d = (double)row[i] - m;
-            d2 += d * d;
-        }
-    }
-    const double v = bn_block_sum(d2, scratch) / (double)count;
-    if (threadIdx.x == 0) {
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+        double s = 0.0;
+        for (int k = 0; k < chunks; ++k)
+            s += partial[(size_t)c * chunks + k];
+        const double m = mean64[c], v = s / count;
         mean[c] = (T)m;
         var[c] = (T)v;
-        if (update_running) {
-            const double unbiased = count > 1 ? v * (double)count / (double)(count - 1) : v;
-            running_mean[c] = (T)((1.0 - momentum) * (double)running_mean[c] + momentum * m);
-            running_var[c] = (T)((1.0 - momentum) * (double)running_var[c] + momentum * unbiased);
-        }
+        const double unbiased = count > 1.0 ? v * count / (count - 1.0) : v;
+        running_mean[c] = (T)((1.0 - momentum) * (double)running_mean[c] + momentum * m);
+        running_var[c] = (T)((1.0 - momentum) * (double)running_var[c] + momentum * unbiased);
     }
 }
 
