@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import KernelArgumentError
 from ..runtime.session import backend as active_backend
-from .library import KernelSpec, check_array, grid_1d, module, register
+from .library import KernelSpec, check_array, module, register
 from .matmul import sgemm
 
 FAMILY = "conv"
@@ -80,9 +80,10 @@ def conv2d_im2col(x, w, stride: int = 1, padding: int = 0):
     kernels = module(FAMILY)
     if cols.size:
         kernels["im2col"](x, cols, N, C, H, W, R, S, P, Q, int(stride), int(padding),
-                          grid=grid_1d(cols.size, _THREADS), block=_THREADS)
+                          grid=(min(-(-npq // _THREADS), 1024), min(crs, 65535)), block=_THREADS)
     product = sgemm(w.reshape(K, crs), cols)
-    kernels["nkpq_from_knpq"](product, y, N, K, P * Q, grid=grid_1d(y.size, _THREADS),
+    kernels["nkpq_from_knpq"](product, y, N, K, P * Q,
+                              grid=(min(-(-(P * Q) // _THREADS), 1024), min(N * K, 65535)),
                               block=_THREADS)
     return y
 

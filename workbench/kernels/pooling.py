@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime.session import backend as active_backend
-from .library import KernelSpec, c_type, check_array, grid_1d, module, register
+from .library import KernelSpec, c_type, check_array, module, register
 
 FAMILY = "pooling"
 DTYPES = ("float32", "float64")
@@ -51,8 +51,12 @@ def _pool(name, op, x, kernel_size, stride, padding, count_include_pad=True):
     if y.size == 0:
         return y
     kernel = module(FAMILY)[f"pool2d<{c_type(x.dtype)}, {op}>"]
+    if P * Q >= 2 ** 31 or H * W >= 2 ** 31:
+        raise ValueError(f"wb.kernels.{name}(): images of {H} x {W} are too large for 32-bit "
+                         f"indices.")
+    grid = (min(-(-(P * Q) // _BLOCK), 1024), min(N * C, 65535))
     kernel(x, y, N * C, H, W, P, Q, kh, kw, sh, sw, ph, pw, int(bool(count_include_pad)),
-           grid=grid_1d(y.size, _BLOCK), block=_BLOCK)
+           grid=grid, block=_BLOCK)
     return y
 
 

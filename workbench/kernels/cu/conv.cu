@@ -159,37 +159,36 @@ conv2d_direct(const float* __restrict__ x, const float* __restrict__ w, float* _
     }
 }
 
-// cols[(c, r, s), (n, p, q)]: a grid-stride loop over the C*R*S*N*P*Q entries,
-// consecutive threads on consecutive output pixels.
+// cols[(c, r, s), (n, p, q)]: blocks along y walk the rows (c, r, s), along x
+// the N*P*Q columns (consecutive threads on consecutive output pixels).
 extern "C" __global__ void
 im2col(const float* __restrict__ x, float* __restrict__ cols,
        int N, int C, int H, int W, int R, int S, int P, int Q, int stride, int pad)
 {
-    const int PQ = P * Q;
-    const long long NPQ = (long long)N * PQ;
-    const long long total = (long long)C * R * S * NPQ;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const int row = (int)(i / NPQ);
-        const int col = (int)(i - row * NPQ);
-        const int n = col / PQ, pix = col - n * PQ;
+    const int PQ = P * Q, NPQ = N * PQ, CRS = C * R * S;
+    for (int row = blockIdx.y; row < CRS; row += gridDim.y) {
         const int c = row / (R * S), rs = row - c * (R * S);
-        const int ih = (pix / Q) * stride - pad + rs / S, iw = (pix % Q) * stride - pad + rs % S;
-        cols[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                  ? x[(((size_t)n * C + c) * H + ih) * W + iw] : 0.0f;
+        const int r = rs / S, s = rs - r * S;
+        float* out = cols + (size_t)row * NPQ;
+        for (int col = blockIdx.x * blockDim.x + threadIdx.x; col < NPQ; col += gridDim.x * blockDim.x) {
+            const int n = col / PQ, pix = col - n * PQ;
+            const int ih = (pix / Q) * stride - pad + r, iw = (pix % Q) * stride - pad + s;
+            out[col] = (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                       ? x[(((size_t)n * C + c) * H + ih) * W + iw] : 0.0f;
+        }
     }
 }
 
-// y[n, k, (p, q)] = out[k, (n, p, q)]: the product's rows back in NCHW order.
+// y[n, k, (p, q)] = out[k, (n, p, q)]: the product back in NCHW order; blocks along y
+// walk the (n, k) planes, along x the P*Q pixels.
 extern "C" __global__ void
 nkpq_from_knpq(const float* __restrict__ out, float* __restrict__ y, int N, int K, int PQ)
 {
-    const long long total = (long long)N * K * PQ;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const long long nk = i / PQ;
-        const int pix = (int)(i - nk * PQ);
-        const int n = (int)(nk / K), k = (int)(nk - (long long)n * K);
-        y[i] = out[((size_t)k * N + n) * PQ + pix];
+    for (int plane = blockIdx.y; plane < N * K; plane += gridDim.y) {
+        const int n = plane / K, k = plane - n * K;
+        const float* src = out + ((size_t)k * N + n) * PQ;
+        float* dst = y + (size_t)plane * PQ;
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < PQ; i += gridDim.x * blockDim.x)
+            dst[i] = src[i];
     }
 }
