@@ -110,12 +110,14 @@ def matmul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _matmul_library(a, b):
-    """The backend's own product (cuBLAS on a GPU), float32 out (half inputs
-    accumulate in float32)."""
-    return active_backend().xp.matmul(a, b, dtype=np.float32)
+    """The backend's own product of the same inputs (cuBLAS on a GPU). Half
+    inputs give a half product (cuBLAS's tensor-core GEMM, float32
+    accumulation): asking for a float32 result would make CuPy convert the
+    inputs and run the float32 GEMM instead."""
+    return active_backend().xp.matmul(a, b)
 
 
-def _square_sides(size: int, dtype) -> tuple:
+def _square_sides(size: int) -> tuple:
     """A problem of about ``size`` output elements: M x K @ K x N with
     uneven sides (so that edges are exercised), clamped at 4096."""
     n = max(int(round(np.sqrt(max(size, 0)))), 0)
@@ -128,7 +130,7 @@ def _square_sides(size: int, dtype) -> tuple:
 
 
 def _example(size: int, dtype, rng):
-    M, N, K = _square_sides(size, dtype)
+    M, N, K = _square_sides(size)
     a = rng.standard_normal((M, K)).astype(dtype)
     b = rng.standard_normal((K, N)).astype(dtype)
     return (a, b), M * N
