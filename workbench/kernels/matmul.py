@@ -12,10 +12,12 @@ from .library import KernelSpec, check_array, module, register
 
 FAMILY = "matmul"
 INSTANTIATE = ("hgemm<__half>", "hgemm<unsigned short>")
-_TILE = 128      # the block tile of both kernels (SG_BM/SG_BN, HG_BM/HG_BN)
 _THREADS = 256
-#: hgemm's pipeline: HG_STAGES slices of A (128 x (32 + 8) halves) and B (32 x (128 + 8)).
-_HGEMM_SHARED = 4 * (128 * 40 + 32 * 136) * 2
+#: Block tiles (rows, columns of C): sgemm's SG_BM x SG_BN, hgemm's HG_BM x HG_BN.
+_SGEMM_TILE = (128, 128)
+_HGEMM_TILE = (128, 256)
+#: hgemm's pipeline: HG_STAGES slices of A (128 x (32 + 8) halves) and B (32 x (256 + 8)).
+_HGEMM_SHARED = 4 * (128 * 40 + 32 * 264) * 2
 
 
 def _aligned(arrays, nbytes: int) -> bool:
@@ -50,12 +52,12 @@ def _output(name: str, out, M: int, N: int):
 
 
 def _launch(kernel_name: str, a, b, c, M: int, N: int, K: int, vector_width: int,
-            shared_mem: int = 0):
+            tile: tuple, shared_mem: int = 0):
     if M == 0 or N == 0:
         return c
     vec = int(K % vector_width == 0 and N % vector_width == 0
               and _aligned((a, b, c), 16))
-    grid = ((N + _TILE - 1) // _TILE, (M + _TILE - 1) // _TILE)
+    grid = (-(-N // tile[1]), -(-M // tile[0]))
     module(FAMILY)[kernel_name](a, b, c, M, N, K, vec, grid=grid, block=_THREADS,
                                 shared_mem=shared_mem)
     return c
@@ -67,7 +69,7 @@ def sgemm(a, b, out=None):
     CUDA C kernel (128 x 128 block tiles, 8 x 8 outputs per thread, no tensor
     cores)."""
     M, N, K = _operands("sgemm", a, b, ("float32",))
-    return _launch("sgemm_f32", a, b, _output("sgemm", out, M, N), M, N, K, 4)
+    return _launch("sgemm_f32", a, b, _output("sgemm", out, M, N), M, N, K, 4, _SGEMM_TILE)
 
 
 def hgemm(a, b, out=None, inputs: str = "float16"):
@@ -88,7 +90,7 @@ def hgemm(a, b, out=None, inputs: str = "float16"):
         kernel = "hgemm<unsigned short>"
     else:
         raise ValueError(f"wb.kernels.hgemm(): inputs is 'float16' or 'bfloat16', got {inputs!r}.")
-    return _launch(kernel, a, b, _output("hgemm", out, M, N), M, N, K, 8, _HGEMM_SHARED)
+    return _launch(kernel, a, b, _output("hgemm", out, M, N), M, N, K, 8, _HGEMM_TILE, _HGEMM_SHARED)
 
 
 def bfloat16_bits(values) -> np.ndarray:
@@ -153,8 +155,8 @@ register(KernelSpec(
     name="hgemm", family=FAMILY, dtypes=("float16",),
     bytes_per_element=2 * 2 + 4, flops_per_element=2.0 * _K,
     description="C = A @ B, half in (or bfloat16 bits: inputs='bfloat16'), float32 accumulate "
-                "and out, on the tensor cores (mma.sync m16n8k16 with ldmatrix, 128x128 block "
-                "tiles, a 4-slice cp.async pipeline). On the CPU simulator (no tensor cores) the "
+                "and out, on the tensor cores (mma.sync m16n8k16 with ldmatrix, 128x256 block "
+                "tiles, 64x64 warp tiles, a 4-slice cp.async pipeline). On the CPU simulator (no tensor cores) the "
                 "same kernel is a plain loop converting the inputs to float.",
     function=hgemm, reference=matmul_reference, library_equivalent=_matmul_library,
     example=_example, rtol=1e-3, atol=1e-3))

@@ -13,9 +13,9 @@
 //
 // hgemm<T>: half (T = __half) or bfloat16 (T = unsigned short holding its
 // bits) inputs, float32 accumulation and output, on the tensor cores
-// (mma.sync m16n8k16). Same 128x128 block tile, 32-deep slices of half
-// in padded shared memory (conflict-free ldmatrix), four slices in flight
-// (cp.async, dynamic shared memory), 8 warps of 64x32. Edges are zero-filled on load and guarded on
+// (mma.sync m16n8k16). 128x256 block tiles, 32-deep slices of half in padded
+// shared memory (conflict-free ldmatrix), four slices in flight (cp.async,
+// dynamic shared memory), 8 warps of 64x64. Edges are zero-filled on load and guarded on
 // store; `vec` (K and N multiples of 8, 16-byte aligned arrays) selects the
 // 16-byte copies. The CPU simulator has no tensor cores: there (__WBSIM__) the
 // same kernel is a plain loop that converts each half to float and
@@ -152,11 +152,15 @@ sgemm_f32(const float* __restrict__ A, const float* __restrict__ B, float* __res
 }
 
 #define HG_BM 128
-#define HG_BN 128
+#define HG_BN 256
 #define HG_BK 32
+#define HG_WM 64        // warp tile: 2 x 4 warps of 64 x 64
+#define HG_WN 64
 #define HG_THREADS 256
 #define HG_APAD 8
 #define HG_BPAD 8
+#define HG_ALOADS (HG_BM * HG_BK / 8 / HG_THREADS)   // 16-byte pieces per thread per slice
+#define HG_BLOADS (HG_BK * HG_BN / 8 / HG_THREADS)
 #define HG_STAGES 4     // slices in flight; the launch passes their dynamic shared memory
 
 // The two input types: __half, and bfloat16 as its bits in an unsigned short (the
@@ -222,56 +226,62 @@ __device__ __forceinline__ void mma_16816(float* c, const unsigned* a, const uns
 }
 
 template <typename T>
-__global__ void __launch_bounds__(HG_THREADS)
+__global__ void __launch_bounds__(HG_THREADS, 1)
 hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
       int M, int N, int K, int vec)
 {
-    constexpr int A_LD = HG_BK + HG_APAD, B_LD = HG_BN + HG_BPAD;   // rows of 80 and 272 bytes
+    constexpr int A_LD = HG_BK + HG_APAD, B_LD = HG_BN + HG_BPAD;   // rows of 80 and 528 bytes
     constexpr int A_ELEMS = HG_BM * A_LD, B_ELEMS = HG_BK * B_LD;
-    // HG_STAGES * (A_ELEMS + B_ELEMS) elements (75776 bytes), from the launch
+    constexpr int MI = HG_WM / 16, NJ = HG_WN / 8;                  // m16 x n8 blocks per warp
+    // HG_STAGES * (A_ELEMS + B_ELEMS) elements (108544 bytes), from the launch
     extern __shared__ __align__(128) unsigned char hg_dynamic_shared[];
     T* smem = reinterpret_cast<T*>(hg_dynamic_shared);
 
     const int t = threadIdx.x;
     const int warp = t / 32, lane = t % 32;
     const int m0 = blockIdx.y * HG_BM, n0 = blockIdx.x * HG_BN;
-    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;   // warp tile 64 x 32
+    const int wm = (warp / (HG_BN / HG_WN)) * HG_WM, wn = (warp % (HG_BN / HG_WN)) * HG_WN;
 
-    // each thread moves two 8-half (16-byte) pieces of A and two of B per slice
-    int aRow[2], aCol[2], bRow[2], bCol[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const int idx = t + i * HG_THREADS;
-        aRow[i] = idx / (HG_BK / 8);  aCol[i] = (idx % (HG_BK / 8)) * 8;
-        bRow[i] = idx / (HG_BN / 8);  bCol[i] = (idx % (HG_BN / 8)) * 8;
-    }
+    // 8-element (16-byte) pieces of the slice: piece idx of A is row idx / 4, columns
+    // (idx % 4) * 8 ...; piece idx of B is row idx / 32, columns (idx % 32) * 8 ...
     auto loadSlice = [&](int k0, int buf) {
         T* As = smem + buf * (A_ELEMS + B_ELEMS);
         T* Bs = As + A_ELEMS;
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const int gm = m0 + aRow[i], gk = k0 + aCol[i];
-            T* da = As + aRow[i] * A_LD + aCol[i];
-            const int gk2 = k0 + bRow[i], gn = n0 + bCol[i];
-            T* db = Bs + bRow[i] * B_LD + bCol[i];
+        for (int i = 0; i < HG_ALOADS; ++i) {
+            const int idx = t + i * HG_THREADS;
+            const int row = idx / (HG_BK / 8), col = (idx % (HG_BK / 8)) * 8;
+            const int gm = m0 + row, gk = k0 + col;
+            T* d = As + row * A_LD + col;
             if (vec) {   // K and N multiples of 8: a piece lies wholly inside or wholly outside
-                const bool inA = gm < M && gk < K, inB = gk2 < K && gn < N;
-                copy16_async(da, inA ? A + (size_t)gm * K + gk : A, inA);
-                copy16_async(db, inB ? B + (size_t)gk2 * N + gn : B, inB);
+                const bool in = gm < M && gk < K;
+                copy16_async(d, in ? A + (size_t)gm * K + gk : A, in);
             } else {
-                for (int j = 0; j < 8; ++j) {
-                    da[j] = (gm < M && gk + j < K) ? A[(size_t)gm * K + gk + j] : hg_zero(T());
-                    db[j] = (gk2 < K && gn + j < N) ? B[(size_t)gk2 * N + gn + j] : hg_zero(T());
-                }
+                for (int j = 0; j < 8; ++j)
+                    d[j] = (gm < M && gk + j < K) ? A[(size_t)gm * K + gk + j] : hg_zero(T());
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < HG_BLOADS; ++i) {
+            const int idx = t + i * HG_THREADS;
+            const int row = idx / (HG_BN / 8), col = (idx % (HG_BN / 8)) * 8;
+            const int gk = k0 + row, gn = n0 + col;
+            T* d = Bs + row * B_LD + col;
+            if (vec) {
+                const bool in = gk < K && gn < N;
+                copy16_async(d, in ? B + (size_t)gk * N + gn : B, in);
+            } else {
+                for (int j = 0; j < 8; ++j)
+                    d[j] = (gk < K && gn + j < N) ? B[(size_t)gk * N + gn + j] : hg_zero(T());
             }
         }
     };
 
-    float acc[4][4][4];   // [m16 block][n8 block][fragment element]
+    float acc[MI][NJ][4];   // [m16 block][n8 block][fragment element]
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < MI; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < NJ; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 acc[i][j][e] = 0.0f;
@@ -297,16 +307,16 @@ hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
         const T* Bs = As + A_ELEMS;
 #pragma unroll
         for (int kk = 0; kk < HG_BK; kk += 16) {
-            unsigned a[4][4], b[4][2];
+            unsigned a[MI][4], b[NJ][2];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
+            for (int i = 0; i < MI; ++i) {
                 const T* p = As + (wm + i * 16 + lane % 16) * A_LD + kk + (lane / 16) * 8;
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(a[i][0]), "=r"(a[i][1]), "=r"(a[i][2]), "=r"(a[i][3])
                              : "r"(shared_address(p)) : "memory");
             }
 #pragma unroll
-            for (int j = 0; j < 2; ++j) {
+            for (int j = 0; j < NJ / 2; ++j) {
                 const T* p = Bs + (kk + lane % 16) * B_LD + wn + j * 16 + (lane / 16) * 8;
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(b[2 * j][0]), "=r"(b[2 * j][1]),
@@ -314,9 +324,9 @@ hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
                              : "r"(shared_address(p)) : "memory");
             }
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
+            for (int i = 0; i < MI; ++i)
 #pragma unroll
-                for (int j = 0; j < 4; ++j)
+                for (int j = 0; j < NJ; ++j)
                     mma_16816(acc[i][j], a[i], b[j], T());
         }
     }
@@ -324,14 +334,14 @@ hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
     // fragment element e of block (i, j): row g (+8 for e >= 2), columns 2q and 2q + 1
     const int g = lane / 4, q = lane % 4;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < MI; ++i) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int gm = m0 + wm + i * 16 + g + h * 8;
             if (gm >= M)
                 continue;
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
+            for (int j = 0; j < NJ; ++j) {
                 const int gn = n0 + wn + j * 8 + 2 * q;
                 float* out = C + (size_t)gm * N + gn;
                 if (vec && gn < N) {
