@@ -9,8 +9,8 @@ import numpy as np
 
 from ..errors import KernelArgumentError
 from ..runtime.session import backend as active_backend
-from .library import (KernelSpec, c_type, check_array, check_dtype, module, multiprocessors,
-                      register)
+from .library import (KernelSpec, c_type, check_array, check_dtype, grid_1d, module,
+                      multiprocessors, register)
 
 FAMILY = "batchnorm"
 DTYPES = ("float32", "float64")
@@ -18,7 +18,7 @@ _BLOCK = 256
 
 INSTANTIATE = tuple(name for t in ("float", "double")
                     for name in (f"bn_partial<{t}, 0>", f"bn_partial<{t}, 1>", f"bn_finalize<{t}>",
-                                 f"bn_scale<{t}>", f"bn_apply<{t}>"))
+                                 f"bn_scale<{t}>", f"bn_apply<{t}>", f"bn_apply_flat<{t}>"))
 
 
 def batch_norm(x, weight, bias, running_mean, running_var, training: bool = True,
@@ -79,10 +79,13 @@ def batch_norm(x, weight, bias, running_mean, running_var, training: bool = True
         mean, var = running_mean, running_var
     scale = xp.empty((C,), dtype=dtype)
     kernels[f"bn_scale<{t}>"](var, weight, scale, C, float(eps), grid=per_channel, block=_BLOCK)
-    if y.size:
+    if y.size and (HW >= _BLOCK or y.size >= 2 ** 31):
         planes = N * C
         grid = (min((HW + _BLOCK - 1) // _BLOCK, 1024), min(planes, 65535))
         kernels[f"bn_apply<{t}>"](x, y, mean, scale, bias, planes, C, HW, grid=grid, block=_BLOCK)
+    elif y.size:
+        kernels[f"bn_apply_flat<{t}>"](x, y, mean, scale, bias, int(y.size), C, HW,
+                                       grid=grid_1d(y.size, _BLOCK), block=_BLOCK)
     return y
 
 

@@ -100,3 +100,15 @@ __global__ void bn_apply(const T* __restrict__ x, T* __restrict__ y, const T* __
             y[base + i] = (x[base + i] - m) * a + b;
     }
 }
+
+// the same for small planes (HW below a block, e.g. (N, C) input): one flat loop
+template <typename T>
+__global__ void bn_apply_flat(const T* __restrict__ x, T* __restrict__ y, const T* __restrict__ mean,
+                              const T* __restrict__ scale, const T* __restrict__ bias,
+                              int total, int C, int HW)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int c = (i / HW) % C;
+        y[i] = (x[i] - mean[c]) * scale[c] + bias[c];
+    }
+}
