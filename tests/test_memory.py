@@ -1,4 +1,4 @@
-"""Memory tracking (issue 4) on every backend: the tracker agrees with the
+"""Memory tracking on every backend: the tracker agrees with the
 pool, leaks are found by cell and line, the panel shows what stats() says,
 and out-of-memory errors name what holds the memory."""
 from __future__ import annotations

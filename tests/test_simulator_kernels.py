@@ -1,4 +1,4 @@
-"""The kernel suite of issue 3, through the public API, on every backend
+"""The simulator's kernel suite, through the public API, on every backend
 (the ``backend`` fixture: the simulator everywhere, the GPU where there is
 one). Every result is compared with NumPy on random inputs."""
 import numpy as np

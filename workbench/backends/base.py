@@ -321,8 +321,8 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def set_pool_limit(self, nbytes: int | None) -> None:
-        """Cap the pool at ``nbytes`` (``None``: no cap). Allocations beyond it
-        raise the backend's out-of-memory error."""
+        """Cap the pool at ``nbytes`` (``None`` or 0: no cap). Allocations
+        beyond it raise the backend's out-of-memory error."""
 
     @abc.abstractmethod
     def empty_cache(self) -> None:

@@ -358,11 +358,12 @@ class CupyBackend(Backend):
         return cupy.cuda.Stream(non_blocking=non_blocking, priority=priority or 0)
 
     def use_stream(self, stream):
-        return stream  # a cupy.cuda.Stream is its own context manager
+        # a cupy.cuda.Stream is its own context manager
+        return stream if stream is not None else contextlib.nullcontext(self.current_stream())
 
     def stream_synchronize(self, stream) -> None:
         with _faults_as_kernel_faults():
-            stream.synchronize()
+            (stream or cupy.cuda.get_current_stream()).synchronize()
 
     def create_event(self):
         return runtime.eventCreate()
@@ -414,7 +415,7 @@ class CupyBackend(Backend):
         return cupy.get_default_memory_pool().total_bytes()
 
     def set_pool_limit(self, nbytes: int | None) -> None:
-        cupy.get_default_memory_pool().set_limit(size=nbytes or 0)
+        cupy.get_default_memory_pool().set_limit(size=nbytes or 0)  # CuPy: 0 is no cap
 
     def empty_cache(self) -> None:
         cupy.get_default_memory_pool().free_all_blocks()

@@ -288,7 +288,7 @@ class SimulatorBackend(Backend):
         return SimStream(priority or 0, non_blocking)
 
     def use_stream(self, stream):
-        return self._current.use(stream)
+        return self._current.use(stream if stream is not None else self.current_stream())
 
     def stream_synchronize(self, stream) -> None:
         pass  # launches are synchronous
@@ -328,8 +328,8 @@ class SimulatorBackend(Backend):
         return self.arena.reserved_bytes()
 
     def set_pool_limit(self, nbytes: int | None) -> None:
-        """Cap the bytes in use below the virtual device's size (None: no cap)."""
-        self.arena.limit = None if nbytes is None else int(nbytes)
+        """Cap the bytes in use below the virtual device's size (None or 0: no cap)."""
+        self.arena.limit = int(nbytes) if nbytes else None
 
     def empty_cache(self) -> None:
         """Release the arena's free blocks to the host (as CuPy's free_all_blocks)."""
