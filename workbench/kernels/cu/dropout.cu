@@ -6,19 +6,19 @@
 // The element is kept when the word's top 24 bits, as u in [0, 1), are >= p;
 // kept elements are multiplied by scale = 1 / (1 - p).
 
-#include <stdint.h>
+typedef unsigned int u32;  // no <stdint.h>: CuPy's NVRTC has no system headers
 
-struct Philox4 { uint32_t v[4]; };
+struct Philox4 { u32 v[4]; };
 
-__device__ __forceinline__ Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
-                                                 uint32_t k0, uint32_t k1)
+__device__ __forceinline__ Philox4 philox4x32_10(u32 c0, u32 c1, u32 c2, u32 c3,
+                                                 u32 k0, u32 k1)
 {
-    const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+    const u32 M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
 #pragma unroll
     for (int round = 0; round < 10; ++round) {
-        const uint32_t hi0 = __umulhi(M0, c0), lo0 = M0 * c0;
-        const uint32_t hi1 = __umulhi(M1, c2), lo1 = M1 * c2;
-        const uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+        const u32 hi0 = __umulhi(M0, c0), lo0 = M0 * c0;
+        const u32 hi1 = __umulhi(M1, c2), lo1 = M1 * c2;
+        const u32 n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
         c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
         k0 += W0; k1 += W1;
     }
@@ -28,16 +28,16 @@ __device__ __forceinline__ Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint3
 
 // One thread per group of four elements (grid-stride loop).
 template <typename T>
-__global__ void dropout_philox(const T* __restrict__ x, T* __restrict__ y, uint8_t* __restrict__ mask,
+__global__ void dropout_philox(const T* __restrict__ x, T* __restrict__ y, unsigned char* __restrict__ mask,
                                long long n, float p, T scale, unsigned long long seed,
                                unsigned long long offset)
 {
     const long long groups = (n + 3) / 4;
     for (long long g = blockIdx.x * (long long)blockDim.x + threadIdx.x; g < groups;
          g += (long long)gridDim.x * blockDim.x) {
-        const Philox4 r = philox4x32_10((uint32_t)g, (uint32_t)((unsigned long long)g >> 32),
-                                        (uint32_t)offset, (uint32_t)(offset >> 32),
-                                        (uint32_t)seed, (uint32_t)(seed >> 32));
+        const Philox4 r = philox4x32_10((u32)g, (u32)((unsigned long long)g >> 32),
+                                        (u32)offset, (u32)(offset >> 32),
+                                        (u32)seed, (u32)(seed >> 32));
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const long long i = 4 * g + j;
