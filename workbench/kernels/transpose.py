@@ -7,7 +7,7 @@ from .library import KernelSpec, c_type, check_array, module, register
 
 FAMILY = "transpose"
 DTYPES = ("float32", "float64")
-_TILE, _WARP, _BLOCK_ROWS = 64, 32, 8
+_TILE, _BLOCK_ROWS = 32, 8
 _MAX_GRID_Y = 65535
 
 INSTANTIATE = ("transpose_kernel<float>", "transpose_kernel<double>")
@@ -21,7 +21,7 @@ def transpose(x):
     if out.size:
         grid = (-(-cols // _TILE), min(-(-rows // _TILE), _MAX_GRID_Y))
         module(FAMILY)[f"transpose_kernel<{c_type(x.dtype)}>"](
-            x, out, rows, cols, grid=grid, block=(_WARP, _BLOCK_ROWS))
+            x, out, rows, cols, grid=grid, block=(_TILE, _BLOCK_ROWS))
     return out
 
 
