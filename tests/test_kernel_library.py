@@ -103,11 +103,27 @@ def test_cross_entropy_target_out_of_range_is_nan(backend):
     assert np.isclose(losses[0], np.log(4)) and np.isnan(losses[1])
 
 
-@pytest.mark.parametrize("shape", [(1, 1), (31, 33), (33, 31), (64, 64), (100, 7), (0, 3)])
-def test_transpose_shapes(backend, shape):
-    x = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+@pytest.mark.parametrize("shape", [(1, 1), (31, 33), (33, 31), (64, 64), (100, 7), (0, 3),
+                                   (128, 130), (65, 129), (200, 256)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_transpose_shapes(backend, shape, dtype):
+    # whole 64x64 tiles (the paired path), cut tiles and odd sides (the element path)
+    x = np.random.default_rng(7).standard_normal(shape).astype(dtype)
     got = wb.to_host(wb.kernels.transpose(wb.to_device(x)))
     assert got.shape == x.T.shape and np.array_equal(got, x.T)
+
+
+def test_transpose_misaligned_view_and_64_bit_indices(backend):
+    from workbench.kernels import library
+    x = np.random.default_rng(8).standard_normal(1 + 64 * 128).astype(np.float32)
+    view = wb.to_device(x)[1:].reshape(64, 128)  # one element past a pair boundary
+    assert np.array_equal(wb.to_host(wb.kernels.transpose(view)), x[1:].reshape(64, 128).T)
+    # the long long instantiation (chosen for 2^31 elements and more) on a small array
+    a = wb.to_device(x[:64 * 128].reshape(128, 64))
+    out = wb.to_device(np.zeros((64, 128), dtype=np.float32))
+    library.module("transpose")["transpose_kernel<float, long long>"](a, out, 128, 64, 1, grid=2,
+                                                                      block=(32, 8))
+    assert np.array_equal(wb.to_host(out), x[:64 * 128].reshape(128, 64).T)
 
 
 def test_reductions_propagate_nan_and_pick_the_first_maximum(backend):

@@ -7,10 +7,11 @@ from .library import KernelSpec, c_type, check_array, module, register
 
 FAMILY = "transpose"
 DTYPES = ("float32", "float64")
-_TILE, _BLOCK_ROWS = 32, 8
-_MAX_GRID_Y = 65535
+_TILE, _BLOCK = 64, (32, 8)
+_INT_LIMIT = 2**31 - 1
 
-INSTANTIATE = ("transpose_kernel<float>", "transpose_kernel<double>")
+INSTANTIATE = tuple(f"transpose_kernel<{t}, {i}>" for t in ("float", "double")
+                    for i in ("int", "long long"))
 
 
 def transpose(x):
@@ -19,9 +20,14 @@ def transpose(x):
     rows, cols = (int(s) for s in x.shape)
     out = active_backend().xp.empty((cols, rows), dtype=x.dtype)
     if out.size:
-        grid = (-(-cols // _TILE), min(-(-rows // _TILE), _MAX_GRID_Y))
-        module(FAMILY)[f"transpose_kernel<{c_type(x.dtype)}>"](
-            x, out, rows, cols, grid=grid, block=(_TILE, _BLOCK_ROWS))
+        tiles = -(-rows // _TILE) * -(-cols // _TILE)
+        index = "int" if rows * cols + _TILE * max(rows, cols) <= _INT_LIMIT else "long long"
+        b = active_backend()
+        pair = 2 * x.dtype.itemsize
+        pairs = (rows % 2 == 0 and cols % 2 == 0
+                 and b.device_pointer(x) % pair == 0 and b.device_pointer(out) % pair == 0)
+        module(FAMILY)[f"transpose_kernel<{c_type(x.dtype)}, {index}>"](
+            x, out, rows, cols, int(pairs), grid=tiles, block=_BLOCK)
     return out
 
 
@@ -39,5 +45,5 @@ def _library_transpose(x):
     return active_backend().xp.ascontiguousarray(x.T)
 
 
-register(KernelSpec("transpose", FAMILY, DTYPES, 8.0, 0.0, "tiled transpose (32x32, padded tiles)",
+register(KernelSpec("transpose", FAMILY, DTYPES, 8.0, 0.0, "tiled transpose (64x64 padded tiles, two elements a thread per access)",
                     transpose, lambda x: x.T.copy(), _library_transpose, _example))
