@@ -66,6 +66,10 @@ _LAZY = {
     "BenchmarkPanel": "workbench.widgets.bench_panel",
     # the kernel library
     "kernels": "workbench.kernels:",
+    # persistent ring kernels
+    "ring": "workbench.rings",
+    "Ring": "workbench.rings",
+    "rings": "workbench.rings:",
     # devices, kernels, occupancy
     "devices": "workbench.hardware.properties",
     "use_device": "workbench.hardware.properties",

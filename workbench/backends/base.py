@@ -336,6 +336,23 @@ class Backend(abc.ABC):
         """The device address of ``array``'s first element."""
         return int(array.data.ptr)
 
+    # -- persistent kernels (backends/persistent.py) ------------------------------------
+    def alloc_mapped(self, nbytes: int):
+        """A :class:`~.persistent.MappedBuffer` of ``nbytes``: host memory that
+        kernels read and write directly."""
+        raise NotImplementedError(f"the {self.name} backend has no mapped host memory")
+
+    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0):
+        """Launch ``function`` and return at once with a
+        :class:`~.persistent.PersistentLaunch`; the kernel runs until it returns
+        by itself, while other launches go on."""
+        raise NotImplementedError(f"the {self.name} backend cannot run persistent kernels")
+
+    def concurrent_blocks(self) -> int | None:
+        """How many blocks of one launch can run at once apart from the kernel's
+        own occupancy (None: only occupancy limits it, as on a GPU)."""
+        return None
+
     #: Why this backend was chosen (set by the session).
     reason: str = ""
 

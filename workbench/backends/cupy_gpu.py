@@ -25,6 +25,7 @@ from cupy.cuda.memory_hook import MemoryHook
 from ..errors import KernelFault
 from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
                    DeviceProperties, KernelResources, normalise_arch)
+from . import cupy_persistent
 from .nvrtc import check_with_nvrtc
 
 
@@ -391,7 +392,17 @@ class CupyBackend(Backend):
 
     def synchronize(self) -> None:
         with _faults_as_kernel_faults():
-            runtime.deviceSynchronize()
+            if not cupy_persistent.synchronize_except_persistent():
+                runtime.deviceSynchronize()
+
+    # -- persistent kernels (cupy_persistent.py) ----------------------------------------
+    def alloc_mapped(self, nbytes: int):
+        return cupy_persistent.alloc_mapped(nbytes)
+
+    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0):
+        return cupy_persistent.GpuPersistentLaunch(
+            lambda: self.launch(function, grid, block, args, shared_mem),
+            getattr(function, "__name__", "kernel"), _kernel_fault)
 
     # -- memory accounting --------------------------------------------------------
     def add_allocation_listener(self, on_alloc, on_free):

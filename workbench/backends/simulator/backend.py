@@ -31,7 +31,7 @@ from ...errors import KernelArgumentError, KernelFault
 from ..base import (Backend, CompileFailed, CompileOptions, DeviceProperties, KernelResources,
                     normalise_arch)
 from ..nvrtc import check_with_nvrtc, nvrtc_available, nvrtc_version
-from . import build
+from . import build, persistent
 from .arena import Arena
 from .devices import virtual_device
 from .faults import kernel_fault, worker_fault
@@ -337,6 +337,23 @@ class SimulatorBackend(Backend):
 
     def device_pointer(self, array) -> int:
         return int(array.__array_interface__["data"][0])
+
+    # -- persistent kernels (persistent.py) ---------------------------------------------
+    def alloc_mapped(self, nbytes: int):
+        return persistent.alloc_mapped(self, nbytes)
+
+    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0):
+        if not isinstance(function, SimFunction):
+            raise TypeError(f"not a simulator kernel: {function!r}")
+        grid, block = dims(grid, "grid"), dims(block, "block")
+        check_config(self._properties, grid, block, shared_mem)
+        return persistent.SimPersistentLaunch(self, function, grid, block, args, shared_mem)
+
+    def concurrent_blocks(self) -> int:
+        # The worker hands a launch's blocks to its OS threads only when the
+        # launch is large (native/grid.cpp: 8192 threads or more); a smaller one
+        # runs its blocks one after another, so one block runs at a time.
+        return 1
 
     def suggest_block_size(self, function, shared_mem: int = 0) -> int:
         return 256

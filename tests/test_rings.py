@@ -1,0 +1,186 @@
+"""Persistent ring kernels (``wb.ring``) on every backend: messages answered
+exactly once and in order, struct layout checks, stop and restart, a faulting
+handler, a hanging handler caught by the watchdog, a full queue."""
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench.rings import RingFull, RingHang, RingLayoutError, RingStopped
+
+SOURCE = r"""
+#ifdef __WBSIM__
+__device__ unsigned long long now_ns() { return __globaltimer(); }
+#else
+__device__ unsigned long long now_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#endif
+struct Request { float a; float b; int id; unsigned int spin_us; };
+struct Response { double sum; int id; int twice; };
+
+__device__ void handle(const Request& in, Response& out) {
+    const unsigned long long t0 = now_ns();
+    while (now_ns() - t0 < 1000ull * in.spin_us) { }
+    out.sum = (double)in.a + in.b;
+    out.id = in.id;
+    out.twice = 2 * in.id;
+}
+"""
+REQUEST = np.dtype([("a", "f4"), ("b", "f4"), ("id", "i4"), ("spin_us", "u4")])
+RESPONSE = np.dtype([("sum", "f8"), ("id", "i4"), ("twice", "i4")])
+
+
+def messages(n, first_id=0, seed=0):
+    rng = np.random.default_rng(seed)
+    m = np.zeros(n, dtype=REQUEST)
+    m["a"] = rng.standard_normal(n)
+    m["b"] = rng.standard_normal(n)
+    m["id"] = np.arange(first_id, first_id + n)
+    return m
+
+
+def check_answers(got, sent):
+    assert got.dtype == RESPONSE and len(got) == len(sent)
+    np.testing.assert_array_equal(got["id"], sent["id"])  # each once, in order
+    np.testing.assert_array_equal(got["twice"], 2 * sent["id"])
+    np.testing.assert_allclose(got["sum"], sent["a"].astype(np.float64) + sent["b"], rtol=1e-12)
+
+
+def test_messages_are_answered_once_and_in_order(backend):
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=32) as r:
+        sent = [messages(n, first_id=i * 1000, seed=i) for i, n in enumerate((1, 300, 77))]
+        for batch in sent:  # 300 > 64 slots: send waits for answers and keeps them
+            r.send(batch)
+        assert r.pending + r.depth == 378
+        check_answers(r.recv(), np.concatenate(sent))
+        one = r.call((1.5, 2.25, 42, 0))
+        assert (one["id"], one["twice"], one["sum"]) == (42, 84, 3.75)
+        stats = r.stats()
+        assert stats.messages == 379 and stats.rate > 0
+        assert 0 < stats.percentile(50) <= stats.percentile(99)
+        assert stats.device_time.size == 379 and (stats.device_time >= 0).all()
+        assert "messages answered" in stats._repr_html_()
+        assert list(stats.to_pandas()["figure"])[:2] == ["messages", "rate_per_s"]
+    assert not r.running
+
+
+def test_async_call_and_the_batch_launch_agree(backend):
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32) as r:
+        answer = asyncio.run(r.acall((1.0, 2.0, 7, 0), timeout=30))
+        assert answer["sum"] == 3.0 and answer["id"] == 7
+        sent = messages(50, seed=3)
+        check_answers(r.launch_batch(sent), sent)
+
+
+def test_struct_layout_is_checked_by_the_compiler(backend):
+    unpadded = np.dtype([("sum", "f8"), ("id", "i4")])  # the struct has 16 bytes: twice too
+    with pytest.raises(RingLayoutError, match=r"sizeof\(Response\): C says 16, the dtype 12"):
+        wb.ring(SOURCE, request=REQUEST, response=unpadded)
+    reordered = np.dtype([("id", "i4"), ("twice", "i4"), ("sum", "f8")])
+    with pytest.raises(RingLayoutError, match=r"offset of Response::sum: C says 0, the dtype 8"):
+        wb.ring(SOURCE, request=REQUEST, response=reordered)
+    renamed = np.dtype([("total", "f8"), ("id", "i4"), ("twice", "i4")])
+    with pytest.raises(RingLayoutError, match="name each field as its struct member"):
+        wb.ring(SOURCE, request=REQUEST, response=renamed)
+    with pytest.raises(RingLayoutError, match="structured NumPy dtype"):
+        wb.ring(SOURCE, request=np.float32, response=RESPONSE)
+
+
+def test_stop_and_restart(backend):
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32)
+    sent = messages(10)
+    r.send(sent)
+    r.stop()  # drains first: the answers stay
+    assert not r.running and r.depth == 0
+    check_answers(r.recv(), sent)
+    with pytest.raises(RingStopped, match="ring.start()"):
+        r.send(sent)
+    r.start()
+    check_answers(r.recv(10) if r.send(sent) else None, sent)
+    r.stop()
+    r.stop()  # twice is fine
+
+
+def test_a_full_queue_raises_or_waits_as_asked(backend):
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32) as r:
+        slow = messages(32)
+        slow["spin_us"][0] = 1_500_000  # the first answer takes 1.5 s; the rest are quick
+        r.send(slow)
+        with pytest.raises(RingFull, match="all 32 slots"):
+            r.send(messages(1), block=False)
+        with pytest.raises(RingFull, match="stayed full for 0.2 s"):
+            r.send(messages(1), timeout=0.2)
+        r.send(messages(1, first_id=99))  # waits for room
+        got = r.recv()
+        assert list(got["id"]) == list(range(32)) + [99]
+
+
+def test_a_hanging_handler_is_caught_by_the_watchdog(backend):
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32,
+                watchdog_s=0.5)
+    stuck = messages(3)
+    stuck["spin_us"][1] = 3_000_000  # message 2 (block 0, thread 1) runs for 3 s
+    r.send(stuck)
+    start = time.monotonic()
+    with pytest.raises(RingHang, match=r"Message 2 belongs to block 0, thread 1"):
+        r.recv(timeout=20)
+    assert time.monotonic() - start < 10
+    assert r.recv(1)["id"][0] == 0  # the answer that did arrive is kept
+    # the workbench goes on: a new ring and ordinary kernels work
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32) as again:
+        check_answers(again.recv(5) if again.send(messages(5)) else None, messages(5))
+    np.testing.assert_array_equal(wb.to_host(wb.kernels.relu(wb.to_device(np.array([-1.0, 2.0])))),
+                                  [0.0, 2.0])
+
+
+FAULTING = SOURCE.replace("out.twice = 2 * in.id;",
+                          "out.twice = 2 * in.id; if (in.id == 3) *(volatile int*)0 = 1;")
+
+
+def test_a_faulting_handler_raises_kernel_fault():
+    # its own process: on a GPU a fault ends the CUDA context for good
+    script = f"""
+import numpy as np, workbench as wb
+from test_rings import FAULTING, REQUEST, RESPONSE, messages
+r = wb.ring(FAULTING, request=REQUEST, response=RESPONSE, capacity=32, threads=32)
+r.send(messages(5))
+try:
+    r.recv(timeout=30)
+except wb.KernelFault as exc:
+    print("FAULT", exc)
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert "FAULT" in run.stdout, run.stdout + run.stderr
+    text = run.stdout
+    if wb.backend().simulated:
+        assert "block (0, 0, 0)" in text and "thread (3, 0, 0)" in text, text
+    else:
+        assert "restart the notebook kernel" in text
+
+
+@pytest.mark.gpu
+def test_the_gpu_is_idle_after_stop():
+    pynvml = pytest.importorskip("pynvml")
+    if wb.backend().simulated:
+        pytest.skip("needs a GPU")
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE) as r:
+        r.send(messages(10000))
+        r.recv()
+    time.sleep(1.5)
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(wb.backend().current_device())
+    assert pynvml.nvmlDeviceGetUtilizationRates(handle).gpu < 20
+    wb.synchronize()  # nothing persistent left: a device-wide synchronise returns
