@@ -109,12 +109,14 @@ def serve_source(handler: str, request: str, response: str, max_backoff_ns: int 
                          max_backoff_ns=int(max_backoff_ns))
 
 
-def probe_fields(struct_name: str, dtype: np.dtype) -> list[tuple[str, str]]:
-    """(what, C expression) pairs the probe reports for ``dtype``'s struct."""
+def probe_fields(struct_name: str, dtype: np.dtype, var: str) -> list[tuple[str, str]]:
+    """(what, C expression) pairs the probe reports for ``dtype``'s struct,
+    measured on a local object ``var`` of it (standard C++, unlike offsetof
+    on a type that is not standard-layout)."""
     items = [(f"sizeof({struct_name})", f"(long long)sizeof({struct_name})")]
     for field in dtype.names or ():
         items.append((f"offset of {struct_name}::{field}",
-                      f"(long long)__builtin_offsetof({struct_name}, {field})"))
+                      f"(long long)((const char*)&{var}.{field} - (const char*)&{var})"))
     return items
 
 
@@ -122,8 +124,9 @@ def probe_source(structs: list[tuple[str, np.dtype]]) -> tuple[str, list[str]]:
     """The layout probe for ``(struct name, dtype)`` pairs, and what each of
     its output values is."""
     labels, lines = [], []
-    for name, dtype in structs:
-        for label, expr in probe_fields(name, dtype):
+    for i, (name, dtype) in enumerate(structs):
+        lines.append(f"        {name} wb_probe_{i};")
+        for label, expr in probe_fields(name, dtype, f"wb_probe_{i}"):
             lines.append(f"        out[{len(labels)}] = {expr};")
             labels.append(label)
     return _PROBE.format(lines="\n".join(lines)), labels

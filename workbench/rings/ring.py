@@ -468,14 +468,17 @@ def _compile(text, handler, request_type, request, response_type, response, name
     probe, labels = codegen.probe_source(structs)
     try:
         module = compile_source(text + serve + probe, name=name)
-    except CompileError:
+    except CompileError as probe_error:
         try:
             compile_source(text + serve, name=name)
         except CompileError:
             raise  # the user's code or the handler's signature: the diagnostics say where
         fields = "; ".join(f"{s}: {', '.join(d.names)}" for s, d in structs)
+        errors = [d.message for d in getattr(probe_error, "diagnostics", ())
+                  if d.severity == "error"] or [str(probe_error)]
         raise RingLayoutError(f"the message dtypes' fields are not all members of their C "
-                              f"structs ({fields}): name each field as its struct member") from None
+                              f"structs ({fields}): name each field as its struct member "
+                              f"(the compiler: {errors[0]})") from None
     out = module.backend.xp.zeros(len(labels), dtype=np.int64)
     module["wb_ring_layout"](out, grid=1, block=1)
     got = module.backend.to_host(out).tolist()
