@@ -2,7 +2,7 @@
 
 Mapped memory is ``cudaHostAlloc(cudaHostAllocMapped | cudaHostAllocPortable)``:
 page-locked host memory the device reaches over PCIe/NVLink at the address
-``cudaHostGetDevicePointer`` gives (the host address itself under unified
+``cudaPointerGetAttributes`` gives (the host address itself under unified
 addressing). A persistent launch goes to a stream of its own created
 non-blocking, so the legacy default stream, and the user's work on it, never
 waits for it; an event recorded after it says when it ended.
@@ -32,7 +32,7 @@ def alloc_mapped(nbytes: int) -> MappedBuffer:
     nbytes = max(1, int(nbytes))
     ptr = runtime.hostAlloc(nbytes, _HOST_ALLOC_MAPPED | _HOST_ALLOC_PORTABLE)
     host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
-    device_ptr = runtime.hostGetDevicePointer(ptr, 0)
+    device_ptr = runtime.pointerGetAttributes(ptr).devicePointer  # == ptr under unified addressing
     return MappedBuffer(host, device_ptr, lambda: runtime.freeHost(ptr))
 
 
