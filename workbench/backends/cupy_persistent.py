@@ -21,6 +21,7 @@ from .persistent import MappedBuffer, PersistentLaunch
 
 _HOST_ALLOC_PORTABLE = 0x01
 _HOST_ALLOC_MAPPED = 0x02
+_NOT_READY = 600  # cudaErrorNotReady
 
 #: Persistent launches still running, so that a device-wide synchronise can
 #: leave them out (it would otherwise wait for ever).
@@ -52,7 +53,12 @@ class GpuPersistentLaunch(PersistentLaunch):
 
     def done(self) -> bool:
         try:
-            finished = self._ended.done
+            # the status itself: a faulted kernel's event never completes, and
+            # Event.done only says "not yet"
+            status = runtime.eventQuery(self._ended.ptr)
+            if status not in (0, _NOT_READY):
+                raise runtime.CUDARuntimeError(status)
+            finished = status == 0
         except (runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError) as exc:
             self._fault = self._fault_of(exc) or exc
             finished = True

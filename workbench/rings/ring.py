@@ -62,7 +62,7 @@ def _structured(dtype, what: str) -> np.dtype:
 
 def _offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, tuple[int, int]]:
     """Byte (offset, size) of each part of the shared buffer."""
-    parts = {"control": _CONTROL_BYTES, "request_seq": 8 * capacity,
+    parts = {"control": _CONTROL_BYTES,
              "response_seq": 8 * capacity, "stamps": 16 * capacity,
              "requests": request.itemsize * capacity, "responses": response.itemsize * capacity}
     layout, at = {}, 0
@@ -138,16 +138,15 @@ class Ring:
         def view(part, dtype):
             start, size = lay[part]
             return buffer.host[start:start + size].view(dtype)
-        self._control = view("control", np.int64)
-        self._request_seq = view("request_seq", np.int64)
+        self._control = view("control", np.int64)  # [0] stop flag, [1] head
         self._response_seq = view("response_seq", np.int64)
         self._stamps = view("stamps", np.uint64).reshape(self.capacity, 2)
         self._requests = view("requests", self.request_dtype)
         self._responses = view("responses", self.response_dtype)
         self._sent_ns = np.zeros(self.capacity, dtype=np.int64)
         base = buffer.device_ptr
-        return [base + lay[p][0] for p in ("requests", "request_seq", "responses",
-                                            "response_seq", "stamps", "control")]
+        return [base + lay[p][0] for p in ("requests", "responses", "response_seq", "stamps",
+                                            "control")]
 
     # -- life cycle ------------------------------------------------------------------------
     @property
@@ -163,8 +162,10 @@ class Ring:
                 _offsets(self.capacity, self.request_dtype, self.response_dtype)["total"][1])
         addresses = self._views(self._buffer)
         self._buffer.host[:] = 0
+        self._device_head = self.backend.to_device(np.zeros(1, dtype=np.int64))
         self._next_send = self._next_recv = 1
-        args = self._serve.convert_args((*addresses, self.capacity))
+        args = self._serve.convert_args((*addresses, self.backend.device_pointer(self._device_head),
+                                         self.capacity))
         self._launch = self.backend.launch_persistent(
             self._serve.function, (self.blocks, 1, 1), (self.threads, 1, 1), args)
         self._finalizer = weakref.finalize(self, _shutdown, self._control, _Quiet(self._launch))
@@ -243,13 +244,11 @@ class Ring:
 
     def _write(self, chunk: np.ndarray) -> None:
         now = time.perf_counter_ns()
-        seqs = np.arange(self._next_send, self._next_send + len(chunk), dtype=np.int64)
         for lo, hi, slot in _runs(self._next_send, len(chunk), self.capacity):
             self._requests[slot:slot + hi - lo] = chunk[lo:hi]
             self._sent_ns[slot:slot + hi - lo] = now
-        for lo, hi, slot in _runs(self._next_send, len(chunk), self.capacity):
-            self._request_seq[slot:slot + hi - lo] = seqs[lo:hi]  # after the payloads: publishes them
         self._next_send += len(chunk)
+        self._control[1] = self._next_send - 1  # the head, after the payloads: publishes them
 
     def _make_room(self, block: bool, timeout: float | None) -> None:
         if self._collect():
@@ -269,6 +268,8 @@ class Ring:
         if count == 0:
             return 0
         start = self._next_recv
+        if self._response_seq[start % self.capacity] != start:  # the common case while waiting
+            return 0
         seqs = np.arange(start, start + count, dtype=np.int64)
         slots = seqs % self.capacity
         answered = self._response_seq[slots] == seqs
