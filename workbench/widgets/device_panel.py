@@ -254,7 +254,7 @@ class DevicePanel(StaticFallback, widgets.VBox):
         span = self.history_size * self.interval
         if self._activity.rows:
             rows = list(self._activity.rows)
-            if len(rows) < 3:
+            if len(rows) < 2:
                 return ""
             now = rows[-1]["time"]
             busy = {"busy": [(r["time"] - now, r["busy"]) for r in rows]}
