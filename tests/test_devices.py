@@ -274,7 +274,7 @@ def test_simulator_device_panel_shows_the_simulators_own_figures(backend):
             assert row in text
         assert "N/A" not in text                    # nothing it cannot report is listed
         assert "temperature" in panel.note and "need a GPU" in panel.note
-        assert wait_for(lambda: "<svg" in panel._charts.value)
+        assert wait_for(lambda: "<svg" in panel._charts.value, timeout=10)
         assert "worker busy (%)" in panel._charts.value
     finally:
         panel.close()

@@ -84,7 +84,7 @@ def line_chart_svg(title: str, series: dict, *, span: float, y_max: float | None
     [(seconds_ago, value), ...]}`` (seconds before now, so ``0`` is now and
     ``-span`` the left edge); ``y_max`` fixes the top of the axis (else the
     data's maximum, rounded up). Missing values (NaN) leave gaps."""
-    left, right, top, bottom = 38, 8, 18, 24
+    left, right, top, bottom = 38, 16, 18, 24
     plot_w, plot_h = width - left - right, height - top - bottom
     values = [v for points in series.values() for _, v in points if v == v]
     ticks = _ticks(y_max if y_max is not None else max(values, default=0.0) or 1.0)

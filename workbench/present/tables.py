@@ -50,7 +50,8 @@ def _column_align(align: Sequence[str | None] | None, column: int) -> str | None
 
 def _frame(body: str, head: str, title: str | None, caption: str | None,
            notes: Iterable[str]) -> str:
-    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    # left, as the text below the table (a caption is centred by default)
+    cap = f"<caption style='text-align:left'>{html.escape(caption)}</caption>" if caption else ""
     top = f"<div><b>{html.escape(title)}</b></div>" if title else ""
     below = "".join(f"<div><i>{html.escape(n)}</i></div>" for n in notes)
     return f"<div>{top}<table>{cap}{head}<tbody>{body}</tbody></table>{below}</div>"

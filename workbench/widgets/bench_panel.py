@@ -87,10 +87,11 @@ class BenchmarkPanel(StaticFallback, widgets.VBox):
         self._title = widgets.HTML()
         self._choice = widgets.ToggleButtons(options=_Y_CHOICES, value=y,
                                              tooltips=["median time", "GB/s", "GFLOP/s"])
-        self._image = widgets.Image(format="svg+xml",
-                                    layout=widgets.Layout(display="none", max_width="100%"))
+        # the plot joins the panel with its first drawing: an empty image
+        # widget would show a broken-image icon
+        self._image = widgets.Image(format="svg+xml", layout=widgets.Layout(max_width="100%"))
         self._table = html_part()
-        super().__init__(children=[self._title, self._choice, self._image, self._table],
+        super().__init__(children=[self._title, self._choice, self._table],
                          y=y, min_interval=min_interval, **kwargs)
         self._choice.observe(lambda change: setattr(self, "y", change["new"]), names="value")
         self.observe(self._on_y, names="y")
@@ -154,7 +155,7 @@ class BenchmarkPanel(StaticFallback, widgets.VBox):
         self._title.value = self._title_html()
         self._table.value = table_html(self.columns, self.rows) if table is not None else ""
         if table is None:
-            self._image.layout.display = "none"   # no plot rather than the last sweep's
+            self._show_plot(False)   # no plot rather than the last sweep's
         now = time.monotonic()
         if table is not None and (force or now - self._last_draw >= self.min_interval):
             self._draw(table)
@@ -198,8 +199,13 @@ class BenchmarkPanel(StaticFallback, widgets.VBox):
                     ha="center", va="center", transform=ax.transAxes)
             ax.set_axis_off()
         self._image.value = figure_svg(fig)
-        self._image.layout.display = None
+        self._show_plot(True)
         self.redraws += 1
+
+    def _show_plot(self, shown: bool) -> None:
+        if shown != (self._image in self.children):
+            self.children = ([self._title, self._choice, self._image, self._table] if shown
+                             else [self._title, self._choice, self._table])
 
 
 def _weak_listener(panel: BenchmarkPanel):

@@ -37,6 +37,7 @@ from .static import StaticFallback, html_part
 
 MIN_INTERVAL = 0.1  # seconds; faster sampling only measures NVML itself
 GIB = 2 ** 30
+CHART_AFTER = 4     # samples before the charts show: fewer draw a dot, not a line
 #: What the simulator cannot report: NVML's figures, which need a GPU.
 GPU_ONLY_ROWS = ("utilisation", "memory utilisation", "clocks", "temperature", "power",
                  "PCIe throughput")
@@ -250,21 +251,23 @@ class DevicePanel(StaticFallback, widgets.VBox):
                            align=["right"] * len(cols))
 
     def _charts_html(self) -> str:
-        """Two small line charts (empty until two samples make a line)."""
+        """Two small line charts, once a few samples make a line worth reading."""
         span = self.history_size * self.interval
+        waiting = (f"<p><i>charts after {CHART_AFTER} samples (one every "
+                   f"{self.interval:g} s)</i></p>")
         if self._activity.rows:
             rows = list(self._activity.rows)
-            if len(rows) < 2:
-                return ""
+            if len(rows) < CHART_AFTER:
+                return waiting
             now = rows[-1]["time"]
             busy = {"busy": [(r["time"] - now, r["busy"]) for r in rows]}
             arena = {"in use": [(r["time"] - now, (r["in_use"] or 0) / 2**20) for r in rows]}
             charts = [line_chart_svg("worker busy (%)", busy, span=span, y_max=100),
                       line_chart_svg("arena in use (MiB)", arena, span=span)]
         else:
-            history = {i: h for i, h in self.history.items() if len(h) > 1}
+            history = {i: h for i, h in self.history.items() if len(h) >= CHART_AFTER}
             if not history:
-                return ""
+                return waiting
             now = max(h[-1].time for h in history.values())
             util = {f"GPU {i}": [(s.time - now, float(s.gpu_utilization)) for s in h]
                     for i, h in history.items()}
