@@ -144,7 +144,7 @@ test('notebook 04 shows its sweeps and benchmark panel before and after Run All'
   await runAll(page);
   const panel = page.locator(`${NOTEBOOK} .widget-vbox`).filter({ hasText: 'GFLOP/s' }).last();
   await expect(panel).toBeVisible();
-  await expect(panel).toContainText(/Sweep \w+: 9 points/);
+  await expect(panel).toContainText(/Benchmark panel: sweep \w+, 9 points/);
   await expect(panel.locator('img')).toBeVisible();
   const after = await outputs(page);
   expectReadable(after);

@@ -174,15 +174,16 @@ class BenchmarkPanel(StaticFallback, widgets.VBox):
         if not self.sweep_id:
             return "Benchmark panel: no sweep yet"
         if self.running:
-            state = f"running, {self.points}/{self.total} points"
+            state = f"running: {self.points} of {self.total} points"
         elif self.error:
             state = f"stopped after {self.points} of {self.total} points: {self.error}"
         else:
             state = f"{self.points} points"
-        return f"Sweep {self.sweep_id}: {state}"
+        return f"Benchmark panel: sweep {self.sweep_id}, {state}"
 
     def _snapshot_html(self) -> str:
-        return self._table.value
+        sim = "<p><i>simulated: CPU wall-clock times</i></p>" if self.simulated else ""
+        return sim + self._table.value
 
     def _redraw(self) -> None:
         if self._run is not None and self._run.results:
