@@ -36,6 +36,7 @@ async function openCopy(page: Page, url: string, root: string, name: string): Pr
   fs.writeFileSync(path.join(apputils, 'notification.jupyterlab-settings'), JSON.stringify({ fetchNews: 'false' }));
   await page.goto(`${url}/lab/tree/${name}?reset`);
   await expect(page.locator(`${NOTEBOOK} .jp-Cell`).first()).toBeVisible();
+  await expect(page.locator(`${NOTEBOOK} .jp-OutputArea-output`).first()).toBeVisible();
   await expect(page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator'))
     .toHaveAttribute('data-status', 'idle', { timeout: 60_000 });
 }
@@ -151,3 +152,19 @@ test('notebook 04 shows its sweeps and benchmark panel before and after Run All'
   expect(after.texts.join('\n')).toContain('sweep of 9 points');
   await screenshot(panel, testInfo, '04-benchmark-panel-live.png');
 });
+
+for (const name of ['01-first-kernel.ipynb', '03-memory.ipynb', '05-kernel-library.ipynb']) {
+  test(`${name} opens with readable stored outputs`, async ({ page, lab }, testInfo) => {
+    await openCopy(page, lab.url, lab.root, name);
+    const report = await outputs(page);
+    expectReadable(report);
+    expect(report.texts.length).toBeGreaterThan(0);
+    const snapshots = page.locator(`${NOTEBOOK} .wb-snapshot`);
+    if (name === '03-memory.ipynb') {
+      await expect(snapshots).toHaveCount(1);
+      await expect(snapshots).toContainText('Device memory');
+      await expect(snapshots).toContainText(/in use \d/);
+      await screenshot(snapshots, testInfo, '03-memory-snapshot.png');
+    }
+  });
+}
