@@ -7,6 +7,7 @@ import math
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import workbench as wb
@@ -193,7 +194,7 @@ def test_device_panel_state_carries_devices_and_live_stats(backend):
             backend.memory_info()[1], rel=0 if backend.simulated else 0.05)
         first = state["samples"]
         assert wait_for(lambda: panel.samples >= first + 3)  # refreshed in the background
-        assert panel._plot.value[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "<svg" in panel._charts.value
     finally:
         panel.close()
     assert not panel._monitor.running and panel.running is False
@@ -227,26 +228,56 @@ def _sampler_threads() -> list:
             and t.is_alive() and t not in _EARLIER_THREADS]
 
 
-def test_new_device_panels_stop_the_previous_ones_threads(backend):
+def test_device_panels_share_one_thread_and_all_keep_updating(backend):
     _EARLIER_THREADS.update(_sampler_threads())
     dropped = wb.DevicePanel(interval=0.1)
-    del dropped                              # still in ipywidgets' registry: not collected
+    dropped.close()
     panels = [wb.DevicePanel(interval=0.1) for _ in range(3)]
     try:
-        assert len(_sampler_threads()) <= 1
-        assert [p.running for p in panels] == [False, False, True]
-        stopped = [p.samples for p in panels[:2]]
-        assert wait_for(lambda: panels[2].samples >= 3)
-        assert [p.samples for p in panels[:2]] == stopped   # only the newest is fed
-        panels[0].running = True                 # Run on an old panel takes the monitor back
-        assert [p.running for p in panels] == [True, False, False]
         assert len(_sampler_threads()) == 1
-        first = panels[0].samples
-        assert wait_for(lambda: panels[0].samples >= first + 2)
+        assert [p.running for p in panels] == [True, True, True]   # a new panel stops none
+        first = [p.samples for p in panels]
+        assert wait_for(lambda: all(p.samples >= f + 3 for p, f in zip(panels, first)))
+        panels[1].stop()                          # Stop keeps the panel and its figures
+        stopped = panels[1].samples
+        assert wait_for(lambda: panels[0].samples >= first[0] + 6)
+        assert panels[1].samples == stopped and panels[1]._live.value
+        panels[0].close()
+        panels[2].close()
+        assert _sampler_threads() == []           # the last running panel ends the thread
+        panels[1].running = True
+        assert len(_sampler_threads()) == 1
     finally:
         for p in panels:
             p.close()
     assert _sampler_threads() == []
+
+
+def test_simulator_device_panel_shows_the_simulators_own_figures(backend):
+    if not backend.simulated:
+        pytest.skip("the simulator's figures; a GPU shows NVML's")
+    kernel = wb.compile(TILED, name="test-devices-busy")["tiled"]
+    x = wb.to_device(np.ones(1 << 12, np.float32))
+    y = wb.xp.zeros_like(x)
+    panel = wb.DevicePanel(interval=0.2)
+    try:
+        assert wait_for(lambda: panel.samples >= 2)
+        for _ in range(20):
+            kernel(x, y, x.size, grid=8, block=128)
+        launched = panel.samples
+        assert wait_for(lambda: panel.samples >= launched + 1)
+        activity = panel.activity
+        assert activity["threads"] >= 1
+        assert activity["in_use"] >= x.nbytes
+        text = panel._live.value
+        for row in ("Worker threads", "Worker busy", "Launches per second", "Arena in use"):
+            assert row in text
+        assert "N/A" not in text                    # nothing it cannot report is listed
+        assert "temperature" in panel.note and "need a GPU" in panel.note
+        assert wait_for(lambda: "<svg" in panel._charts.value, timeout=10)
+        assert "worker busy (%)" in panel._charts.value
+    finally:
+        panel.close()
 
 
 def test_closing_the_panel_in_the_front_end_stops_its_thread(backend):
@@ -297,7 +328,7 @@ def test_kernel_panel_state_carries_the_occupancy(tiled):
         panel.shared_mem = 40 * 1024
         expected = wb.occupancy(tiled, block=512, shared_mem=40 * 1024)
         assert panel.get_state()["occupancy"] == expected.to_dict()
-        assert panel._chart.value[:4] == b"\x89PNG"
+        assert b"<svg" in bytes(panel._chart.value)
     finally:
         panel.close()
 

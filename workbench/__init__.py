@@ -104,9 +104,13 @@ def __dir__():
 def load_ipython_extension(ipython):
     """``%load_ext workbench``: register the magics and cell hooks."""
     from .ipython import load  # lazy: only a notebook needs the magics
+    from .widgets.progress import install  # lazy: as above
     load(ipython)
+    install(ipython)
 
 
 def unload_ipython_extension(ipython):
     from .ipython import unload  # lazy: only a notebook needs the magics
+    from .widgets.progress import uninstall  # lazy: as above
     unload(ipython)
+    uninstall()

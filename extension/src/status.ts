@@ -73,13 +73,14 @@ function finiteOrNull(value: unknown): number | null {
   return typeof value === 'number' && Number.isFinite(value) ? value : null;
 }
 
-function gigabytes(bytes: number): string {
-  return (bytes / 1e9).toFixed(1).replace(/\.0$/, '');
+/** Bytes in GiB (2^30 bytes), the unit of every size the workbench shows. */
+function gibibytes(bytes: number): string {
+  return (bytes / 2 ** 30).toFixed(1).replace(/\.0$/, '');
 }
 
 /**
  * The label to show: the kernel's own `label` when it gave one, else
- * "<short or backend> · used/total GB" from the other fields.
+ * "<short or backend> · used/total GiB" from the other fields.
  */
 export function statusLabel(status: {
   backend?: string;
@@ -95,7 +96,7 @@ export function statusLabel(status: {
   if (status.usedBytes == null || status.totalBytes == null) {
     return name;
   }
-  return `${name} · ${gigabytes(status.usedBytes)}/${gigabytes(status.totalBytes)} GB`;
+  return `${name} · ${gibibytes(status.usedBytes)}/${gibibytes(status.totalBytes)} GiB`;
 }
 
 /** Turns the decoded `frontend_status()` dict into a status (null for None). */
@@ -146,7 +147,7 @@ export function parseStatusReply(
 export function statusTooltip(status: IWorkbenchStatus): string {
   const memory =
     status.usedBytes != null && status.totalBytes != null
-      ? `, ${gigabytes(status.usedBytes)} of ${gigabytes(status.totalBytes)} GB used`
+      ? `, ${gibibytes(status.usedBytes)} of ${gibibytes(status.totalBytes)} GiB used`
       : '';
   const device = status.device ? ` on ${status.device}` : '';
   return `cuda-workbench: ${status.backend || 'unknown'} backend${device}${memory}`;

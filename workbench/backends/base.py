@@ -353,6 +353,13 @@ class Backend(abc.ABC):
         own occupancy (None: only occupancy limits it, as on a GPU)."""
         return None
 
+    def activity(self) -> dict:
+        """Cumulative counters of the backend's own work, for the live device
+        panel: ``launches`` (kernels launched), ``kernel_seconds`` (time the
+        launches ran), ``threads`` (OS threads that run blocks). Empty where
+        the backend keeps none (on a GPU, NVML gives the live figures)."""
+        return {}
+
     #: Why this backend was chosen (set by the session).
     reason: str = ""
 

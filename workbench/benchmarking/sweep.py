@@ -1,6 +1,7 @@
 """``wb.sweep``: time a function over sizes or any parameter grid."""
 from __future__ import annotations
 
+import inspect
 import itertools
 import uuid
 from typing import Any, Callable, Mapping, Sequence
@@ -31,6 +32,7 @@ class SweepRun:
         self.ceilings = ceilings
         self.results: list = []
         self.finished = False
+        self.error = ""           # why it stopped early ("" when it ran every point)
 
     def table(self):
         """The points measured so far as a DataFrame, one row per point."""
@@ -49,7 +51,7 @@ class SweepRun:
                 "ceilings": self.ceilings.to_dict() if self.ceilings is not None else None}
 
     def __repr__(self):
-        state = "finished" if self.finished else "running"
+        state = ("stopped" if self.error else "finished") if self.finished else "running"
         return f"<SweepRun {self.id} {state}: {len(self.results)}/{self.total} points>"
 
 
@@ -104,6 +106,8 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
     result_ceilings = (ceilings_module.for_results(b)
                        if bytes is not None or flops is not None else None)
 
+    for value, what in ((setup, "setup"), (bytes, "bytes"), (flops, "flops")):
+        _check_takes_point(value, points[0], what)
     param_names = list(points[0])
     run = SweepRun(uuid.uuid4().hex[:8], [v for v, _ in variants], param_names,
                    len(points) * len(variants), roof)
@@ -131,6 +135,9 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
                 if bar is not None:
                     bar.set_postfix_str(f"{label} {_point_text(point)}", refresh=False)
                     bar.update(1)
+    except BaseException as exc:
+        run.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise
     finally:
         run.finished = True
         if bar is not None:
@@ -195,6 +202,22 @@ def _inputs(setup, point) -> tuple[tuple, dict]:
     return (made,), {}
 
 
+def _check_takes_point(value, point, what: str) -> None:
+    """Raise a TypeError that says how ``what=`` is called when ``value``
+    cannot take the point's parameters as keywords."""
+    if value is None or not callable(value):
+        return
+    try:
+        inspect.signature(value).bind(**point)
+    except TypeError:
+        call = ", ".join(f"{k}=..." for k in point)
+        raise TypeError(f"{what}= is called with the point's parameters as keywords, "
+                        f"{what}({call}); write it as lambda {', '.join(point)}: ... "
+                        "(or lambda **point: ...)") from None
+    except ValueError:   # no signature to read (some builtins): the call itself will tell
+        pass
+
+
 def _per_point(value, point, what: str):
     if value is None or not callable(value):
         return value
@@ -215,9 +238,23 @@ def _resolve_ceilings(ceilings, bytes, flops):
     return ceilings
 
 
+#: Makes a sweep's progress bar: ``factory(total)`` returns an object with
+#: tqdm's ``update``, ``set_postfix_str`` and ``close``. The notebook layer sets
+#: one whose saved output reads as text (see :func:`set_progress_factory`).
+_progress_factory: Callable | None = None
+
+
+def set_progress_factory(factory: Callable | None) -> None:
+    """Use ``factory(total)`` for sweeps' progress bars (None: tqdm)."""
+    global _progress_factory
+    _progress_factory = factory
+
+
 def _progress_bar(total: int, *, enabled: bool):
     if not enabled:
         return None
+    if _progress_factory is not None:
+        return _progress_factory(total)
     from tqdm.auto import tqdm  # lazy: only a sweep with a progress bar needs it
     return tqdm(total=total, desc="sweep", unit="point", leave=False)
 

@@ -83,7 +83,9 @@ class Module:
         arch = getattr(self.compiled, "arch", None)
         where = self.backend.name + (f", {arch}" if arch else "")
         warn = f", {len(self.warnings)} warning{'s' if len(self.warnings) != 1 else ''}" if self.warnings else ""
-        return f"{self.name}: {what} — {how} [{where}{warn}]"
+        # a cell's module is named after its first kernel: "saxpy: saxpy" says it twice
+        named = what if what == self.name else f"{self.name}: {what}"
+        return f"{named} — {how} [{where}{warn}]"
 
     def __repr__(self) -> str:
         return f"<wb.Module {self.summary()}>"

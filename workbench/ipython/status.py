@@ -1,8 +1,15 @@
-"""What the JupyterLab extension's status bar shows (``workbench.frontend_status()``)."""
+"""What the JupyterLab extension's status bar shows (``workbench.frontend_status()``).
+
+Sizes are in GiB (2^30 bytes) here, in the extension's tooltip and in every panel."""
 from __future__ import annotations
 
 from ..present.units import format_bytes
 from ..runtime.session import active_backend_or_none
+
+
+def _gib(n: int) -> str:
+    """Bytes in GiB, as the extension writes them (one decimal, none for a whole number)."""
+    return f"{n / 2 ** 30:.1f}".removesuffix(".0")
 
 
 def frontend_status() -> dict | None:
@@ -20,7 +27,6 @@ def frontend_status() -> dict | None:
         return None
     used = total - free
     short = props.name.replace("NVIDIA ", "").split()[0] if props.name else b.name
-    gib = 2 ** 30
-    label = f"{'simulator' if b.simulated else short} · {used / gib:.1f}/{total / gib:.0f} GB"
+    label = f"{'simulator' if b.simulated else short} · {_gib(used)}/{_gib(total)} GiB"
     return {"backend": b.name, "device": device, "short": short, "simulated": b.simulated,
             "used_bytes": int(used), "total_bytes": int(total), "label": label}

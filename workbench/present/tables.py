@@ -50,17 +50,37 @@ def _column_align(align: Sequence[str | None] | None, column: int) -> str | None
 
 def _frame(body: str, head: str, title: str | None, caption: str | None,
            notes: Iterable[str]) -> str:
-    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    # left, as the text below the table (a caption is centred by default)
+    cap = f"<caption style='text-align:left'>{html.escape(caption)}</caption>" if caption else ""
     top = f"<div><b>{html.escape(title)}</b></div>" if title else ""
     below = "".join(f"<div><i>{html.escape(n)}</i></div>" for n in notes)
     return f"<div>{top}<table>{cap}{head}<tbody>{body}</tbody></table>{below}</div>"
 
 
-def _head(header: Sequence[str] | None) -> str:
+def _head(header: Sequence[str] | None, align: Sequence[str | None] | None = None) -> str:
+    """The header row; a column's header is aligned as its cells are."""
     if not header:
         return ""
-    return ("<thead><tr>" + "".join(f"<th style='text-align:left'>{html.escape(h)}</th>"
-                                    for h in header) + "</tr></thead>")
+    return ("<thead><tr>" + "".join(
+        f"<th style='text-align:{_column_align(align, j) or 'left'}'>{html.escape(h)}</th>"
+        for j, h in enumerate(header)) + "</tr></thead>")
+
+
+def _value_align(value) -> str:
+    return "right" if isinstance(value, numbers.Number) and not isinstance(value, bool) else "left"
+
+
+def _columns_align(rows: list, align: Sequence[str | None] | None) -> list[str]:
+    """Each column's alignment: as ``align`` says, else by its first present value."""
+    width = max((len(r) for r in rows), default=0)
+    out = []
+    for j in range(width):
+        given = _column_align(align, j)
+        if given is None:
+            present = (r[j] for r in rows if j < len(r) and not _missing(r[j]))
+            given = _value_align(next(present, ""))
+        out.append(given)
+    return out
 
 
 def html_table(rows: Iterable[Sequence], header: Sequence[str] | None = None, *,
@@ -72,12 +92,15 @@ def html_table(rows: Iterable[Sequence], header: Sequence[str] | None = None, *,
     ``caption`` the table's own caption, ``bold_rows`` the indices of rows to
     emphasise and ``notes`` lines in italics below it. ``align`` gives a
     column's alignment (``"left"``, ``"right"``; ``None``: by the value's
-    type), ``number_format`` a format spec for non-integer numbers (``".4g"``)."""
+    type: a column of numbers, its header too, is right-aligned),
+    ``number_format`` a format spec for non-integer numbers (``".4g"``)."""
     bold = set(bold_rows)
-    body = "".join("<tr>" + "".join(_cell("td", v, i in bold, _column_align(align, j), number_format)
+    rows = [list(r) for r in rows]
+    columns = _columns_align(rows, align)
+    body = "".join("<tr>" + "".join(_cell("td", v, i in bold, columns[j], number_format)
                                     for j, v in enumerate(row)) + "</tr>"
                    for i, row in enumerate(rows))
-    return _frame(body, _head(header), title, caption, notes)
+    return _frame(body, _head(header, columns), title, caption, notes)
 
 
 def html_fields(fields: Iterable[Sequence], *, title: str | None = None,

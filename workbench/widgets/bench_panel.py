@@ -16,14 +16,53 @@ from traitlets import Bool, Float, Int, List, Unicode, validate
 
 from ..benchmarking import history
 from ..benchmarking.plots import plot_sweep, sweep_x
-from ..present.figures import figure_png, new_figure
+from ..present.figures import figure_svg, new_figure
 from ..present.tables import html_table, plain_value
+from .static import StaticFallback, html_part
 
 _Y_CHOICES = ("time", "bandwidth", "gflops")
 _TABLE_COLUMNS = ("name", "median_s", "iqr_s", "gbps", "gflops", "pct_bandwidth", "pct_compute")
+CHART_SIZE = (7, 4.2)   # inches: the size of plot_sweep() inline, so both read alike
+#: Headers of the shown table (times get their unit when the table is drawn).
+_HEADERS = {"median_s": "median", "iqr_s": "IQR", "gbps": "GB/s", "gflops": "GFLOP/s",
+            "pct_bandwidth": "% of copy bandwidth", "pct_compute": "% of FMA peak"}
 
 
-class BenchmarkPanel(widgets.VBox):
+def _time_unit(seconds) -> tuple[str, float]:
+    """The unit that reads best for these times: ``("µs", 1e6)``..."""
+    finite = [s for s in seconds if s is not None and s == s]
+    top = max(finite, default=0.0)
+    for unit, scale in (("ns", 1e9), ("µs", 1e6), ("ms", 1e3)):
+        if top * scale < 1000:
+            return unit, scale
+    return "s", 1.0
+
+
+def _cell(column: str, value, time_scale: float):
+    """One shown cell: a number formatted for its column, or a dash when missing."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "—"
+    if column.endswith("_s"):
+        return f"{value * time_scale:.3g}"
+    if column.startswith("pct_"):
+        return f"{value:.1f}%"
+    if column in ("gbps", "gflops"):
+        return f"{value:.3g}"
+    return value
+
+
+def table_html(columns: list[str], rows: list[list]) -> str:
+    """The sweep's table with units in the headers and no ``None``."""
+    median = columns.index("median_s") if "median_s" in columns else None
+    unit, scale = _time_unit([r[median] for r in rows] if median is not None else [])
+    headers = [f"{_HEADERS[c]} ({unit})" if c.endswith("_s") else _HEADERS.get(c, c)
+               for c in columns]
+    shown = [[_cell(c, v, scale) for c, v in zip(columns, row)] for row in rows]
+    align = ["left" if c == "name" else "right" for c in columns]
+    return html_table(shown, headers, align=align)
+
+
+class BenchmarkPanel(StaticFallback, widgets.VBox):
     """Plot and table of the latest :func:`workbench.sweep`, updated while it runs.
 
     Every displayed fact is a synced trait (``sweep_id``, ``points``,
@@ -36,6 +75,7 @@ class BenchmarkPanel(widgets.VBox):
     points = Int(0, help="points of the shown sweep measured so far").tag(sync=True)
     total = Int(0, help="points the shown sweep will measure").tag(sync=True)
     running = Bool(False, help="True while the shown sweep is still measuring").tag(sync=True)
+    error = Unicode("", help="why the shown sweep stopped early ('' if it did not)").tag(sync=True)
     simulated = Bool(False, help="True when the times are the simulator's CPU "
                                  "wall-clock times").tag(sync=True)
     columns = List(help="column names of rows").tag(sync=True)
@@ -47,9 +87,11 @@ class BenchmarkPanel(widgets.VBox):
         self._title = widgets.HTML()
         self._choice = widgets.ToggleButtons(options=_Y_CHOICES, value=y,
                                              tooltips=["median time", "GB/s", "GFLOP/s"])
-        self._image = widgets.Image(format="png")
-        self._table = widgets.HTML()
-        super().__init__(children=[self._title, self._choice, self._image, self._table],
+        # the plot joins the panel with its first drawing: an empty image
+        # widget would show a broken-image icon
+        self._image = widgets.Image(format="svg+xml", layout=widgets.Layout(max_width="100%"))
+        self._table = html_part()
+        super().__init__(children=[self._title, self._choice, self._table],
                          y=y, min_interval=min_interval, **kwargs)
         self._choice.observe(lambda change: setattr(self, "y", change["new"]), names="value")
         self.observe(self._on_y, names="y")
@@ -60,8 +102,8 @@ class BenchmarkPanel(widgets.VBox):
         if latest is not None:
             self.show(latest)
         else:
-            self._title.value = ("<b>Benchmark panel</b>: waiting for a sweep "
-                                 "(<code>wb.sweep(...)</code>)")
+            self._title.value = ("<b>Benchmark panel</b>: no sweep yet; the plot and table "
+                                 "appear when <code>wb.sweep(...)</code> runs")
 
     @validate("y")
     def _check_y(self, proposal):
@@ -102,6 +144,7 @@ class BenchmarkPanel(widgets.VBox):
             self.points = len(run.results)
             self.total = run.total
             self.running = not run.finished
+            self.error = getattr(run, "error", "")
             if table is not None:
                 self.simulated = bool(table["simulated"].any())
                 cols = [c for c in self._columns(table) if c in table.columns]
@@ -110,9 +153,9 @@ class BenchmarkPanel(widgets.VBox):
             else:
                 self.columns, self.rows = [], []
         self._title.value = self._title_html()
-        if table is not None:
-            self._table.value = html_table(table[self.columns].itertuples(index=False),
-                                           self.columns, number_format=".4g")
+        self._table.value = table_html(self.columns, self.rows) if table is not None else ""
+        if table is None:
+            self._show_plot(False)   # no plot rather than the last sweep's
         now = time.monotonic()
         if table is not None and (force or now - self._last_draw >= self.min_interval):
             self._draw(table)
@@ -123,11 +166,24 @@ class BenchmarkPanel(widgets.VBox):
         return [_TABLE_COLUMNS[0], *params, *_TABLE_COLUMNS[1:]]
 
     def _title_html(self) -> str:
-        state = "running" if self.running else "finished"
         sim = (" <span style='color:#a15c00'><b>simulated: CPU wall-clock times</b></span>"
                if self.simulated else "")
-        return (f"<b>Sweep {html.escape(self.sweep_id)}</b>: {self.points}/{self.total} points, "
-                f"{state}{sim}")
+        return f"<b>{html.escape(self._snapshot_title())}</b>{sim}"
+
+    def _snapshot_title(self) -> str:
+        if not self.sweep_id:
+            return "Benchmark panel: no sweep yet"
+        if self.running:
+            state = f"running: {self.points} of {self.total} points"
+        elif self.error:
+            state = f"stopped after {self.points} of {self.total} points: {self.error}"
+        else:
+            state = f"{self.points} points"
+        return f"Benchmark panel: sweep {self.sweep_id}, {state}"
+
+    def _snapshot_html(self) -> str:
+        sim = "<p><i>simulated: CPU wall-clock times</i></p>" if self.simulated else ""
+        return sim + self._table.value
 
     def _redraw(self) -> None:
         if self._run is not None and self._run.results:
@@ -135,7 +191,7 @@ class BenchmarkPanel(widgets.VBox):
 
     def _draw(self, table) -> None:
         column = {"time": "median_s", "bandwidth": "gbps", "gflops": "gflops"}[self.y]
-        fig = new_figure((6.5, 3.8), dpi=90)
+        fig = new_figure(CHART_SIZE)
         ax = fig.subplots()
         if column in table.columns and table[column].notna().any():
             plot_sweep(table, y=self.y, x=sweep_x(table), ax=ax)
@@ -143,8 +199,14 @@ class BenchmarkPanel(widgets.VBox):
             ax.text(0.5, 0.5, f"no {self.y} figures: pass bytes=/flops= to wb.sweep",
                     ha="center", va="center", transform=ax.transAxes)
             ax.set_axis_off()
-        self._image.value = figure_png(fig)
+        self._image.value = figure_svg(fig)
+        self._show_plot(True)
         self.redraws += 1
+
+    def _show_plot(self, shown: bool) -> None:
+        if shown != (self._image in self.children):
+            self.children = ([self._title, self._choice, self._image, self._table] if shown
+                             else [self._title, self._choice, self._table])
 
 
 def _weak_listener(panel: BenchmarkPanel):

@@ -10,6 +10,7 @@ from .bench_panel import BenchmarkPanel
 from .device_panel import DevicePanel
 from .kernel_panel import KernelPanel
 from .memory_panel import MemoryPanel
+from .static import StaticFallback
 
 
 def _placeholder(text: str) -> widgets.HTML:
@@ -25,16 +26,22 @@ def _panel_or_placeholder(title: str, cls) -> widgets.Widget:
         return _placeholder(f"The {title.lower()} panel could not start: {exc}")
 
 
+def _label(module_name: str, kernel_name: str) -> str:
+    """A kernel's name in the drop-down: the module's name only where it adds
+    something (a %%cuda cell's module is named after its first kernel)."""
+    return kernel_name if module_name == kernel_name else f"{kernel_name} ({module_name})"
+
+
 def _all_kernels() -> dict:
-    """``{"module: kernel": Kernel}`` for every compiled kernel of the session."""
+    """``{label: Kernel}`` for every compiled kernel of the session."""
     out = {}
     for module_name, module in session().modules.items():
         for kernel_name in module.kernel_names():
-            out[f"{module_name}: {kernel_name}"] = module[kernel_name]
+            out[_label(module_name, kernel_name)] = module[kernel_name]
     return out
 
 
-class KernelChooser(widgets.VBox):
+class KernelChooser(StaticFallback, widgets.VBox):
     """A drop-down of the session's compiled kernels above the chosen one's
     :class:`KernelPanel`."""
 
@@ -76,8 +83,14 @@ class KernelChooser(widgets.VBox):
             self._panel.close()
         super().close()
 
+    def _snapshot_title(self) -> str:
+        return self._panel._snapshot_title() if self._panel is not None else "Kernel panel: no kernel"
 
-class Dashboard(widgets.Tab):
+    def _snapshot_html(self) -> str:
+        return self._panel._snapshot_html() if self._panel is not None else ""
+
+
+class Dashboard(StaticFallback, widgets.Tab):
     """The panels of :func:`dashboard`; ``close()`` stops their refreshes."""
 
     def __init__(self, kernel=None, interval: float = 1.0, **kwargs):
@@ -105,6 +118,22 @@ class Dashboard(widgets.Tab):
         for child in self.children:
             child.close()
         super().close()
+
+    def stop(self) -> None:
+        """Stop the device panel's background refresh; every tab stays as it is."""
+        self.device_panel.stop()
+
+    def _snapshot_title(self) -> str:
+        return "Dashboard: device, memory, kernel and benchmark panels"
+
+    def _snapshot_html(self) -> str:
+        parts = []
+        for title, child in zip(self.titles, self.children):
+            body = (f"<div><b>{html.escape(child._snapshot_title())}</b></div>{child._snapshot_html()}"
+                    if isinstance(child, StaticFallback) else
+                    getattr(child, "value", ""))   # a placeholder saying why a panel is missing
+            parts.append(f"<details><summary>{html.escape(title)}</summary>{body}</details>")
+        return "".join(parts)
 
 
 def dashboard(kernel=None, interval: float = 1.0) -> Dashboard:

@@ -1,17 +1,20 @@
-"""``wb.DevicePanel()``: every device's properties and live statistics, with a
-short history plot, refreshed in the background.
+"""``wb.DevicePanel()``: every device's properties and live statistics, with
+short history charts, refreshed in the background.
 
 The refresh runs on a daemon thread (:class:`workbench.hardware.live.LiveMonitor`),
 so the panel keeps updating while a long cell runs, and the kernel stays
-responsive. ``panel.close()`` (or the Stop button, or closing the panel in the
-front end) ends it.
+responsive. ``panel.stop()`` (or the Stop button) pauses it and keeps what
+it shows; ``panel.close()`` (or closing the panel in the front end) ends it.
 
-Threads never pile up: there is one monitor per set of devices, shared by the
-panels of those devices, and only the newest running panel is fed by it;
-building a new panel (re-running ``p = wb.DevicePanel()``) stops the previous
-one (its Run button takes the monitor back). The monitor holds its panel
-through a weak reference, so a panel that is dropped stops being called and
-the thread ends.
+Threads never pile up: there is one monitor per set of devices, shared by
+every running panel of those devices (a dashboard's device tab and an
+earlier panel both keep updating). The monitor holds its panels through
+weak references, so a panel that is dropped stops being called, and the
+thread ends with the last one.
+
+On a GPU the live figures come from NVML. The simulator has no NVML; its
+panel shows what it does know (its worker's threads and how busy they are,
+launches per second, the arena's memory) and names the rows that need a GPU.
 """
 from __future__ import annotations
 
@@ -26,18 +29,23 @@ from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode, observe
 
 from ..hardware import live
 from ..hardware.properties import devices
-from ..present.figures import figure_png, new_figure
+from ..present.figures import line_chart_svg
 from ..present.tables import html_fields
+from ..present.units import format_bytes
 from ..runtime.session import backend
+from .static import StaticFallback, html_part
 
 MIN_INTERVAL = 0.1  # seconds; faster sampling only measures NVML itself
-PLOT_EVERY = 1.0    # seconds between history-plot redraws (a PNG render costs ~50 ms)
-
+GIB = 2 ** 30
+CHART_AFTER = 4     # samples before the charts show: fewer draw a dot, not a line
+#: What the simulator cannot report: NVML's figures, which need a GPU.
+GPU_ONLY_ROWS = ("utilisation", "memory utilisation", "clocks", "temperature", "power",
+                 "PCIe throughput")
 
 # (backend name, device indices) -> the one monitor sampling them, and the
-# panel it feeds now (a weak reference)
+# running panels it feeds (weakly)
 _MONITORS: dict[tuple, live.LiveMonitor] = {}
-_OWNERS: dict[tuple, weakref.ref] = {}
+_RUNNING: dict[tuple, weakref.WeakSet] = {}
 
 
 def _shared_monitor(key: tuple, interval: float, history: int) -> live.LiveMonitor:
@@ -47,52 +55,68 @@ def _shared_monitor(key: tuple, interval: float, history: int) -> live.LiveMonit
     return monitor
 
 
-def _owner(key: tuple):
-    ref = _OWNERS.get(key)
-    return ref() if ref is not None else None
+def _running_panels(key: tuple) -> list:
+    return list(_RUNNING.get(key, ()))
 
 
-def _history_png(history: dict, simulated: bool) -> bytes:
-    """Utilisation and memory use over time, one line per device, as PNG."""
-    fig = new_figure((6.4, 2.2))
-    ax_util, ax_mem = fig.subplots(1, 2)
-    for index, samples in history.items():
-        if not samples:
-            continue
-        t0 = samples[-1].time
-        ts = [s.time - t0 for s in samples]
-        util = [float(s.gpu_utilization) for s in samples]
-        mem = [100.0 * float(s.memory_used) / float(s.memory_total) if s.memory_total else float("nan")
-               for s in samples]
-        ax_util.plot(ts, util, label=f"GPU {index}")
-        ax_mem.plot(ts, mem, label=f"GPU {index}")
-    for ax, title in ((ax_util, "utilisation (%)"), (ax_mem, "memory used (%)")):
-        ax.set_ylim(0, 100)
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("seconds", fontsize=8)
-        ax.tick_params(labelsize=7)
-    if simulated:
-        ax_util.text(0.5, 0.5, "N/A on the simulator", ha="center", va="center",
-                     transform=ax_util.transAxes, fontsize=8, color="0.4")
-    if len(history) > 1:
-        ax_mem.legend(fontsize=7)
-    return figure_png(fig)
+class _Activity:
+    """Rates from a backend's cumulative counters (``Backend.activity()``),
+    one row per sample: worker busy (%), launches per second, arena bytes."""
+
+    def __init__(self, b, history: int):
+        self._backend = b
+        self._last = None
+        self.rows: collections.deque = collections.deque(maxlen=history)
+
+    def sample(self, now: float) -> dict | None:
+        counters = self._backend.activity()
+        if not counters:
+            return None
+        pool = self._backend.pool_stats()
+        row = {"time": now, "threads": counters.get("threads"),
+               "busy": float("nan"), "launches_per_s": float("nan"),
+               "in_use": pool.get("used_bytes"), "reserved": pool.get("total_bytes")}
+        if self._last is not None and now > self._last[0]:
+            then, before = self._last
+            wall = now - then
+            row["busy"] = min(100.0, 100.0 * (counters["kernel_seconds"] - before["kernel_seconds"])
+                              / wall)
+            row["launches_per_s"] = (counters["launches"] - before["launches"]) / wall
+        self._last = (now, counters)
+        self.rows.append(row)
+        return row
 
 
-class DevicePanel(widgets.VBox):
+def _activity_fields(row: dict, total) -> list[tuple]:
+    cached = (row["reserved"] - row["in_use"]
+              if row["reserved"] is not None and row["in_use"] is not None else None)
+    busy, rate = row["busy"], row["launches_per_s"]
+    return [("Worker threads", str(row["threads"]), "OS threads that run the blocks"),
+            ("Worker busy", "—" if busy != busy else f"{busy:.0f}%",
+             "share of the last interval a kernel ran"),
+            ("Launches per second", "—" if rate != rate else f"{rate:.1f}", ""),
+            ("Arena in use", format_bytes(row["in_use"]), "live device arrays"),
+            ("Arena cached", format_bytes(cached), "freed blocks the arena keeps for reuse"),
+            ("Virtual device memory", format_bytes(total), "the simulated GPU's size")]
+
+
+class DevicePanel(StaticFallback, widgets.VBox):
     """Properties and live statistics of every device of the active backend.
 
     ``interval`` is the refresh period in seconds; ``history`` how many
-    samples per device the plot keeps. Without NVML (or on the simulator)
-    the static properties still show and live figures read N/A.
+    samples per device the charts keep. Without NVML the static properties
+    still show and NVML's figures read N/A; on the simulator the panel shows
+    the simulator's own figures instead.
     """
 
     devices = List(Dict(), help="wb.devices() as plain values, one dict per device").tag(sync=True)
     stats = Dict(help="The latest live sample per device index (str), as plain values").tag(sync=True)
+    activity = Dict(help="The simulator's latest figures: threads, busy (%), launches_per_s, "
+                         "in_use, reserved (bytes); empty on a GPU").tag(sync=True)
     samples = Int(0, help="Rounds of samples taken so far").tag(sync=True)
     interval = Float(1.0, help="Seconds between refreshes (>= 0.1)").tag(sync=True)
     running = Bool(False, help="True while the background refresh runs").tag(sync=True)
-    history_size = Int(120, help="Samples per device kept for the history plot").tag(sync=True)
+    history_size = Int(120, help="Samples per device kept for the charts").tag(sync=True)
     simulated = Bool(False, help="True when the device is the simulator's virtual GPU").tag(sync=True)
     note = Unicode("", help="Why live figures are missing, if they are").tag(sync=True)
 
@@ -100,11 +124,12 @@ class DevicePanel(widgets.VBox):
         super().__init__(**kwargs)
         b = backend()
         infos = devices()
+        self._backend = b
         self._lock = threading.Lock()
-        self._last_plot = 0.0
-        self._properties = widgets.HTML(infos._repr_html_())
-        self._live = widgets.HTML()
-        self._plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self._activity = _Activity(b, history)
+        self._properties = html_part(infos._repr_html_())
+        self._live = html_part()
+        self._charts = widgets.HTML(layout=widgets.Layout(max_width="100%"))
         self._interval_box = widgets.BoundedFloatText(value=interval, min=MIN_INTERVAL, max=3600.0,
                                                       step=0.5, description="refresh (s)",
                                                       layout=widgets.Layout(width="180px"))
@@ -112,10 +137,10 @@ class DevicePanel(widgets.VBox):
                                             layout=widgets.Layout(width="90px"))
         widgets.link((self._interval_box, "value"), (self, "interval"))
         widgets.link((self._toggle, "value"), (self, "running"))
-        header = widgets.HTML(f"<b>{html.escape(b.describe())}</b>")
+        self._header = widgets.HTML(f"<b>{html.escape(b.describe())}</b>")
         properties = widgets.Accordion(children=[self._properties], titles=("Properties",))
-        self.children = [header, widgets.HBox([self._toggle, self._interval_box]),
-                         self._live, self._plot, properties]
+        self.children = [self._header, widgets.HBox([self._toggle, self._interval_box]),
+                         self._live, self._charts, properties]
         with self.hold_sync():
             self.simulated = bool(b.simulated)
             self.devices = [d.to_dict() for d in infos]
@@ -123,7 +148,7 @@ class DevicePanel(widgets.VBox):
             self.interval = interval
         self._key = (b.name, tuple(d.index for d in infos))
         self._monitor = _shared_monitor(self._key, self.interval, history)
-        self.running = start          # takes the monitor from the previous panel
+        self.running = start
         self.refresh()                # show figures at once
         if self.comm is not None:
             self.comm.on_close(_close_on_comm_close(self))
@@ -138,50 +163,55 @@ class DevicePanel(widgets.VBox):
 
     @observe("interval")
     def _interval_changed(self, change):
-        if self._owns_monitor():
-            self._monitor.interval = change["new"]
+        if self._is_running():
+            self._tune_monitor()
 
     @observe("running")
     def _running_changed(self, change):
         if getattr(self, "_monitor", None) is None:
             return
         if change["new"]:
-            self._take_monitor()
+            self._join_monitor()
         else:
-            self._release_monitor()
+            self._leave_monitor()
         self._toggle.description = "Stop" if change["new"] else "Run"
         self._toggle.icon = "stop" if change["new"] else "play"
 
     # -- the shared monitor ---------------------------------------------------
-    def _owns_monitor(self) -> bool:
-        return getattr(self, "_monitor", None) is not None and _owner(self._key) is self
+    def _is_running(self) -> bool:
+        return getattr(self, "_monitor", None) is not None and self in _RUNNING.get(self._key, ())
 
-    def _take_monitor(self) -> None:
-        """Become the panel the monitor feeds; the previous one stops."""
-        previous = _owner(self._key)
-        if previous is self:
-            self._monitor.start()
+    def _tune_monitor(self) -> None:
+        """The monitor samples as often as its most frequent panel asks and
+        keeps as much history as its longest one."""
+        panels = _running_panels(self._key)
+        if not panels:
             return
         monitor = self._monitor
-        monitor.stop()                 # the previous panel gets no more samples
-        _OWNERS[self._key] = weakref.ref(self)
-        if previous is not None:
-            monitor.remove_listener(previous._on_samples)
-            previous.running = False   # it no longer owns the monitor: only its button changes
-            previous._live.value += ("<div><i>stopped: a newer DevicePanel shows these devices "
-                                     "(press Run there, or here to switch back)</i></div>")
-        monitor.interval = self.interval
-        if any(h.maxlen != self.history_size for h in monitor.history.values()):
-            monitor.history = {i: collections.deque(h, maxlen=self.history_size)
+        monitor.interval = min(p.interval for p in panels)
+        keep = max(p.history_size for p in panels)
+        if any(h.maxlen != keep for h in monitor.history.values()):
+            monitor.history = {i: collections.deque(h, maxlen=keep)
                                for i, h in monitor.history.items()}
-        monitor.add_listener(self._on_samples, weak=True)  # a dropped panel is not kept alive
-        monitor.start()
 
-    def _release_monitor(self) -> None:
-        if self._owns_monitor():
+    def _join_monitor(self) -> None:
+        if self._is_running():
+            self._monitor.start()
+            return
+        _RUNNING.setdefault(self._key, weakref.WeakSet()).add(self)
+        self._monitor.add_listener(self._on_samples, weak=True)  # a dropped panel is not kept alive
+        self._tune_monitor()
+        self._monitor.start()
+
+    def _leave_monitor(self) -> None:
+        if not self._is_running():
+            return
+        _RUNNING[self._key].discard(self)
+        self._monitor.remove_listener(self._on_samples)
+        if _running_panels(self._key):
+            self._tune_monitor()
+        else:
             self._monitor.stop()
-            self._monitor.remove_listener(self._on_samples)
-            _OWNERS.pop(self._key, None)
 
     # -- refresh ----------------------------------------------------------------
     def _on_samples(self, samples: dict) -> None:
@@ -189,54 +219,94 @@ class DevicePanel(widgets.VBox):
         if not samples:
             return
         with self._lock:
-            if self.simulated:
-                note = "simulated device: only memory use is live"
+            now = next(iter(samples.values())).time
+            row = self._activity.sample(now)
+            if row is not None:
+                note = ("simulator: no NVML, so " + ", ".join(GPU_ONLY_ROWS)
+                        + " need a GPU; these are the simulator's own figures")
             elif live.nvml_unavailable_reason():
                 note = f"NVML unavailable: {live.nvml_unavailable_reason()}"
             else:
                 note = ""
-            png = None
-            now = time.monotonic()
-            if now - self._last_plot >= PLOT_EVERY:
-                self._last_plot = now
-                png = _history_png(self.history, self.simulated)
             with self.hold_sync():
                 self.note = note
                 self.stats = {str(i): s.to_dict() for i, s in samples.items()}
+                self.activity = {k: (None if isinstance(v, float) and v != v else v)
+                                 for k, v in (row or {}).items()}
                 self.samples = self.samples + 1
-            self._live.value = self._live_table(samples)
-            if png is not None:
-                self._plot.value = png
+            self._live.value = self._live_table(samples, row)
+            self._charts.value = self._charts_html()
 
-    def _live_table(self, samples: dict) -> str:
+    def _live_table(self, samples: dict, row: dict | None) -> str:
+        stamp = time.strftime("%H:%M:%S", time.localtime(next(iter(samples.values())).time))
+        notes = [self.note] if self.note else ()
+        if row is not None:
+            total = next(iter(samples.values())).memory_total
+            return html_fields(_activity_fields(row, total), header=[f"live ({stamp})", "", ""],
+                               notes=notes, align=["right", "left"])
         labels = next(iter(samples.values())).formatted().keys()
         cols = {i: s.formatted() for i, s in samples.items()}
-        stamp = time.strftime("%H:%M:%S", time.localtime(next(iter(samples.values())).time))
         return html_fields([(label, *(c[label] for c in cols.values())) for label in labels],
-                           header=[f"live ({stamp})", *(f"GPU {i}" for i in cols)],
-                           notes=[self.note] if self.note else ())
+                           header=[f"live ({stamp})", *(f"GPU {i}" for i in cols)], notes=notes,
+                           align=["right"] * len(cols))
+
+    def _charts_html(self) -> str:
+        """Two small line charts, once a few samples make a line worth reading."""
+        span = self.history_size * self.interval
+        waiting = (f"<p><i>charts after {CHART_AFTER} samples (one every "
+                   f"{self.interval:g} s)</i></p>")
+        if self._activity.rows:
+            rows = list(self._activity.rows)
+            if len(rows) < CHART_AFTER:
+                return waiting
+            now = rows[-1]["time"]
+            busy = {"busy": [(r["time"] - now, r["busy"]) for r in rows]}
+            arena = {"in use": [(r["time"] - now, (r["in_use"] or 0) / 2**20) for r in rows]}
+            charts = [line_chart_svg("worker busy (%)", busy, span=span, y_max=100),
+                      line_chart_svg("arena in use (MiB)", arena, span=span)]
+        else:
+            history = {i: h for i, h in self.history.items() if len(h) >= CHART_AFTER}
+            if not history:
+                return waiting
+            now = max(h[-1].time for h in history.values())
+            util = {f"GPU {i}": [(s.time - now, float(s.gpu_utilization)) for s in h]
+                    for i, h in history.items()}
+            mem = {f"GPU {i}": [(s.time - now, float(s.memory_used) / GIB) for s in h]
+                   for i, h in history.items()}
+            top = max(float(h[-1].memory_total) / GIB for h in history.values())
+            charts = [line_chart_svg("GPU utilisation (%)", util, span=span, y_max=100),
+                      line_chart_svg("memory used (GiB)", mem, span=span,
+                                     y_max=top if top == top else None)]
+        return f"<div style='display:flex;flex-wrap:wrap;gap:12px'>{''.join(charts)}</div>"
 
     @property
     def history(self) -> dict:
-        """``{index: [LiveStats, ...]}``: the samples the plot shows."""
+        """``{index: [LiveStats, ...]}``: the samples the charts show."""
         return {i: list(h) for i, h in self._monitor.history.items()}
 
     def refresh(self) -> None:
         """Take a sample now (on the calling thread) and show it."""
-        samples = self._monitor.sample_once()   # feeds the panel that owns the monitor
-        if not self._owns_monitor():
+        samples = self._monitor.sample_once()   # feeds the running panels
+        if not self._is_running():
             self._on_samples(samples)
 
     def stop(self) -> None:
-        """Stop the background refresh (the panel stays)."""
+        """Stop the background refresh (the panel stays, with its last figures)."""
         self.running = False
 
     def close(self) -> None:
         """Stop the background refresh and remove the panel."""
         if getattr(self, "_monitor", None) is not None:
             self.running = False
-            self._release_monitor()
+            self._leave_monitor()
         super().close()
+
+    # -- static fallback ------------------------------------------------------------
+    def _snapshot_title(self) -> str:
+        return f"Device panel: {self._backend.describe()}"
+
+    def _snapshot_html(self) -> str:
+        return self._live.value
 
 
 def _close_on_comm_close(panel: DevicePanel):

@@ -10,22 +10,25 @@ from traitlets import Dict, Int, TraitError, Unicode, observe, validate
 
 from ..hardware.inspect import inspect_kernel
 from ..hardware.occupancy import occupancy
-from ..present.figures import figure_png, new_figure
+from ..present.figures import figure_svg, new_figure
 from ..runtime.session import backend
+from .static import StaticFallback, html_part
+
+CHART_SIZE = (7, 3.2)   # inches: the size of occ.plot() inline, so both read alike
 
 
-def _chart_png(occ) -> bytes:
-    """The occupancy chart of ``occ`` against block size, as PNG."""
-    fig = new_figure((6.4, 2.8))
+def _chart_svg(occ) -> bytes:
+    """The occupancy chart of ``occ`` against block size, as SVG."""
+    fig = new_figure(CHART_SIZE)
     occ.sweep().plot(ax=fig.add_subplot())
-    return figure_png(fig)
+    return figure_svg(fig)
 
 
 def _pre(text) -> str:
     return f"<pre style='max-height:400px;overflow:auto;font-size:11px'>{html.escape(str(text))}</pre>"
 
 
-class KernelPanel(widgets.VBox):
+class KernelPanel(StaticFallback, widgets.VBox):
     """Resources and occupancy of one compiled kernel.
 
     Move the block-size slider or type a dynamic shared-memory size: the
@@ -48,13 +51,14 @@ class KernelPanel(widgets.VBox):
         self._max_shared = props.shared_memory_per_block_optin
         if block is None:
             block = occupancy(kernel, shared_mem=shared_mem).block
-        self._resources_html = widgets.HTML(self._report._repr_html_())
-        self._summary = widgets.HTML()
-        self._chart = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self._resources_html = html_part(self._report._repr_html_())
+        self._summary = html_part()
+        self._chart = widgets.Image(format="svg+xml", layout=widgets.Layout(max_width="100%"))
         self._block_slider = widgets.IntSlider(value=block, min=32, max=self._max_block, step=32,
                                                description="block", continuous_update=False)
         self._shared_box = widgets.BoundedIntText(value=shared_mem, min=0, max=self._max_shared,
-                                                  step=1024, description="dyn. shared (B)")
+                                                  step=1024, description="dynamic shared (bytes)",
+                                                  style={"description_width": "initial"})
         self._code = widgets.Accordion(children=[widgets.HTML(), widgets.HTML()],
                                        titles=("PTX", "SASS"), selected_index=None)
         self._code.observe(self._show_code, names="selected_index")
@@ -94,7 +98,14 @@ class KernelPanel(widgets.VBox):
         occ = occupancy(self._kernel, block=self.block, shared_mem=self.shared_mem)
         self.occupancy = occ.to_dict()
         self._summary.value = occ._repr_html_()
-        self._chart.value = _chart_png(occ)
+        self._chart.value = _chart_svg(occ)
+
+    def _snapshot_title(self) -> str:
+        return (f"Kernel panel: {self.kernel_name}, block {self.block}, "
+                f"dynamic shared {self.shared_mem} B")
+
+    def _snapshot_html(self) -> str:
+        return self._resources_html.value + self._summary.value
 
     def _show_code(self, change) -> None:
         index = change["new"]

@@ -18,12 +18,16 @@ from traitlets import Bool, Float, Int, List, Unicode
 from .. import memory
 from ..present.tables import html_table
 from ..present.units import format_bytes, format_fraction
+from .static import StaticFallback, html_part
 
 _COLORS = {"in_use": "#d62728", "cached": "#ff9f40", "free": "#c7e9c0"}
 _LIVE_KEYS = ("line", "code", "bytes", "count", "held_by")   # of memory.live_rows()
+#: Below this many cached bytes a fragmentation figure says nothing useful
+#: (one small free block is "100% fragmented"), so the panel leaves it out.
+FRAGMENTATION_FROM = 1 << 20
 
 
-class MemoryPanel(widgets.VBox):
+class MemoryPanel(StaticFallback, widgets.VBox):
     """Device memory panel: bars, per-cell table and top live allocations.
 
     Every number it shows is a synced trait, so ``panel.get_state()`` holds
@@ -54,9 +58,9 @@ class MemoryPanel(widgets.VBox):
 
     def __init__(self, top_n: int = 5, auto_refresh: bool = True, **kwargs):
         self._title = widgets.HTML()
-        self._bar = widgets.HTML()
-        self._cells = widgets.HTML()
-        self._live = widgets.HTML()
+        self._bar = html_part()
+        self._cells = html_part()
+        self._live = html_part()
         refresh = widgets.Button(description="Refresh", icon="refresh",
                                  tooltip="read the pool and the tracker again")
         empty = widgets.Button(description="Empty cache", icon="trash",
@@ -99,19 +103,30 @@ class MemoryPanel(widgets.VBox):
 
     # -- drawing ---------------------------------------------------------------------
     def _redraw(self) -> None:
-        device = "simulated device" if self.simulated else "device"
-        state = "tracking on" if self.tracking else "tracking off: wb.memory.tracking(True)"
-        self._title.value = (f"<b>Device memory</b> — {html.escape(self.backend_name)} "
-                             f"{device}, {state}")
+        self._title.value = f"<b>{html.escape(self._snapshot_title())}</b>"
         self._bar.value = _bar_html(self)
         self._cells.value = _table_html(
             "Per cell", ["cell", "allocated", "freed", "alive", "net"],
             [[_cell_label(r["cell"]), format_bytes(r["allocated"]), format_bytes(r["freed"]),
-              format_bytes(r["alive"]), _signed(r["net"])] for r in self.per_cell])
+              format_bytes(r["alive"]), _signed(r["net"])] for r in self.per_cell],
+            empty="no cell has allocated device memory yet",
+            align=["left", "right", "right", "right", "right"])
         self._live.value = _table_html(
             f"Largest live allocations (top {self.top_n})", ["bytes", "count", "line", "code", "held by"],
-            [[format_bytes(r["bytes"]), "" if r["count"] is None else str(r["count"]), r["line"],
-              r["code"], r["held_by"]] for r in self.top_live])
+            [[format_bytes(r["bytes"]), "—" if r["count"] is None else str(r["count"]),
+              r["line"] or "—", r["code"] or "—", r["held_by"] or "—"] for r in self.top_live],
+            empty="no live allocations" if self.tracking else
+                  "allocations are not tracked: wb.memory.tracking(True)",
+            align=["right", "right", "left", "left", "left"])
+
+    # -- static fallback ------------------------------------------------------------
+    def _snapshot_title(self) -> str:
+        device = "simulator (virtual device)" if self.simulated else self.backend_name
+        state = "tracking on" if self.tracking else "tracking off"
+        return f"Device memory: {device}, {state}"
+
+    def _snapshot_html(self) -> str:
+        return self._bar.value + self._cells.value + self._live.value
 
 
 def _hook_post_run_cell(panel: MemoryPanel):
@@ -130,7 +145,7 @@ def _hook_post_run_cell(panel: MemoryPanel):
         try:
             target.refresh()
         except Exception as exc:  # say so in the panel; never fail the user's cell
-            target._title.value = f"<b>Device memory</b> — refresh failed: {html.escape(str(exc))}"
+            target._title.value = f"<b>Device memory</b>: refresh failed: {html.escape(str(exc))}"
 
     ip.events.register("post_run_cell", on_post_run_cell)
 
@@ -171,16 +186,19 @@ def _bar_html(p: MemoryPanel) -> str:
     legend = " &nbsp; ".join(
         f"<span style='color:{_COLORS[key]}'>&#9632;</span> {label} {format_bytes(n)}"
         for key, n, label in parts)
+    fragmentation = (f" &nbsp; fragmentation {format_fraction(p.fragmentation)}"
+                     if (p.cached or 0) >= FRAGMENTATION_FROM and p.fragmentation is not None
+                     else "")
     extra = (f"reserved {format_bytes(p.reserved)} &nbsp; peak {format_bytes(p.peak)} &nbsp; "
              f"limit {'none' if p.limit is None else format_bytes(p.limit)} &nbsp; "
-             f"device {format_bytes(p.device_total)} &nbsp; "
-             f"fragmentation {format_fraction(p.fragmentation)}")
+             f"device {format_bytes(p.device_total)}{fragmentation}")
     return (f"<div style='position:relative;display:flex;height:18px;border:1px solid #888;"
             f"margin:4px 0'>{segments}{limit}</div><div style='font-size:90%'>{legend}<br>"
             f"{extra}</div>")
 
 
-def _table_html(title: str, headers: list[str], rows: list[list[str]]) -> str:
+def _table_html(title: str, headers: list[str], rows: list[list[str]], *, empty: str,
+                align: list[str]) -> str:
     if not rows:
-        return f"<p><b>{html.escape(title)}</b>: nothing recorded yet</p>"
-    return html_table(rows, headers, title=title)
+        return f"<p><b>{html.escape(title)}</b>: {html.escape(empty)}</p>"
+    return html_table(rows, headers, title=title, align=align)

@@ -31,7 +31,7 @@ describe('parsePythonStringRepr', () => {
     ["'a\\\\b'", 'a\\b'],
     ["'tab\\tnew\\nline'", 'tab\tnew\nline'],
     ["'\\xb7 \\u00b7 \\U0001f600'", '\u00b7 \u00b7 \u{1f600}'],
-    ["'H100 · 3.1/80 GB'", 'H100 · 3.1/80 GB']
+    ["'H100 · 2.9/74.5 GiB'", 'H100 · 2.9/74.5 GiB']
   ])('reads %s', (repr, text) => {
     expect(parsePythonStringRepr(repr)).toBe(text);
   });
@@ -49,14 +49,14 @@ describe('parseStatusReply', () => {
       short: 'H100',
       usedBytes: 3100000000,
       totalBytes: 80000000000,
-      label: 'H100 · 3.1/80 GB'
+      label: 'H100 · 2.9/74.5 GiB'
     });
   });
 
   it('reads quotes and backslashes in names', () => {
     const status = parseStatusReply(recorded.odd)!;
     expect(status.device).toBe('O\'Brien "sim" \\ dev');
-    expect(status.label).toBe('simulator · 0.1/80 GB');
+    expect(status.label).toBe('simulator · 0.1/74.5 GiB');
   });
 
   it('is null when workbench is not loaded', () => {
@@ -74,20 +74,22 @@ describe('parseStatusReply', () => {
 
 describe('statusLabel', () => {
   it("prefers the kernel's label", () => {
-    expect(statusLabel({ label: 'simulator · 0.1/80 GB', short: 'x' })).toBe('simulator · 0.1/80 GB');
+    expect(statusLabel({ label: 'simulator · 0.1/80 GiB', short: 'x' })).toBe('simulator · 0.1/80 GiB');
   });
 
   it('composes one from the other fields otherwise', () => {
-    expect(statusLabel({ short: 'H100', usedBytes: 3.1e9, totalBytes: 80e9 })).toBe('H100 · 3.1/80 GB');
-    expect(statusLabel({ backend: 'simulator', short: '', usedBytes: 0, totalBytes: 8e9 })).toBe(
-      'simulator · 0/8 GB'
+    const gib = 2 ** 30;
+    expect(statusLabel({ short: 'H100', usedBytes: 3.1 * gib, totalBytes: 80 * gib })).toBe('H100 · 3.1/80 GiB');
+    expect(statusLabel({ backend: 'simulator', short: '', usedBytes: 0, totalBytes: 8 * gib })).toBe(
+      'simulator · 0/8 GiB'
     );
     expect(statusLabel({ backend: 'simulator' })).toBe('simulator');
   });
 
   it('is used by statusFromJson for a status without a label', () => {
-    const status = statusFromJson({ backend: 'cupy', short: 'A100', used_bytes: 1.5e9, total_bytes: 40e9 })!;
-    expect(status.label).toBe('A100 · 1.5/40 GB');
-    expect(statusTooltip(status)).toBe('cuda-workbench: cupy backend, 1.5 of 40 GB used');
+    const gib = 2 ** 30;
+    const status = statusFromJson({ backend: 'cupy', short: 'A100', used_bytes: 1.5 * gib, total_bytes: 40 * gib })!;
+    expect(status.label).toBe('A100 · 1.5/40 GiB');
+    expect(statusTooltip(status)).toBe('cuda-workbench: cupy backend, 1.5 of 40 GiB used');
   });
 });

@@ -83,6 +83,7 @@ class SimulatorBackend(Backend):
         self._xp = None
         self._workers: dict[bool, Worker] = {}
         self._kernel_ns = 0
+        self._launches = 0
         self._current = CurrentStream()
         self.last_launch_ns = 0
 
@@ -156,6 +157,12 @@ class SimulatorBackend(Backend):
             if version:
                 out["nvrtc"] = str(version)
         return out
+
+    def activity(self) -> dict:
+        """Launches so far, the seconds they ran (the worker's own clock) and
+        the worker's thread count."""
+        return {"launches": self._launches, "kernel_seconds": self._kernel_ns / 1e9,
+                "threads": self.threads or len(os.sched_getaffinity(0))}
 
     def describe(self) -> str:
         p = self._properties
@@ -238,6 +245,7 @@ class SimulatorBackend(Backend):
         elapsed = struct.unpack("<Q", reply)[0]
         self.last_launch_ns = elapsed
         self._kernel_ns += elapsed
+        self._launches += 1
         self._print_device_output()
 
     def _print_device_output(self) -> None:

@@ -1,0 +1,91 @@
+"""A sweep's progress bar in a notebook, whose saved output reads as text.
+
+tqdm's notebook bar is stored as a frozen ``0%| | 0/4`` line beside its
+widget view. This bar carries a one-line text and HTML fallback, and when
+the sweep ends it replaces its own output (``update_display``) with that
+line alone, so a saved notebook shows "sweep of 4 points" and no widget.
+``%load_ext workbench`` makes it the bar of :func:`workbench.sweep`.
+"""
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+
+from ..benchmarking import sweep
+
+
+def install(ipython) -> None:
+    """Make :class:`SweepProgress` the sweeps' progress bar in a kernel that
+    a front end talks to (a terminal IPython keeps tqdm's text bar)."""
+    if getattr(ipython, "kernel", None) is not None:
+        sweep.set_progress_factory(SweepProgress)
+
+
+def uninstall() -> None:
+    sweep.set_progress_factory(None)
+
+
+class SweepProgress:
+    """tqdm's interface (``update``, ``set_postfix_str``, ``close``) over an
+    ipywidgets progress bar shown in the running cell."""
+
+    def __init__(self, total: int):
+        from IPython.display import display  # lazy: the notebook layer's own import
+        self.total = int(total)
+        self.n = 0
+        self._bar = widgets.IntProgress(value=0, min=0, max=max(self.total, 1),
+                                        description="sweep", bar_style="info")
+        self._label = widgets.Label(self._text())
+        self._box = _ProgressBox(self, children=[self._bar, self._label])
+        self._handle = display(self._box, display_id=True)
+        self._closed = False
+
+    def _text(self, postfix: str = "") -> str:
+        return f"{self.n}/{self.total} points" + (f" ({postfix})" if postfix else "")
+
+    def line(self) -> str:
+        """The fallback line: the same from start to end, so that a saved
+        output and a re-run agree."""
+        return f"sweep of {self.total} point{'s' if self.total != 1 else ''}"
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        self._bar.value = min(self.n, self._bar.max)
+        self._label.value = self._text(self._postfix)
+
+    _postfix = ""
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        self._postfix = text
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._handle is not None:
+            self._handle.update(_Line(self.line()))
+        self._box.close()
+
+
+class _ProgressBox(widgets.HBox):
+    def __init__(self, progress: SweepProgress, **kwargs):
+        super().__init__(**kwargs)
+        self._progress = progress
+
+    def __repr__(self) -> str:
+        return self._progress.line()
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = self._progress.line()
+        bundle["text/html"] = f"<i>{html.escape(self._progress.line())}</i>"
+        return bundle
+
+
+class _Line:
+    def __init__(self, text: str):
+        self.text = text
+
+    def _repr_mimebundle_(self, **kwargs):
+        return {"text/plain": self.text, "text/html": f"<i>{html.escape(self.text)}</i>"}
