@@ -184,3 +184,46 @@ def test_the_gpu_is_idle_after_stop():
     handle = pynvml.nvmlDeviceGetHandleByIndex(wb.backend().current_device())
     assert pynvml.nvmlDeviceGetUtilizationRates(handle).gpu < 20
     wb.synchronize()  # nothing persistent left: a device-wide synchronise returns
+
+
+def test_a_deleted_ring_is_stopped_by_its_finalizer(backend):
+    import gc
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32)
+    launch = r._launch
+    assert not launch.done()
+    del r
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while not launch.done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert launch.done()
+
+
+def test_ctrl_c_while_waiting_stops_the_ring(backend):
+    import signal
+    import threading
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32)
+    slow = messages(2)
+    slow["spin_us"][0] = 1_500_000
+    r.send(slow)
+    threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        r.recv(timeout=20)
+    assert not r.running
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32) as again:
+        assert again.call((1.0, 1.0, 5, 0))["id"] == 5
+
+
+def test_the_ring_panel_shows_depth_and_rate(backend):
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=32) as r:
+        panel = wb.RingPanel(r, interval=0.05)
+        r.send(messages(40))
+        r.recv()
+        panel.refresh()
+        assert panel.depth == 0 and panel.refreshes >= 2
+        html = panel.snapshot()
+        assert "messages answered" in html and "40" in html and "running" in html
+        assert repr(panel).startswith("<ring handle")
+    panel.refresh()
+    assert "stopped" in panel.snapshot()
+    panel.close()

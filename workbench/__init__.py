@@ -70,6 +70,7 @@ _LAZY = {
     "ring": "workbench.rings",
     "Ring": "workbench.rings",
     "rings": "workbench.rings:",
+    "RingPanel": "workbench.widgets.ring_panel",
     # devices, kernels, occupancy
     "devices": "workbench.hardware.properties",
     "use_device": "workbench.hardware.properties",
