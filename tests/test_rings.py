@@ -57,7 +57,7 @@ def check_answers(got, sent):
 
 
 def test_messages_are_answered_once_and_in_order(backend):
-    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=32) as r:
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64) as r:
         sent = [messages(n, first_id=i * 1000, seed=i) for i, n in enumerate((1, 300, 77))]
         for batch in sent:  # 300 > 64 slots: send waits for answers and keeps them
             r.send(batch)
@@ -75,7 +75,7 @@ def test_messages_are_answered_once_and_in_order(backend):
 
 
 def test_async_call_and_the_batch_launch_agree(backend):
-    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32) as r:
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as r:
         answer = asyncio.run(r.acall((1.0, 2.0, 7, 0), timeout=30))
         assert answer["sum"] == 3.0 and answer["id"] == 7
         sent = messages(50, seed=3)
@@ -97,7 +97,7 @@ def test_struct_layout_is_checked_by_the_compiler(backend):
 
 
 def test_stop_and_restart(backend):
-    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32)
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64)
     sent = messages(10)
     r.send(sent)
     r.stop()  # drains first: the answers stay
@@ -112,7 +112,7 @@ def test_stop_and_restart(backend):
 
 
 def test_a_full_queue_raises_or_waits_as_asked(backend):
-    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32) as r:
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as r:
         slow = messages(32)
         slow["spin_us"][0] = 1_500_000  # the first answer takes 1.5 s; the rest are quick
         r.send(slow)
@@ -126,18 +126,18 @@ def test_a_full_queue_raises_or_waits_as_asked(backend):
 
 
 def test_a_hanging_handler_is_caught_by_the_watchdog(backend):
-    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32,
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64,
                 watchdog_s=0.5)
     stuck = messages(3)
-    stuck["spin_us"][1] = 3_000_000  # message 2 (block 0, thread 1) runs for 3 s
+    stuck["spin_us"][1] = 3_000_000  # message 2 (block 0, thread 33: the first warp dispatches) runs for 3 s
     r.send(stuck)
     start = time.monotonic()
-    with pytest.raises(RingHang, match=r"Message 2 belongs to block 0, thread 1"):
+    with pytest.raises(RingHang, match=r"Message 2 belongs to block 0, thread 33"):
         r.recv(timeout=20)
     assert time.monotonic() - start < 10
     assert r.recv(1)["id"][0] == 0  # the answer that did arrive is kept
     # the workbench goes on: a new ring and ordinary kernels work
-    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32) as again:
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as again:
         check_answers(again.recv(5) if again.send(messages(5)) else None, messages(5))
     np.testing.assert_array_equal(wb.to_host(wb.kernels.relu(wb.to_device(np.array([-1.0, 2.0])))),
                                   [0.0, 2.0])
@@ -152,7 +152,7 @@ def test_a_faulting_handler_raises_kernel_fault():
     script = f"""
 import numpy as np, workbench as wb
 from test_rings import FAULTING, REQUEST, RESPONSE, messages
-r = wb.ring(FAULTING, request=REQUEST, response=RESPONSE, capacity=32, threads=32)
+r = wb.ring(FAULTING, request=REQUEST, response=RESPONSE, capacity=32, threads=64)
 r.send(messages(5))
 try:
     r.recv(timeout=30)
@@ -166,7 +166,7 @@ except wb.KernelFault as exc:
     assert "FAULT" in run.stdout, run.stdout + run.stderr
     text = run.stdout
     if wb.backend().simulated:
-        assert "block (0, 0, 0)" in text and "thread (3, 0, 0)" in text, text
+        assert "block (0, 0, 0)" in text and "thread (35, 0, 0)" in text, text
     else:
         assert "restart the notebook kernel" in text
 
@@ -188,7 +188,7 @@ def test_the_gpu_is_idle_after_stop():
 
 def test_a_deleted_ring_is_stopped_by_its_finalizer(backend):
     import gc
-    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32)
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64)
     launch = r._launch
     assert not launch.done()
     del r
@@ -202,7 +202,7 @@ def test_a_deleted_ring_is_stopped_by_its_finalizer(backend):
 def test_ctrl_c_while_waiting_stops_the_ring(backend):
     import signal
     import threading
-    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32)
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64)
     slow = messages(2)
     slow["spin_us"][0] = 1_500_000
     r.send(slow)
@@ -210,12 +210,12 @@ def test_ctrl_c_while_waiting_stops_the_ring(backend):
     with pytest.raises(KeyboardInterrupt):
         r.recv(timeout=20)
     assert not r.running
-    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=32) as again:
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as again:
         assert again.call((1.0, 1.0, 5, 0))["id"] == 5
 
 
 def test_the_ring_panel_shows_depth_and_rate(backend):
-    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=32) as r:
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64) as r:
         panel = wb.RingPanel(r, interval=0.05)
         r.send(messages(40))
         r.recv()

@@ -2,11 +2,12 @@
 the handler, a kernel that answers one batch per launch (for comparison), and
 a probe that reports the message structs' layout as the compiler lays them out.
 
-The persistent kernel (``wb_ring_serve``): thread ``t`` of the grid answers
-messages ``t + 1, t + 1 + T, t + 1 + 2T...`` (``T`` threads in all), message
-``s`` living in slot ``s % capacity`` of the request and response arrays. The
-host writes a batch's requests, then the last sequence number it sent (the
-head) into host memory. One thread, the dispatcher (thread 0 of block 0),
+The persistent kernel (``wb_ring_serve``): worker ``w`` (every thread but the
+first warp) answers messages ``w + 1, w + 1 + W, w + 1 + 2W...`` (``W``
+workers), message ``s`` living in slot ``s % capacity`` of the request and
+response arrays. The host writes a batch's requests, then the last sequence
+number it sent (the head) into host memory. One thread, the dispatcher
+(thread 0 of block 0, alone in its warp),
 polls that head and the stop flag over the bus and copies the head into device
 memory; every other thread polls only the device copy (cheap, in L2), so the
 bus carries one poll at a time instead of one per thread, which would flood it
@@ -70,26 +71,39 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
     unsigned long long* stamp = (unsigned long long*)stamps;
     const long long* host = (const long long*)control;
     long long* head = (long long*)device_head;
-    const bool dispatcher = blockIdx.x == 0 && threadIdx.x == 0;
-    const long long total = (long long)gridDim.x * blockDim.x;
-    long long seq = 1 + (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    long long published = 0, seen = 0;
-    unsigned ns = 32;
+    // Warp 0 of block 0 dispatches (its lane 0 polls the host; a warp of its own,
+    // so that no slow handler shares its instructions); every other thread answers
+    // messages: worker w (the thread's index in the grid less 32) answers
+    // w + 1, w + 1 + W, ... (W workers).
+    const long long index = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     __syncthreads();  // (the simulator runs a block's threads as fibers from its first barrier on)
-    for (unsigned polls = 0;; ++polls) {{
-        if (dispatcher) {{
+    if (index < 32) {{
+        if (index != 0) return;
+        long long published = 0;
+        for (unsigned polls = 0;; ++polls) {{
             long long h = wb_ring_load_sys(&host[1]);
             if ((polls & 7) == 7 && wb_ring_load_sys(&host[0])) h = -1;
-            if (h != published) {{ wb_ring_store_gpu(head, h); published = h; }}
+            if (h != published) {{
+                wb_ring_store_gpu(head, h);
+                published = h;
+                if (h < 0) return;
+            }}
+            wb_ring_backoff(32, true);
         }}
+    }}
+    const long long workers = (long long)gridDim.x * blockDim.x - 32;
+    long long seq = index - 31;
+    long long seen = 0;
+    unsigned ns = 32;
+    for (;;) {{
         if (seen < seq) {{
             seen = wb_ring_load_gpu(head);
             if (seen < 0) break;
-        }}
-        if (seen < seq) {{
-            wb_ring_backoff(dispatcher ? 32 : ns, dispatcher);
-            if (ns < {max_backoff_ns}) ns *= 2;
-            continue;
+            if (seen < seq) {{
+                wb_ring_backoff(ns, false);
+                if (ns < {max_backoff_ns}) ns *= 2;
+                continue;
+            }}
         }}
         ns = 32;
         const long long slot = seq % capacity;
@@ -101,7 +115,7 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
         stamp[2 * slot] = t0;
         stamp[2 * slot + 1] = wb_ring_now();
         wb_ring_store_sys(&aseq[slot], seq);
-        seq += total;
+        seq += workers;
     }}
 }}
 
@@ -127,7 +141,7 @@ extern "C" __global__ void wb_ring_layout(long long* out)
 """
 
 
-def serve_source(handler: str, request: str, response: str, max_backoff_ns: int = 256) -> str:
+def serve_source(handler: str, request: str, response: str, max_backoff_ns: int = 128) -> str:
     """The persistent and the per-batch kernel around ``handler``."""
     return _SERVE.format(handler=handler, request=request, response=response,
                          max_backoff_ns=int(max_backoff_ns))

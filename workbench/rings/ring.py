@@ -126,6 +126,10 @@ class Ring:
                             f"({occupancy.limit}); use fewer threads")
         if blocks is None:
             blocks = min(limit, sms)
+        if blocks * threads < 64:
+            raise RingError(f"a ring needs at least 64 threads in all (its first warp dispatches, "
+                            f"the others answer); {blocks} blocks of {threads} threads have "
+                            f"{blocks * threads}: ask for more threads")
         if blocks > limit:
             raise RingError(f"{blocks} blocks of {threads} threads cannot all be resident at "
                             f"once on this device: at most {limit} ({why}). A ring's blocks must "
@@ -149,6 +153,11 @@ class Ring:
                                             "control")]
 
     # -- life cycle ------------------------------------------------------------------------
+    @property
+    def workers(self) -> int:
+        """Threads that answer messages (all but the dispatching first warp)."""
+        return self.blocks * self.threads - 32
+
     @property
     def running(self) -> bool:
         return self._launch is not None and not self._launch.done()
@@ -244,11 +253,19 @@ class Ring:
 
     def _write(self, chunk: np.ndarray) -> None:
         now = time.perf_counter_ns()
-        for lo, hi, slot in _runs(self._next_send, len(chunk), self.capacity):
-            self._requests[slot:slot + hi - lo] = chunk[lo:hi]
-            self._sent_ns[slot:slot + hi - lo] = now
-        self._next_send += len(chunk)
-        self._control[1] = self._next_send - 1  # the head, after the payloads: publishes them
+        n, slot = len(chunk), self._next_send % self.capacity
+        if slot + n <= self.capacity:  # no wrap: one slice
+            self._requests[slot:slot + n] = chunk
+            self._sent_ns[slot:slot + n] = now
+        else:
+            for lo, hi, at in _runs(self._next_send, n, self.capacity):
+                self._requests[at:at + hi - lo] = chunk[lo:hi]
+                self._sent_ns[at:at + hi - lo] = now
+        self._next_send += n
+        # The head, after the payloads, publishes them: x86 keeps stores in order
+        # (NumPy copies chunks of at most the queue's size, well below the sizes
+        # where memcpy switches to weakly ordered streaming stores).
+        self._control[1] = self._next_send - 1
 
     def _make_room(self, block: bool, timeout: float | None) -> None:
         if self._collect():
@@ -333,7 +350,7 @@ class Ring:
         idle = time.monotonic() - self._progress_at
         if self.depth and idle > self.watchdog_s:
             seq = self._next_recv
-            index = (seq - 1) % (self.blocks * self.threads)
+            index = (seq - 1) % self.workers + 32  # the first warp dispatches
             self._control[0] = 1
             killed = launch.kill()
             self._launch = None
@@ -348,11 +365,11 @@ class Ring:
                    "the notebook kernel restarts."))
 
     def _check_running(self) -> None:
+        # Cheap on purpose (it guards every send); whether the kernel still runs
+        # is checked while waiting for answers.
         if self._launch is None:
             raise RingStopped(f"ring {self.name!r} is not running; call ring.start() (or use "
                               "it as a context manager: with ring: ...)")
-        if self._launch.done():
-            self._check_health()
 
     def recv(self, count: int | None = None, timeout: float | None = None) -> np.ndarray:
         """The next ``count`` answers in order (default: every message sent and
@@ -372,12 +389,42 @@ class Ring:
         return self._take(count)
 
     def call(self, message, timeout: float | None = None):
-        """Send one message and return its answer (a record of the response dtype)."""
+        """Send one message and return its answer (a record of the response dtype).
+
+        The fast path of a ring: one slot written, the head published, one
+        word polled; nothing is allocated until the answer is there."""
         if self.pending or self.depth:
             raise RingError(f"ring {self.name!r}: call() needs an empty queue; receive the "
                             f"{self.pending + self.depth} outstanding answers first")
-        self.send(message)
-        return self.recv(1, timeout)[0]
+        if self._launch is None:
+            self._check_running()
+        seq = self._next_send
+        slot = seq % self.capacity
+        try:
+            self._requests[slot] = message
+        except (TypeError, ValueError) as exc:
+            raise RingLayoutError(f"cannot make a message of dtype {self.request_dtype} from "
+                                  f"{message!r}: {exc}") from None
+        sent = time.perf_counter_ns()
+        self._sent_ns[slot] = sent
+        self._next_send = seq + 1
+        self._control[1] = seq  # the head, after the payload: publishes it
+        answered = self._response_seq
+        for _ in range(_SPIN_POLLS):
+            if answered[slot] == seq:
+                break
+        else:
+            return self.recv(1, timeout)[0]
+        now = time.perf_counter_ns()
+        answer = self._responses[slot].copy()
+        start, end = self._stamps[slot]
+        self._next_recv = seq + 1
+        self._single.append(((now - sent) * 1e-9, (int(end) - int(start)) * 1e-9))
+        if self._first_send_ns is None:
+            self._first_send_ns = sent
+        self._last_recv_ns = now
+        self._progress_at = time.monotonic()
+        return answer
 
     async def acall(self, message, timeout: float | None = None):
         """:meth:`call` for asyncio: waits by yielding to the event loop."""
@@ -409,6 +456,7 @@ class Ring:
 
     # -- figures ---------------------------------------------------------------------------
     def _reset_stats(self) -> None:
+        self._single: list[tuple[float, float]] = []  # (round trip, handler) of call()s
         self._host_latency: list[np.ndarray] = []
         self._device_time: list[np.ndarray] = []
         self._first_send_ns = None
@@ -418,12 +466,13 @@ class Ring:
 
     def stats(self) -> RingStats:
         """Messages answered, rate and latency percentiles so far."""
-        host = np.concatenate(self._host_latency) if self._host_latency else np.empty(0)
-        device = np.concatenate(self._device_time) if self._device_time else np.empty(0)
+        single = np.array(self._single, dtype=np.float64).reshape(-1, 2)
+        host = np.concatenate([*self._host_latency, single[:, 0]])
+        device = np.concatenate([*self._device_time, single[:, 1]])
         seconds = ((self._last_recv_ns - self._first_send_ns) * 1e-9
                    if self._first_send_ns is not None else 0.0)
-        return RingStats(self.name, self.backend.name, host, device, seconds,
-                         self.blocks * self.threads, self.capacity)
+        return RingStats(self.name, self.backend.name, host, device, seconds, self.workers,
+                         self.capacity)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
