@@ -14,6 +14,11 @@ What happens where:
 
 Launches are synchronous: when :meth:`SimulatorBackend.launch` returns, the
 kernel has finished and its ``printf`` output has been printed.
+
+Thread safety: every exchange with a worker (load, launch, global variables)
+holds the backend's lock, so launches from several Python threads are
+serialised, one kernel at a time, as launches on one CUDA stream are; the
+printf buffer and the fault record they share stay one launch's.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import re
 import struct
 import subprocess
 import sys
+import threading
 import time
 from typing import Sequence
 
@@ -85,6 +91,8 @@ class SimulatorBackend(Backend):
         self._kernel_ns = 0
         self._current = CurrentStream()
         self.last_launch_ns = 0
+        #: Held for every exchange with a worker (see the module docstring).
+        self.lock = threading.RLock()
 
     # -- arrays --------------------------------------------------------------------
     @property
@@ -191,7 +199,8 @@ class SimulatorBackend(Backend):
         module.log = log or built.log
         module.compiler = compiler
         try:  # undefined functions show up when the library is loaded
-            module.load_into(self.worker_for(checked))
+            with self.lock:
+                module.load_into(self.worker_for(checked))
         except WorkerError as exc:
             raise CompileFailed(_explain_load_error(str(exc)), compiler="g++") from None
         except WorkerDied as died:  # e.g. a global's constructor crashed
@@ -221,24 +230,25 @@ class SimulatorBackend(Backend):
         block = dims(block, "block")
         check_config(self._properties, grid, block, shared_mem)
         module = function.module
-        worker = self.worker_for(module.checked)
         is_device_array = self.is_device_array
         blobs = [argument_bytes(a, i, is_device_array) for i, a in enumerate(args)]
-        try:
-            payload = launch_request(module.load_into(worker), function.symbol, grid, block,
-                                     shared_mem, self.timeout_s, blobs,
-                                     self.arena if module.checked else None)
-            reply = worker.request(Op.LAUNCH, payload, timeout=self.timeout_s)
-        except WorkerDied as died:
+        with self.lock:
+            worker = self.worker_for(module.checked)
+            try:
+                payload = launch_request(module.load_into(worker), function.symbol, grid, block,
+                                         shared_mem, self.timeout_s, blobs,
+                                         self.arena if module.checked else None)
+                reply = worker.request(Op.LAUNCH, payload, timeout=self.timeout_s)
+            except WorkerDied as died:
+                self._print_device_output()
+                self.arena.clear_fault()
+                raise kernel_fault(function.name, module.checked, died, self.timeout_s) from None
+            except WorkerError as exc:
+                raise KernelArgumentError(str(exc)) from None
+            elapsed = struct.unpack("<Q", reply)[0]
+            self.last_launch_ns = elapsed
+            self._kernel_ns += elapsed
             self._print_device_output()
-            self.arena.clear_fault()
-            raise kernel_fault(function.name, module.checked, died, self.timeout_s) from None
-        except WorkerError as exc:
-            raise KernelArgumentError(str(exc)) from None
-        elapsed = struct.unpack("<Q", reply)[0]
-        self.last_launch_ns = elapsed
-        self._kernel_ns += elapsed
-        self._print_device_output()
 
     def _print_device_output(self) -> None:
         if self._arena is None:
@@ -262,6 +272,10 @@ class SimulatorBackend(Backend):
     # -- workers -----------------------------------------------------------------------------
     def worker_for(self, checked: bool) -> Worker:
         """The worker process for plain (or checked) modules, started on first use."""
+        with self.lock:
+            return self._worker_for(checked)
+
+    def _worker_for(self, checked: bool) -> Worker:
         worker = self._workers.get(checked)
         if worker is None:
             env = {}
@@ -276,9 +290,10 @@ class SimulatorBackend(Backend):
 
     def close(self) -> None:
         """Stop the worker processes (device arrays stay readable)."""
-        for worker in self._workers.values():
-            worker.stop()
-        self._workers.clear()
+        with self.lock:
+            for worker in self._workers.values():
+                worker.stop()
+            self._workers.clear()
 
     # -- streams and events ------------------------------------------------------------------
     def current_stream(self) -> SimStream:

@@ -79,21 +79,23 @@ class SimModule(CompiledModule):
         bytes of ``value`` (like ``cudaMemcpyToSymbol``); kept across worker
         restarts."""
         data = np.ascontiguousarray(value).tobytes()
-        self._globals[name] = data
-        worker = self._backend.worker_for(self.checked)
         try:
-            _write_global(worker, self.load_into(worker), name, data)
+            with self._backend.lock:
+                worker = self._backend.worker_for(self.checked)
+                _write_global(worker, self.load_into(worker), name, data)
+                self._globals[name] = data
         except WorkerDied as died:
             raise self._backend.worker_ended(died, f"setting global variable {name!r}") from None
 
     def get_global(self, name: str, dtype, count: int = 1) -> np.ndarray:
         """The current value of global variable ``name`` as ``count`` items of ``dtype``."""
         dtype = np.dtype(dtype)
-        worker = self._backend.worker_for(self.checked)
         try:
-            handle = self.load_into(worker)
-            data = worker.request(Op.SYMBOL_READ, struct.pack("<I", handle) + pack_str(name)
-                                  + struct.pack("<QQ", 0, dtype.itemsize * count))
+            with self._backend.lock:
+                worker = self._backend.worker_for(self.checked)
+                handle = self.load_into(worker)
+                data = worker.request(Op.SYMBOL_READ, struct.pack("<I", handle) + pack_str(name)
+                                      + struct.pack("<QQ", 0, dtype.itemsize * count))
         except WorkerDied as died:
             raise self._backend.worker_ended(died, f"reading global variable {name!r}") from None
         except WorkerError as exc:
