@@ -19,6 +19,7 @@ import time
 from typing import Sequence
 
 import cupy
+import numpy
 from cupy.cuda import driver, runtime
 from cupy.cuda.memory_hook import MemoryHook
 
@@ -106,6 +107,9 @@ def _faults_as_kernel_faults():
 #: NumPy dtype char -> struct format of the C type, for packed launches.
 _STRUCT_CODES = {"?": "?", "b": "b", "B": "B", "h": "h", "H": "H", "i": "i", "I": "I",
                  "l": "q", "L": "Q", "q": "q", "Q": "Q", "e": "e", "f": "f", "d": "d"}
+
+#: A null pointer argument for CuPy's RawKernel call.
+_NULL = numpy.uint64(0)
 
 #: CuPy does not say whether its kernel cache answered; NVRTC never compiles
 #: a module in less than this, while a cache hit (memory or disk) does.
@@ -290,6 +294,8 @@ class CupyBackend(Backend):
         return module
 
     def launch(self, function, grid, block, args, shared_mem=0, stream=None):
+        if any(a is None for a in args):  # a null pointer: 8 zero bytes, as CuPy packs a uint64
+            args = tuple(_NULL if a is None else a for a in args)
         if shared_mem > 48 * 1024 and function.max_dynamic_shared_size_bytes < shared_mem:
             function.max_dynamic_shared_size_bytes = shared_mem  # opt in above 48 KiB
         if stream is None:
@@ -337,7 +343,8 @@ class CupyBackend(Backend):
                 buffer, _, pointers_address = argument_block()
             values = list(args)  # args may be reused by the caller (benchmarks)
             for i in pointer_slots:
-                values[i] = values[i].data.ptr
+                v = values[i]
+                values[i] = 0 if v is None else v.data.ptr
             packer.pack_into(buffer, 0, *values)
             try:
                 launch_kernel(func_ptr, grid[0], grid[1], grid[2], block[0], block[1], block[2],

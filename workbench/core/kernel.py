@@ -51,6 +51,8 @@ def _pointer_converter(kernel: str, p: Param, backend):
         return True  # a struct or template type we cannot check
 
     def slow(a):
+        if a is None:  # a null pointer, as NULL / nullptr in C++
+            return None
         if is_device(a):
             if accepts(a.dtype):
                 if a.size > 1 and not a.flags.c_contiguous:
@@ -71,7 +73,8 @@ def _pointer_converter(kernel: str, p: Param, backend):
                 f"{where} needs device memory, got a host NumPy array of shape {a.shape}. "
                 f"Copy it first: wb.to_device(array).")
         raise KernelArgumentError(f"{where} is a pointer: pass a device array "
-                                  f"(wb.to_device / wb.allocate), not {_describe(a)}.")
+                                  f"(wb.to_device / wb.allocate) or None (a null pointer), "
+                                  f"not {_describe(a)}.")
 
     fast_type = backend.device_array_type
     if expected is None or p.pointer_depth > 1 or fast_type is None:
@@ -219,6 +222,21 @@ def _on_cell_lines(fault: KernelFault, offset: int) -> KernelFault:
                        thread=fault.thread, line=line, details=fault.details)
 
 
+def _trailing_defaults(params) -> tuple:
+    """``(param, value)`` for the trailing parameters that have a default in
+    the source; ``value`` is a ValueError where it is not a literal."""
+    out = []
+    for p in reversed(params):
+        if not p.has_default:
+            break
+        try:
+            value = p.default_value()
+        except ValueError as exc:
+            value = exc
+        out.append((p, value))
+    return tuple(reversed(out))
+
+
 def _dim3(value, what: str) -> tuple[int, int, int]:
     if isinstance(value, (int, np.integer)):
         dims = (int(value), 1, 1)
@@ -253,6 +271,7 @@ class Kernel:
             (_pointer_converter if p.is_pointer else _scalar_converter)(self.name, p, self.backend)
             for p in signature.params)
         self._nparams = len(self._converters)
+        self._defaults = _trailing_defaults(signature.params)
         self._check = _argument_checker(signature.params, self._converters, self.backend)
         self._block_for_shared: dict[int, int] = {}
         self._configs: dict = {}  # (grid, block, shared_mem, n) -> checked (grid3, block3)
@@ -287,12 +306,31 @@ class Kernel:
         return kernel_occupancy(self, block=block, shared_mem=shared_mem, **options)
 
     def convert_args(self, args) -> tuple:
-        """Check ``args`` against the signature and convert scalars."""
-        if len(args) != self._nparams:
-            raise KernelArgumentError(
-                f"{self.name}() takes {self._nparams} argument{'s' if self._nparams != 1 else ''} "
-                f"({', '.join(map(str, self.params))}), got {len(args)}.")
-        return tuple(self._check(args))
+        """Check ``args`` against the signature and convert scalars
+        (trailing parameters with a default value in the source may be left out)."""
+        return tuple(self._check(self._complete(args)))
+
+    def _complete(self, args) -> tuple:
+        """``args`` with the default values of the parameters left out, or
+        KernelArgumentError saying what the kernel takes."""
+        given, want = len(args), self._nparams
+        if given == want:
+            return args
+        missing = want - given
+        if 0 < missing <= len(self._defaults):
+            values = []
+            for p, value in self._defaults[len(self._defaults) - missing:]:
+                if isinstance(value, ValueError):
+                    raise KernelArgumentError(
+                        f"{self.name}(): parameter '{p.name}' defaults to '{p.default}', which "
+                        f"the workbench cannot evaluate; pass it explicitly.")
+                values.append(value)
+            return tuple(args) + tuple(values)
+        least = want - len(self._defaults)
+        takes = f"{least} to {want}" if least != want else f"{want}"
+        raise KernelArgumentError(
+            f"{self.name}() takes {takes} argument{'s' if want != 1 else ''} "
+            f"({', '.join(map(str, self.params))}), got {given}.")
 
     def launch_config(self, grid, block, shared_mem: int, n) -> tuple[tuple, tuple]:
         """Checked ``(grid, block)`` as 3-tuples for these launch options."""
@@ -344,7 +382,7 @@ class Kernel:
                 f"{self._session.backend.name if self._session.backend else 'none'}; "
                 f"run its %%cuda cell (or wb.compile) again.")
         if len(args) != self._nparams:
-            self.convert_args(args)  # raises with the signature
+            args = self._complete(args)  # defaults, or raises with the signature
         converted = self._check(args)
         try:
             key = (grid, block, shared_mem, n)

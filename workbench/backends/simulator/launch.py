@@ -53,7 +53,9 @@ def check_config(p: DeviceProperties, grid, block, shared_mem: int) -> None:
 
 def argument_bytes(a, index: int, is_device_array: Callable[[object], bool]) -> bytes:
     """Kernel argument ``index`` as the kernel receives it: a device array's
-    address, a scalar's or a structured value's bytes."""
+    address, a scalar's or a structured value's bytes; None is a null pointer."""
+    if a is None:
+        return bytes(8)
     if isinstance(a, np.ndarray):
         if a.ndim == 0 and not is_device_array(a):
             return a.tobytes()
