@@ -151,6 +151,17 @@ class CompiledModule(abc.ABC):
         """Registers and memory of kernel ``name``."""
         return KernelResources()
 
+    def write_global(self, name: str, data: bytes) -> None:
+        """Copy ``data`` to the start of the module's ``__constant__`` or
+        ``__device__`` variable ``name`` (``cudaMemcpyToSymbol``); ``name`` is
+        the variable's name as written, or ``ns::name`` inside a namespace.
+        KeyError when there is no such variable."""
+        raise NotImplementedError(f"{type(self).__name__} cannot write module variables")
+
+    def read_global(self, name: str, nbytes: int) -> bytes:
+        """The first ``nbytes`` of module variable ``name`` (``cudaMemcpyFromSymbol``)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot read module variables")
+
 
 class Backend(abc.ABC):
     """One device and the operations the workbench needs on it."""

@@ -23,6 +23,7 @@ import numpy
 from cupy.cuda import driver, runtime
 from cupy.cuda.memory_hook import MemoryHook
 
+from .. import cxx
 from ..errors import KernelFault
 from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
                    DeviceProperties, KernelResources, normalise_arch)
@@ -47,6 +48,33 @@ class CupyModule(CompiledModule):
         if fn is None:
             fn = self._functions[name] = self.raw.get_function(self._names.get(name, name))
         return fn
+
+    #: module variable name -> the name expression that reaches it
+    #: (``&ns::name`` for static variables and variables in namespaces)
+    variables: dict = {}
+
+    def _global_pointer(self, name: str):
+        """The device address of module variable ``name`` (a MemoryPointer)."""
+        expr = self.variables.get(name.lstrip(":"))
+        symbol = name
+        if expr is not None and expr.startswith("&"):
+            mapping = self._names or getattr(self.raw.module, "mapping", None) or {}
+            symbol = mapping.get(expr, name)
+        try:
+            return self.raw.get_global(symbol)
+        except (driver.CUDADriverError, runtime.CUDARuntimeError):
+            raise KeyError(f"no __constant__ or __device__ variable {name!r} in this module") from None
+
+    def write_global(self, name: str, data: bytes) -> None:
+        host = numpy.frombuffer(bytes(data), dtype=numpy.uint8)
+        with _faults_as_kernel_faults():
+            self._global_pointer(name).copy_from_host(host.ctypes.data, host.nbytes)
+
+    def read_global(self, name: str, nbytes: int) -> bytes:
+        host = numpy.empty(int(nbytes), dtype=numpy.uint8)
+        with _faults_as_kernel_faults():
+            self._global_pointer(name).copy_to_host(host.ctypes.data, host.nbytes)
+        return host.tobytes()
 
     def resources(self, name: str) -> KernelResources:
         fn = self.get_function(name)
@@ -245,6 +273,23 @@ class CupyBackend(Backend):
     # -- compile and launch ---------------------------------------------------
     def compile(self, source: str, options: CompileOptions,
                 kernel_names: Sequence[str]) -> CupyModule:
+        # static variables and variables in namespaces have no plain symbol:
+        # NVRTC gives their lowered name for the name expression "&name"
+        variables = {}
+        for v in cxx.find_globals(source, options.defines):
+            expr = v.qualified_name if v.plain_symbol else f"&{v.qualified_name}"
+            variables[v.qualified_name] = expr
+            variables.setdefault(v.name, expr)
+        extra = tuple(e for e in dict.fromkeys(variables.values())
+                      if e.startswith("&") and e not in options.name_expressions)
+        if extra:
+            options = dataclasses.replace(options, name_expressions=options.name_expressions + extra)
+        module = self._compile(source, options, kernel_names)
+        module.variables = variables
+        return module
+
+    def _compile(self, source: str, options: CompileOptions,
+                 kernel_names: Sequence[str]) -> CupyModule:
         arch = normalise_arch(options.arch) if options.arch else self.default_arch()
         if arch != self.default_arch():
             return self._compile_for_arch(source, options, kernel_names, arch)
@@ -282,7 +327,8 @@ class CupyBackend(Backend):
                                 names=dict(result.lowered_names))
             module.nvrtc = result
             try:  # load now, while the file exists, and say clearly if it cannot run here
-                for name in list(kernel_names) + list(options.name_expressions):
+                for name in list(kernel_names) + [e for e in options.name_expressions
+                                                  if not e.startswith("&")]:
                     module.get_function(name)
             except (driver.CUDADriverError, runtime.CUDARuntimeError) as exc:
                 raise CompileFailed(

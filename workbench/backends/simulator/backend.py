@@ -34,6 +34,7 @@ from typing import Sequence
 import numpy as np
 
 from ...errors import KernelArgumentError, KernelFault
+from ... import cxx
 from ..base import (Backend, CompileFailed, CompileOptions, DeviceProperties, KernelResources,
                     normalise_arch)
 from ..nvrtc import check_with_nvrtc, nvrtc_available, nvrtc_version
@@ -191,10 +192,12 @@ class SimulatorBackend(Backend):
             raise CompileFailed("\n".join(p.log_line() for p in problems), compiler="simulator")
         kernels = list(dict.fromkeys([*kernel_names, *options.name_expressions]))
         checked = bool(options.checked or self.checked)
-        generated = generate(source, kernels)
+        variables = cxx.find_globals(source, seen)
+        generated = generate(source, kernels, [v.qualified_name for v in variables])
         built = build.build_library(generated, flags, checked,
                                     warnings=compiler != "NVRTC")
-        module = SimModule(str(built.path), kernels, checked, resources, self, checked_by_nvrtc)
+        module = SimModule(str(built.path), kernels, checked, resources, self, checked_by_nvrtc,
+                           variables)
         module.cache_hit = built.cache_hit
         module.log = log or built.log
         module.compiler = compiler

@@ -120,9 +120,15 @@ def launcher_symbol(index: int) -> str:
     return f"__wbsim_launch_{index}"
 
 
-def generate(source: str, kernels: Sequence[str]) -> str:
+def global_symbol(index: int) -> str:
+    return f"__wbsim_global_{index}"
+
+
+def generate(source: str, kernels: Sequence[str], variables: Sequence[str] = ()) -> str:
     """The complete C++ translation unit for ``source`` with launchers for
-    ``kernels`` (``extern "C"`` names and template name expressions)."""
+    ``kernels`` (``extern "C"`` names and template name expressions) and an
+    accessor (address and size) for each module variable of ``variables``
+    (qualified names: static ones and ones in namespaces have no plain symbol)."""
     body = rewrite_dynamic_shared(source)
     if not body.endswith("\n"):
         body += "\n"
@@ -132,4 +138,7 @@ def generate(source: str, kernels: Sequence[str]) -> str:
         quoted = expr.replace("\\", "\\\\").replace('"', '\\"')
         lines.append(f'extern "C" int {launcher_symbol(i)}(const wbsim_launch* L) '
                      f'{{ return __wbsim_launch<&{expr} >(&{expr}, L, "{quoted}"); }}')
+    for i, name in enumerate(variables):
+        lines.append(f'extern "C" void* {global_symbol(i)}(unsigned long long* size) '
+                     f'{{ *size = sizeof(::{name}); return (void*)&::{name}; }}')
     return "\n".join(lines) + "\n"

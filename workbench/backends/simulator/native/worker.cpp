@@ -175,7 +175,22 @@ static void handle_symbol(Reader& r, bool write) {
     uint64_t offset = r.get<uint64_t>();
     uint64_t n = r.get<uint64_t>();
     if (lib >= g_libs.size()) { reply_text(2, "unknown library"); return; }
-    char* addr = (char*)dlsym(g_libs[lib], sym.c_str());
+    char* addr = nullptr;
+    if (sym.rfind("__wbsim_global_", 0) == 0) {
+        // an accessor generated for a module variable: its address and size
+        // (static variables and variables in namespaces have no plain symbol)
+        auto accessor = (void* (*)(unsigned long long*))dlsym(g_libs[lib], sym.c_str());
+        if (!accessor) { reply_text(2, "no symbol " + sym); return; }
+        unsigned long long size = 0;
+        addr = (char*)accessor(&size);
+        if (offset > size || n > size - offset) {
+            reply_text(3, "the variable has " + std::to_string(size) + " bytes; " +
+                          std::to_string(offset + n) + " were asked for");
+            return;
+        }
+    } else {
+        addr = (char*)dlsym(g_libs[lib], sym.c_str());
+    }
     if (!addr) { reply_text(2, "no symbol " + sym); return; }
     if (write) {
         memcpy(addr + offset, r.p, n);
