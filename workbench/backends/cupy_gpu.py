@@ -28,6 +28,7 @@ from ..errors import KernelFault
 from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
                    DeviceProperties, KernelResources, normalise_arch)
 from .nvrtc import check_with_nvrtc
+from .nvrtc.headers import standin_include_dir
 
 
 class CupyModule(CompiledModule):
@@ -294,6 +295,8 @@ class CupyBackend(Backend):
         if arch != self.default_arch():
             return self._compile_for_arch(source, options, kernel_names, arch)
         opts = dataclasses.replace(options, arch=None).nvrtc_options()  # CuPy adds the device's -arch
+        # NVRTC has no C library headers: the workbench's stand-ins (<cstdio>, <cmath>...)
+        opts += (f"--include-path={standin_include_dir()}",)
         key = (source, opts, options.name_expressions, self.current_device())
         seen_in_process = key in self._compiled_keys
         log = io.StringIO()

@@ -5,6 +5,18 @@
 #ifndef WBSIM_PRELUDE_H
 #define WBSIM_PRELUDE_H
 
+/* The C++ forms first: <cstdio> and <cmath> #undef the C names they wrap, so
+ * a cell's own #include <cstdio> after the prelude would undo the printf
+ * macro below; included here, their include guards make that a no-op. */
+#include <cstdint>
+#include <cstddef>
+#include <cstring>
+#include <climits>
+#include <cfloat>
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <ctime>
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
