@@ -239,13 +239,14 @@ class SimulatorBackend(Backend):
             worker = self.worker_for(module.checked)
             try:
                 payload = launch_request(module.load_into(worker), function.symbol, grid, block,
-                                         shared_mem, self.timeout_s, blobs,
-                                         self.arena if module.checked else None)
+                                         shared_mem, self.timeout_s, blobs, self.arena,
+                                         module.checked)
                 reply = worker.request(Op.LAUNCH, payload, timeout=self.timeout_s)
             except WorkerDied as died:
                 self._print_device_output()
                 self.arena.clear_fault()
-                raise kernel_fault(function.name, module.checked, died, self.timeout_s) from None
+                raise kernel_fault(function.name, module.checked, died, self.timeout_s,
+                                   self.arena) from None
             except WorkerError as exc:
                 raise KernelArgumentError(str(exc)) from None
             elapsed = struct.unpack("<Q", reply)[0]

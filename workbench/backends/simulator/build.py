@@ -32,8 +32,12 @@ CACHE = DiskCache("sim")
 #: Bumped when the build or the generated code changes meaning.
 SIMULATOR_VERSION = "0.3"
 
-BASE_FLAGS = ("-O2", "-fPIC", "-fno-strict-aliasing", "-fno-semantic-interposition",
-              "-fno-plt", "-pthread")
+#: What the GPU's compiler keeps, g++ keeps too: a store through a null pointer
+#: (it faults on the GPU; g++ would assume it cannot happen and drop it), and
+#: a loop with no side effects (``while (flag[0] == 0) {}`` spins on the GPU;
+#: g++ may assume such loops end and delete them).
+BASE_FLAGS = ("-O2", "-fPIC", "-fno-strict-aliasing", "-fno-delete-null-pointer-checks",
+              "-fno-finite-loops", "-fno-semantic-interposition", "-fno-plt", "-pthread")
 CHECKED_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 
 

@@ -107,6 +107,22 @@ static void handle_load(Reader& r) {
 
 typedef int (*launcher_fn)(const wbsim_launch*);
 
+// The arena beyond its high-water mark holds no allocation: it is made
+// inaccessible before each launch, so a wild write far past every array
+// faults (the GPU's illegal address) instead of landing in unused memory.
+static uintptr_t g_arena_base = 0, g_arena_end = 0, g_accessible_end = 0;
+
+static void set_accessible_end(uint64_t top) {
+    const uintptr_t page = 4096;
+    uintptr_t end = ((uintptr_t)top + page - 1) & ~(page - 1);
+    if (end < g_arena_base || end > g_arena_end || end == g_accessible_end) return;
+    if (end > g_accessible_end)
+        mprotect((void*)g_accessible_end, end - g_accessible_end, PROT_READ | PROT_WRITE);
+    else
+        mprotect((void*)end, g_accessible_end - end, PROT_NONE);
+    g_accessible_end = end;
+}
+
 static void handle_launch(Reader& r) {
     uint32_t lib = r.get<uint32_t>();
     std::string sym = r.str();
@@ -132,6 +148,7 @@ static void handle_launch(Reader& r) {
         argv[i] = base + off;
         off += (sizes[i] + 15) & ~15u;
     }
+    set_accessible_end(r.get<uint64_t>());
 #ifdef WBSIM_CHECKED
     uint64_t lo = r.get<uint64_t>(), hi = r.get<uint64_t>();
     uint32_t nlive = r.get<uint32_t>();
@@ -218,6 +235,8 @@ int main(int argc, char** argv) {
         return 1;
     }
     g_ctl = (wbsim_control*)m;
+    g_arena_base = addr;
+    g_arena_end = g_accessible_end = addr + size;
     thread_setup();
     install_handlers();
     if (nthreads == 0) {
