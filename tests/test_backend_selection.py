@@ -29,7 +29,14 @@ def test_default_choice_follows_the_gpu(monkeypatch):
 
 
 def test_unknown_backend_name_is_a_clear_error():
-    with pytest.raises(wb.BackendUnavailable, match="Unknown backend 'tpu'.*cupy, simulator"):
+    with pytest.raises(wb.BackendUnavailable,
+                       match="Unknown backend 'tpu'.*'cupy'.*'simulator'.*WORKBENCH_BACKEND"):
+        create_backend("tpu")
+
+
+def test_an_unknown_backend_from_the_environment_names_the_variable(monkeypatch):
+    monkeypatch.setenv("WORKBENCH_BACKEND", "tpu")
+    with pytest.raises(wb.BackendUnavailable, match="WORKBENCH_BACKEND=tpu: set it to one"):
         create_backend("tpu")
 
 

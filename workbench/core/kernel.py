@@ -218,6 +218,8 @@ def _on_cell_lines(fault: KernelFault, offset: int) -> KernelFault:
     ``%%cuda`` line is line 1), as compile errors are."""
     line = fault.line + offset
     message = re.sub(rf"\bline {fault.line}\b", f"line {line}", str(fault), count=1)
+    # an assert message names "file:line:" as CUDA's does
+    message = re.sub(rf"(\.cu):{fault.line}:", rf"\g<1>:{line}:", message, count=1)
     return KernelFault(message, kernel=fault.kernel, signal=fault.signal, block=fault.block,
                        thread=fault.thread, line=line, details=fault.details)
 
