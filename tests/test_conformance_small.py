@@ -71,3 +71,13 @@ def test_cached_kernels_load_without_a_compiler(private_simulator, monkeypatch):
         monkeypatch.delenv("WBSIM_CXX")
         build.compiler_version.cache_clear()
         build.simulator_fingerprint.cache_clear()
+
+
+@pytest.mark.parametrize("define", ["A=1", "T=float", "mask=3", "x=1", "L=2"])
+def test_a_define_named_like_a_prelude_identifier_compiles(backend, define):
+    src = ('extern "C" __global__ void k(float* y) {\n'
+           '#ifdef A\n    y[threadIdx.x] = 2.0f;\n#else\n    y[threadIdx.x] = 1.0f;\n#endif\n}')
+    m = wb.compile(src, defines=[define], name="defines")
+    y = wb.allocate((4,), np.float32)
+    m["k"](y, grid=1, block=4)
+    assert wb.to_host(y).tolist() == [2.0 if define == "A=1" else 1.0] * 4

@@ -185,6 +185,7 @@ class SimulatorBackend(Backend):
             resources, log, compiler = (dict(checked_by_nvrtc.resources), checked_by_nvrtc.log,
                                         "NVRTC")
         flags = self._gxx_flags(options)
+        arch_flags = [f for f in flags if f.startswith("-D__CUDA_ARCH__=")]
         # only the branches g++ will compile (the prelude defines __CUDACC__ and __WBSIM__)
         seen = [f[2:] for f in flags if f.startswith("-D")] + ["__CUDACC__", "__WBSIM__"]
         problems = find_unsupported(source, seen)
@@ -193,7 +194,9 @@ class SimulatorBackend(Backend):
         kernels = list(dict.fromkeys([*kernel_names, *options.name_expressions]))
         checked = bool(options.checked or self.checked)
         variables = cxx.find_globals(source, seen)
-        generated = generate(source, kernels, [v.qualified_name for v in variables])
+        generated = generate(source, kernels, [v.qualified_name for v in variables],
+                             [f[2:] for f in flags if f.startswith("-D") and f not in arch_flags])
+        flags = [f for f in flags if not f.startswith("-D") or f in arch_flags]
         built = build.build_library(generated, flags, checked,
                                     warnings=compiler != "NVRTC")
         module = SimModule(str(built.path), kernels, checked, resources, self, checked_by_nvrtc,

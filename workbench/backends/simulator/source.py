@@ -124,21 +124,28 @@ def global_symbol(index: int) -> str:
     return f"__wbsim_global_{index}"
 
 
-def generate(source: str, kernels: Sequence[str], variables: Sequence[str] = ()) -> str:
+def generate(source: str, kernels: Sequence[str], variables: Sequence[str] = (),
+             defines: Sequence[str] = ()) -> str:
     """The complete C++ translation unit for ``source`` with launchers for
     ``kernels`` (``extern "C"`` names and template name expressions) and an
     accessor (address and size) for each module variable of ``variables``
-    (qualified names: static ones and ones in namespaces have no plain symbol)."""
+    (qualified names: static ones and ones in namespaces have no plain symbol).
+    ``defines`` (``NAME`` or ``NAME=VALUE``) become ``#define`` lines after
+    the whole prelude, which they must not rewrite."""
     body = rewrite_dynamic_shared(source)
     if not body.endswith("\n"):
         body += "\n"
-    lines = ['#include "wbsim_prelude.h"', f'#line 1 "{SOURCE_NAME}"', body.rstrip("\n"),
+    lines = ['#include "wbsim_all.h"' if defines else '#include "wbsim_prelude.h"']
+    for d in defines:
+        name, _, value = d.partition("=")
+        lines.append(f"#define {name} {value if _ else '1'}")
+    lines += [f'#line 1 "{SOURCE_NAME}"', body.rstrip("\n"),
              '#line 1 "wbsim_launchers"']
     for i, expr in enumerate(kernels):
         quoted = expr.replace("\\", "\\\\").replace('"', '\\"')
-        lines.append(f'extern "C" int {launcher_symbol(i)}(const wbsim_launch* L) '
-                     f'{{ return __wbsim_launch<&{expr} >(&{expr}, L, "{quoted}"); }}')
+        lines.append(f'extern "C" int {launcher_symbol(i)}(const wbsim_launch* __wbsim_l) '
+                     f'{{ return __wbsim_launch<&{expr} >(&{expr}, __wbsim_l, "{quoted}"); }}')
     for i, name in enumerate(variables):
-        lines.append(f'extern "C" void* {global_symbol(i)}(unsigned long long* size) '
-                     f'{{ *size = sizeof(::{name}); return (void*)&::{name}; }}')
+        lines.append(f'extern "C" void* {global_symbol(i)}(unsigned long long* __wbsim_n) '
+                     f'{{ *__wbsim_n = sizeof(::{name}); return (void*)&::{name}; }}')
     return "\n".join(lines) + "\n"
