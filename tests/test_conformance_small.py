@@ -73,7 +73,7 @@ def test_cached_kernels_load_without_a_compiler(private_simulator, monkeypatch):
         build.simulator_fingerprint.cache_clear()
 
 
-@pytest.mark.parametrize("define", ["A=1", "mask=3", "F=2", "L=2"])
+@pytest.mark.parametrize("define", ["A=1", "F=2", "L=2", "U=3"])
 def test_a_define_named_like_a_prelude_identifier_compiles(backend, define):
     src = ('extern "C" __global__ void k(float* y) {\n'
            '#ifdef A\n    y[threadIdx.x] = 2.0f;\n#else\n    y[threadIdx.x] = 1.0f;\n#endif\n}')
