@@ -347,6 +347,17 @@ class Backend(abc.ABC):
         """The device address of ``array``'s first element."""
         return int(array.data.ptr)
 
+    def configure(self, **options) -> bool:
+        """Change ``options`` (those of the constructor) on this instance,
+        keeping its arrays, modules and kernels; False where one of them
+        cannot change in place (the session then makes a new instance)."""
+        return not options
+
+    def foreign_array(self, obj) -> str | None:
+        """Where ``obj`` is a device array of another instance of this kind
+        of backend (not usable here), words that say so; else None."""
+        return None
+
     #: Why this backend was chosen (set by the session).
     reason: str = ""
 

@@ -68,6 +68,9 @@ def _pointer_converter(kernel: str, p: Param, backend):
                 f"{where} takes a device array of {want}, got {_describe(a)}. "
                 f"Convert it with .astype({getattr(want, 'name', want)!r}) or declare the parameter "
                 f"with the matching C type.")
+        foreign = backend.foreign_array(a)
+        if foreign:
+            raise KernelArgumentError(f"{where} got {foreign}.")
         if isinstance(a, np.ndarray):
             raise KernelArgumentError(
                 f"{where} needs device memory, got a host NumPy array of shape {a.shape}. "
@@ -379,10 +382,7 @@ class Kernel:
     def __call__(self, *args, grid=None, block=None, shared_mem: int = 0, stream=None, n=None):
         b = self.backend
         if self._session.backend is not b:
-            raise LaunchConfigError(
-                f"{self.name} was compiled for the {b.name} backend but the active backend is "
-                f"{self._session.backend.name if self._session.backend else 'none'}; "
-                f"run its %%cuda cell (or wb.compile) again.")
+            raise LaunchConfigError(self._other_backend_message())
         if len(args) != self._nparams:
             args = self._complete(args)  # defaults, or raises with the signature
         converted = self._check(args)
@@ -409,6 +409,17 @@ class Kernel:
             if is_out_of_memory(exc, b):
                 raise _out_of_memory(None, exc) from None
             raise
+
+    def _other_backend_message(self) -> str:
+        b, active = self.backend, self._session.backend
+        if active is not None and active.name == b.name:
+            return (f"{self.name} was compiled on another {b.name} backend (one made before "
+                    f"wb.backend(...) changed the device or its memory size, say); the active "
+                    f"one is {active.describe()}. Run its %%cuda cell (or wb.compile) again, and "
+                    f"copy arrays made before with wb.to_device(np.array(x)).")
+        return (f"{self.name} was compiled for the {b.name} backend but the active backend is "
+                f"{active.name if active else 'none'}; run its %%cuda cell (or wb.compile) "
+                f"again, or switch back with wb.backend({b.name!r}).")
 
     def __repr__(self) -> str:
         text = f"<wb.Kernel {self.signature}"

@@ -95,6 +95,34 @@ class SimulatorBackend(Backend):
         #: Held for every exchange with a worker (see the module docstring).
         self.lock = threading.RLock()
 
+    def configure(self, checked=None, timeout_s=None, device=None, memory_bytes=None,
+                  threads=None) -> bool:
+        """Change ``checked``, ``timeout_s`` and ``threads`` in place (device
+        arrays, modules and kernels stay; modules built before keep their own
+        build: re-run a cell to build it checked). ``device`` and
+        ``memory_bytes`` change the device memory itself: only their current
+        values are accepted here (False otherwise)."""
+        if device is not None or memory_bytes is not None:
+            wanted = virtual_device(device, memory_bytes)
+            if (wanted.name, wanted.total_memory) != (self._properties.name,
+                                                      self._properties.total_memory):
+                return False
+        with self.lock:
+            if checked is not None:
+                self.checked = bool(checked)
+            if timeout_s is not None:
+                self.timeout_s = float(timeout_s)
+            if threads is not None and int(threads) != self.threads:
+                self.threads = int(threads)
+                self.close()  # the next launch starts workers with the new count
+        return True
+
+    def foreign_array(self, obj) -> str | None:
+        if isinstance(obj, DeviceArray) and not self.is_device_array(obj):
+            return ("a device array of another simulator backend (one made before the device "
+                    "or its memory size was changed); copy it over: wb.to_device(np.array(x))")
+        return None
+
     # -- arrays --------------------------------------------------------------------
     @property
     def arena(self) -> Arena:
