@@ -76,3 +76,48 @@ def test_a_write_far_past_every_allocation_faults(mod):
     y = wb.to_device(np.zeros(1 << 20, np.float32))     # memory allocated later is reachable
     mod["write_at"](y, (1 << 20) - 1, grid=1, block=1)
     assert wb.to_host(y)[-1] == 1.0
+
+
+HANGS = r'''
+extern "C" __global__ void barrier_hang(int* flag) {
+    if (threadIdx.x == 40) { while (flag[0] == 0) { } }   // never reaches the barrier
+    __syncthreads();
+}
+__device__ __noinline__ int recurse(int n) {
+    volatile int pad[64];
+    for (int i = 0; i < 64; ++i) pad[i] = n + i;
+    if (n == 0) return 0;
+    int r = recurse(n - 1);
+    return r + pad[n & 63];
+}
+extern "C" __global__ void too_deep(int* out) { out[threadIdx.x] = recurse(1 << 30); }
+extern "C" __global__ void too_deep_after_barrier(int* out) {
+    __syncthreads();
+    out[threadIdx.x] = recurse(1 << 30);
+}
+'''
+
+
+def test_a_barrier_hang_says_which_threads_wait_where(sim):
+    m = wb.compile(HANGS, name="hangs")
+    flag = wb.to_device(np.zeros(1, np.int32))
+    with pytest.raises(wb.KernelFault) as info:
+        m["barrier_hang"](flag, grid=1, block=64)
+    text = str(info.value)
+    assert info.value.thread == (40, 0, 0)
+    assert "thread (40,0,0) was running" in text
+    assert "40 threads wait at __syncthreads: (0,0,0)-(39,0,0)" in text
+    assert "wb.backend('simulator', timeout_s=" in text
+    m2 = wb.compile(SOURCE, name="misuse")
+    _next_launch_works(m2, flag.astype(np.float32), np.zeros(1, np.float32))
+
+
+@pytest.mark.parametrize("kernel", ["too_deep", "too_deep_after_barrier"])
+def test_deep_recursion_is_a_stack_overflow(sim, kernel):
+    m = wb.compile(HANGS, name="hangs")
+    out = wb.to_device(np.zeros(32, np.int32))
+    with pytest.raises(wb.KernelFault, match="stack overflow.*recursion") as info:
+        m[kernel](out, grid=1, block=32)
+    assert info.value.signal == "stack overflow"
+    _next_launch_works(wb.compile(SOURCE, name="misuse"), wb.to_device(np.ones(4, np.float32)),
+                       np.ones(4, np.float32))

@@ -47,16 +47,19 @@ def kernel_fault(kernel: str, checked: bool, died: WorkerDied, timeout_s: float,
     if kind is FaultKind.SIGNAL:
         sig = _signal_name(rec)
         if what.startswith("stack overflow"):
-            what = f"{sig}: {what}"
+            what = f"{what} ({sig})"
+            sig = "stack overflow"
         else:
             addr = ""
             if sig in ("SIGSEGV", "SIGBUS"):
                 addr = f" at address {rec.address:#x}{_where_address(rec.address, arena)}"
             what = f"{sig}: {_SIGNAL_TEXT.get(sig, sig)}{addr}"
     elif kind is FaultKind.TIMEOUT:
-        what = (f"time limit of {timeout_s:g} s exceeded (an endless loop, or threads "
-                "spinning on a flag that another block or thread sets: on the GPU such a "
-                "kernel hangs too)")
+        detail = what.partition("time limit exceeded: ")[2]
+        what = (f"time limit of {timeout_s:g} s exceeded ("
+                + (f"{detail}. " if detail else "an endless loop, or threads spinning on a flag "
+                   "that another block or thread sets? ")
+                + "On the GPU such a kernel hangs)")
     elif kind is FaultKind.ASAN:
         what, line = asan_summary(died.log)
     block, thread = rec.block_index, rec.thread_index

@@ -109,6 +109,8 @@ inline unsigned linear_tid(const uint3& t) {
 void promote(BlockState* b);
 // Leave the current fiber (already marked blocked or dead) for the next one.
 void switch_away(BlockState* b, void** save);
+// Which threads of the block wait where, in words (running: the fiber running, or -1).
+void describe_block(BlockState* b, int running, char* out, size_t n);
 
 // -- warp.cpp -----------------------------------------------------------------
 // Complete every group of warp w whose lanes are all there.
