@@ -45,7 +45,7 @@ from .faults import kernel_fault, worker_fault
 from .launch import argument_bytes, check_config, dims, launch_request
 from .module import SimFunction, SimModule
 from .protocol import Op
-from .source import SOURCE_NAME, find_unsupported, generate
+from .source import SOURCE_NAME, find_unsupported, generate, simulator_lacks
 from .streams import CurrentStream, SimEvent, SimStream, elapsed_ms
 from .worker import Worker, WorkerDied, WorkerError
 from .xp import ArrayNamespace, DeviceArray, empty_in, in_arena
@@ -225,8 +225,13 @@ class SimulatorBackend(Backend):
         generated = generate(source, kernels, [v.qualified_name for v in variables],
                              [f[2:] for f in flags if f.startswith("-D") and f not in arch_flags])
         flags = [f for f in flags if not f.startswith("-D") or f in arch_flags]
-        built = build.build_library(generated, flags, checked,
-                                    warnings=compiler != "NVRTC")
+        try:
+            built = build.build_library(generated, flags, checked,
+                                        warnings=compiler != "NVRTC")
+        except CompileFailed as exc:
+            raise CompileFailed(simulator_lacks(exc.log, nvrtc_accepted=compiler == "NVRTC"),
+                                compiler="simulator" if compiler == "NVRTC" else exc.compiler,
+                                line_shift=exc.line_shift) from None
         module = SimModule(str(built.path), kernels, checked, resources, self, checked_by_nvrtc,
                            variables)
         module.cache_hit = built.cache_hit
