@@ -69,12 +69,14 @@ class CupyModule(CompiledModule):
     def write_global(self, name: str, data: bytes) -> None:
         host = numpy.frombuffer(bytes(data), dtype=numpy.uint8)
         with _faults_as_kernel_faults():
-            self._global_pointer(name).copy_from_host(host.ctypes.data, host.nbytes)
+            self._global_pointer(name).copy_from_host(ctypes.c_void_p(host.ctypes.data),
+                                                      host.nbytes)
 
     def read_global(self, name: str, nbytes: int) -> bytes:
         host = numpy.empty(int(nbytes), dtype=numpy.uint8)
         with _faults_as_kernel_faults():
-            self._global_pointer(name).copy_to_host(host.ctypes.data, host.nbytes)
+            self._global_pointer(name).copy_to_host(ctypes.c_void_p(host.ctypes.data),
+                                                    host.nbytes)
         return host.tobytes()
 
     def resources(self, name: str) -> KernelResources:
