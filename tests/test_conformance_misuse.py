@@ -81,7 +81,7 @@ def test_a_write_far_past_every_allocation_faults(mod):
 HANGS = r'''
 extern "C" __global__ void barrier_hang(int* flag) {
     if (threadIdx.x == 40) { while (flag[0] == 0) { } }   // never reaches the barrier
-    __syncthreads();
+    __syncthreads();                                       // line 4
 }
 __device__ __noinline__ int recurse(int n) {
     volatile int pad[64];
@@ -106,7 +106,7 @@ def test_a_barrier_hang_says_which_threads_wait_where(sim):
     text = str(info.value)
     assert info.value.thread == (40, 0, 0)
     assert "thread (40,0,0) was running" in text
-    assert "40 threads wait at __syncthreads: (0,0,0)-(39,0,0)" in text
+    assert "40 threads wait at __syncthreads (line 4): (0,0,0)-(39,0,0)" in text
     assert "wb.backend('simulator', timeout_s=" in text
     m2 = wb.compile(SOURCE, name="misuse")
     _next_launch_works(m2, flag.astype(np.float32), np.zeros(1, np.float32))

@@ -217,12 +217,18 @@ def _compiled(src: str):
 
 
 def _on_cell_lines(fault: KernelFault, offset: int) -> KernelFault:
-    """The fault with its source line counted as the cell counts it (the
+    """The fault with its source lines counted as the cell counts them (the
     ``%%cuda`` line is line 1), as compile errors are."""
-    line = fault.line + offset
-    message = re.sub(rf"\bline {fault.line}\b", f"line {line}", str(fault), count=1)
-    # an assert message names "file:line:" as CUDA's does
-    message = re.sub(rf"(\.cu):{fault.line}:", rf"\g<1>:{line}:", message, count=1)
+    message = str(fault)
+    line = None
+    if fault.line is not None:
+        line = fault.line + offset
+        message = re.sub(rf"\bline {fault.line}\b", f"line {line}", message, count=1)
+        # an assert message names "file:line:" as CUDA's does
+        message = re.sub(rf"(\.cu):{fault.line}:", rf"\g<1>:{line}:", message, count=1)
+    # where threads wait, in a hang or deadlock report
+    message = re.sub(r"(__syncthreads \(line )(\d+)\)",
+                     lambda m: f"{m.group(1)}{int(m.group(2)) + offset})", message)
     return KernelFault(message, kernel=fault.kernel, signal=fault.signal, block=fault.block,
                        thread=fault.thread, line=line, details=fault.details)
 
@@ -402,7 +408,7 @@ class Kernel:
                 b, self.name, grid3, block3, shared_mem,
                 stream if stream is not None else b.current_stream(), self._launcher, converted)
         except KernelFault as exc:
-            if exc.line is None or not self.module.line_offset:
+            if not self.module.line_offset:
                 raise
             raise _on_cell_lines(exc, self.module.line_offset) from None
         except Exception as exc:

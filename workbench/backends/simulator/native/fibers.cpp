@@ -253,7 +253,7 @@ extern "C" void wbsim_finish_block(void) {
     __wbsim_fiber_mode = 0;
 }
 
-extern "C" int wbsim_barrier(int op, int predicate) {
+extern "C" int wbsim_barrier(int op, int predicate, const char* file, int line) {
     BlockState* b = t_block;
     if (!__wbsim_fiber_mode) {
         if (b->nthreads == 1) {
@@ -266,6 +266,8 @@ extern "C" int wbsim_barrier(int op, int predicate) {
     Fiber& f = b->fibers[me];
     f.state = AT_BARRIER;
     f.bar_op = (uint8_t)op;
+    f.bar_file = file;
+    f.bar_line = line;
     b->bar_arrived++;
     b->bar_true += predicate != 0;
     b->warp_at_barrier[me / 32] |= 1u << (me % 32);
@@ -282,15 +284,18 @@ extern "C" int wbsim_barrier(int op, int predicate) {
 
 // The threads of a block in one state, as ranges of thread indices:
 // "(0,0,0)-(31,0,0), (64,0,0)" (at most a few ranges, then "...").
-static int describe_threads(BlockState* b, FiberState state, char* out, size_t n) {
+static bool barrier_at(const Fiber& f, int line) { return line < 0 || f.bar_line == line; }
+
+static int describe_threads(BlockState* b, FiberState state, char* out, size_t n, int line = -1) {
     int count = 0, ranges = 0;
     size_t len = 0;
     out[0] = 0;
+    auto in = [&](unsigned i) { return b->fibers[i].state == state && barrier_at(b->fibers[i], line); };
     for (unsigned i = 0; i < b->nthreads; ++i) {
-        if (b->fibers[i].state != state) continue;
+        if (!in(i)) continue;
         ++count;
-        bool starts = i == 0 || b->fibers[i - 1].state != state;
-        bool ends = i + 1 == b->nthreads || b->fibers[i + 1].state != state;
+        bool starts = i == 0 || !in(i - 1);
+        bool ends = i + 1 == b->nthreads || !in(i + 1);
         if (!starts && !ends) continue;
         if (starts && ++ranges > 4) { if (ranges == 5 && len + 5 < n) len += snprintf(out + len, n - len, ", ..."); continue; }
         if (ranges > 4) continue;
@@ -308,7 +313,6 @@ static int describe_threads(BlockState* b, FiberState state, char* out, size_t n
 // (``running``: the fiber that was running, -1 for none).
 void describe_block(BlockState* b, int running, char* out, size_t n) {
     char bar[160], warp[160], done[160];
-    int at_bar = describe_threads(b, AT_BARRIER, bar, sizeof bar);
     int at_warp = describe_threads(b, AT_WARP, warp, sizeof warp);
     int dead = describe_threads(b, DEAD, done, sizeof done);
     size_t len = 0;
@@ -319,9 +323,26 @@ void describe_block(BlockState* b, int running, char* out, size_t n) {
                         "barrier or warp operation the others wait at: a spin-wait or an endless "
                         "loop?)", t.x, t.y, t.z);
     }
-    if (at_bar && len < n)
-        len += snprintf(out + len, n - len, "%s%d thread%s wait%s at __syncthreads: %s",
-                        len ? "; " : "", at_bar, at_bar == 1 ? "" : "s", at_bar == 1 ? "s" : "", bar);
+    // threads at a barrier, grouped by the cell line of the barrier (a few lines at most)
+    int lines[4], nlines = 0;
+    bool other = false;
+    for (unsigned i = 0; i < b->nthreads; ++i) {
+        const Fiber& f = b->fibers[i];
+        if (f.state != AT_BARRIER) continue;
+        int l = f.bar_file && strcmp(f.bar_file, "cell.cu") == 0 ? f.bar_line : 0;
+        bool seen = false;
+        for (int k = 0; k < nlines; ++k) seen |= lines[k] == l;
+        if (!seen) { if (nlines < 4) lines[nlines++] = l; else other = true; }
+    }
+    for (int k = 0; k < nlines && len < n; ++k) {
+        int at_bar = describe_threads(b, AT_BARRIER, bar, sizeof bar, other ? -1 : lines[k]);
+        char site[32] = "";
+        if (lines[k] > 0 && !other) snprintf(site, sizeof site, " (line %d)", lines[k]);
+        len += snprintf(out + len, n - len, "%s%d thread%s wait%s at __syncthreads%s: %s",
+                        len ? "; " : "", at_bar, at_bar == 1 ? "" : "s", at_bar == 1 ? "s" : "",
+                        site, bar);
+        if (other) break;
+    }
     if (at_warp && len < n)
         len += snprintf(out + len, n - len, "%s%d wait%s at a warp operation: %s", len ? "; " : "",
                         at_warp, at_warp == 1 ? "s" : "", warp);

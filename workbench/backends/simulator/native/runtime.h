@@ -71,6 +71,8 @@ struct Fiber {
     uint3 tid;
     wbsim_warp_req* req;
     const void* site;  // where the current warp operation was called (for __activemask)
+    const char* bar_file;  // where the barrier it waits at was called
+    int bar_line;
 };
 
 struct Stack {
