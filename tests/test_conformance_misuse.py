@@ -121,3 +121,20 @@ def test_deep_recursion_is_a_stack_overflow(sim, kernel):
     assert info.value.signal == "stack overflow"
     _next_launch_works(wb.compile(SOURCE, name="misuse"), wb.to_device(np.ones(4, np.float32)),
                        np.ones(4, np.float32))
+
+
+def test_a_deadlock_says_which_threads_wait_where(sim):
+    m = wb.compile('extern "C" __global__ void dead(int* x) {\n'
+                   '    if (threadIdx.x == 0) x[0] = __shfl_sync(0xffffffff, 1, 0);\n'
+                   '    else __syncwarp();\n'
+                   '    __syncthreads();\n'
+                   '}', name="dead", line_offset=1)
+    x = wb.to_device(np.zeros(64, np.int32))
+    with pytest.raises(wb.KernelFault) as info:
+        m["dead"](x, grid=1, block=64)
+    text = str(info.value)
+    assert info.value.signal == "deadlock"
+    assert "32 threads wait at __syncthreads (line 5): (32,0,0)-(63,0,0)" in text   # cell line
+    assert "32 wait at a warp operation: (0,0,0)-(31,0,0)" in text
+    _next_launch_works(wb.compile(SOURCE, name="misuse"), wb.to_device(np.ones(4, np.float32)),
+                       np.ones(4, np.float32))
