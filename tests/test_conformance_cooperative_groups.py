@@ -248,3 +248,84 @@ def test_a_feature_the_simulator_lacks_is_one_line_at_the_users_line(backend):
         assert "the CPU simulator lacks 'this_cluster'" in error.message
         assert "works on a GPU" in error.message
     assert "did you mean" not in str(info.value)
+
+
+GRID = r'''
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void grid_sum(const int* x, int* partial, int* total, int n) {
+    cg::grid_group grid = cg::this_grid();
+    cg::thread_block block = cg::this_thread_block();
+    __shared__ int s[128];
+    int acc = 0;
+    for (long long i = grid.thread_rank(); i < n; i += grid.size()) acc += x[i];
+    s[block.thread_rank()] = acc;
+    block.sync();
+    for (int stride = block.size() / 2; stride > 0; stride /= 2) {
+        if (block.thread_rank() < stride) s[block.thread_rank()] += s[block.thread_rank() + stride];
+        block.sync();
+    }
+    if (block.thread_rank() == 0) partial[grid.block_rank()] = s[0];
+    grid.sync();                                   // every block's partial sum is written
+    if (grid.thread_rank() == 0) {
+        int sum = 0;
+        for (unsigned b = 0; b < grid.num_blocks(); ++b) sum += partial[b];
+        total[0] = sum;
+    }
+    grid.sync();
+    total[1 + grid.block_rank()] = total[0];        // every block sees the total
+}
+extern "C" __global__ void early_exit(int* out) {
+    if (blockIdx.x == 1) return;                   // never reaches the grid sync
+    cg::this_grid().sync();
+    out[blockIdx.x] = 1;
+}
+'''
+
+
+def test_grid_sync_under_a_cooperative_launch(backend):
+    m = wb.compile(GRID, name="grid")
+    x_host = np.random.default_rng(17).integers(-50, 50, 100_000).astype(np.int32)
+    blocks = 8
+    partial, total = wb.allocate((blocks,), np.int32), wb.allocate((1 + blocks,), np.int32)
+    m["grid_sum"](wb.to_device(x_host), partial, total, x_host.size, grid=blocks, block=128,
+                  cooperative=True)
+    np.testing.assert_array_equal(wb.to_host(total), np.full(1 + blocks, x_host.sum()))
+
+
+def test_a_cooperative_grid_larger_than_the_device_says_how_large_it_may_be(backend):
+    m = wb.compile(GRID, name="grid")
+    k = m["grid_sum"]
+    x = wb.allocate((16,), np.int32)
+    with pytest.raises(wb.LaunchConfigError, match="cooperative launch runs every block at once.*at most"):
+        k(x, x, x, 16, grid=1_000_000, block=128, cooperative=True)
+
+
+def test_grid_sync_misuse_on_the_simulator(private_simulator):
+    private_simulator(timeout_s=5)
+    m = wb.compile(GRID, name="grid")
+    out = wb.to_device(np.zeros(4, np.int32))
+    with pytest.raises(wb.KernelFault, match="needs a cooperative launch.*cooperative=True"):
+        m["early_exit"](out, grid=4, block=32)
+    with pytest.raises(wb.KernelFault, match=r"3 blocks wait at this_grid\(\).sync\(\) but 1 returned"):
+        m["early_exit"](out, grid=4, block=32, cooperative=True)
+    x = wb.to_device(np.ones(1000, np.int32))
+    partial, total = wb.allocate((4,), np.int32), wb.allocate((5,), np.int32)
+    m["grid_sum"](x, partial, total, 1000, grid=4, block=128, cooperative=True)
+    assert wb.to_host(total).tolist() == [1000] * 5
+
+
+def test_a_block_holding_up_the_grid_sync_is_named(private_simulator):
+    private_simulator(timeout_s=1)
+    m = wb.compile(r'''
+#include <cooperative_groups.h>
+extern "C" __global__ void held_up(int* flag) {
+    if (blockIdx.x == 2 && threadIdx.x == 0) while (flag[0] == 0) { }
+    cooperative_groups::this_grid().sync();
+}''', name="held_up")
+    flag = wb.to_device(np.zeros(1, np.int32))
+    with pytest.raises(wb.KernelFault, match=r"never reached this_grid\(\).sync\(\); 3 of 4 blocks wait") as info:
+        m["held_up"](flag, grid=4, block=32, cooperative=True)
+    assert info.value.block == (2, 0, 0) and info.value.signal == "timeout"
+    flag[...] = 1
+    m["held_up"](flag, grid=4, block=32, cooperative=True)   # the next launch works

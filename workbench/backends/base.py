@@ -246,11 +246,13 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def launch(self, function, grid: tuple[int, int, int],
                block: tuple[int, int, int], args: tuple,
-               shared_mem: int = 0, stream=None) -> None:
+               shared_mem: int = 0, stream=None, cooperative: bool = False) -> None:
         """Launch asynchronously. ``args`` are device arrays and NumPy scalars
-        of the exact C types, already checked by the core."""
+        of the exact C types, already checked by the core (None: a null
+        pointer). ``cooperative``: every block runs at once, so that
+        ``this_grid().sync()`` works (``cudaLaunchCooperativeKernel``)."""
 
-    def make_launcher(self, function, params) -> Callable:
+    def make_launcher(self, function, params, cooperative: bool = False) -> Callable:
         """A callable ``(grid, block, args, shared_mem, stream)`` that launches
         ``function``, built once per kernel. ``params`` are the kernel's parsed
         parameters (:class:`workbench.core.signature.Param`), so a backend can
@@ -259,7 +261,7 @@ class Backend(abc.ABC):
         launch = self.launch
 
         def launcher(grid, block, args, shared_mem, stream):
-            launch(function, grid, block, args, shared_mem, stream)
+            launch(function, grid, block, args, shared_mem, stream, cooperative=cooperative)
         return launcher
 
     def suggest_block_size(self, function, shared_mem: int = 0) -> int:

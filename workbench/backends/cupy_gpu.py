@@ -24,7 +24,7 @@ from cupy.cuda import driver, runtime
 from cupy.cuda.memory_hook import MemoryHook
 
 from .. import cxx
-from ..errors import KernelFault
+from ..errors import KernelFault, LaunchConfigError
 from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
                    DeviceProperties, KernelResources, normalise_arch)
 from .nvrtc import check_with_nvrtc
@@ -138,6 +138,21 @@ def _faults_as_kernel_faults():
 #: NumPy dtype char -> struct format of the C type, for packed launches.
 _STRUCT_CODES = {"?": "?", "b": "b", "B": "B", "h": "h", "H": "H", "i": "i", "I": "I",
                  "l": "q", "L": "Q", "q": "q", "Q": "Q", "e": "e", "f": "f", "d": "d"}
+
+class _ArgumentParam:
+    """What :meth:`CupyBackend.make_launcher` reads of a parameter, taken from
+    an argument (device arrays and None are pointers, NumPy scalars their dtype)."""
+
+    def __init__(self, index: int, a):
+        self.name, self.ctype = f"arg{index}", type(a).__name__
+        self.is_pointer = a is None or isinstance(a, cupy.ndarray)
+        self.dtype = None if self.is_pointer else numpy.asarray(a).dtype
+
+
+def _pointer_params(args):
+    """Parameters that lay ``args`` out, for a launch with no parsed signature."""
+    return [_ArgumentParam(i, a) for i, a in enumerate(args)]
+
 
 #: A null pointer argument for CuPy's RawKernel call.
 _NULL = numpy.uint64(0)
@@ -344,7 +359,10 @@ class CupyBackend(Backend):
         module.compile_seconds = time.perf_counter() - start
         return module
 
-    def launch(self, function, grid, block, args, shared_mem=0, stream=None):
+    def launch(self, function, grid, block, args, shared_mem=0, stream=None, cooperative=False):
+        if cooperative:  # RawKernel's own call cannot launch cooperatively: launch it directly
+            return self.make_launcher(function, _pointer_params(args), cooperative=True)(
+                grid, block, args, shared_mem, stream or self.current_stream())
         if any(a is None for a in args):  # a null pointer: 8 zero bytes, as CuPy packs a uint64
             args = tuple(_NULL if a is None else a for a in args)
         if shared_mem > 48 * 1024 and function.max_dynamic_shared_size_bytes < shared_mem:
@@ -355,7 +373,7 @@ class CupyBackend(Backend):
             with stream:
                 function(grid, block, args, shared_mem=shared_mem)
 
-    def make_launcher(self, function, params):
+    def make_launcher(self, function, params, cooperative=False):
         """A direct ``cuLaunchKernel`` with the argument block packed by one
         ``struct`` call into a buffer prepared once per kernel: cheaper than
         ``RawKernel.__call__``, which re-derives the layout on every launch.
@@ -367,6 +385,10 @@ class CupyBackend(Backend):
             else:
                 dt = p.dtype
                 if dt is None or dt.char not in _STRUCT_CODES:
+                    if cooperative:
+                        raise LaunchConfigError(
+                            "a cooperative launch takes pointers and numbers only on the GPU "
+                            f"backend; parameter '{p.name}' is a {p.ctype}")
                     return super().make_launcher(function, params)
                 formats.append(_STRUCT_CODES[dt.char])
         packer = struct.Struct("<" + "".join(f + "x" * (8 - struct.calcsize(f)) for f in formats))
@@ -374,6 +396,9 @@ class CupyBackend(Backend):
         pointer_slots = tuple(i for i, p in enumerate(params) if p.is_pointer)
         func_ptr = function.kernel.ptr
         launch_kernel = driver.launchKernel
+        if cooperative:
+            def launch_kernel(f, gx, gy, gz, bx, by, bz, shared, stream_ptr, params, extra):
+                driver.launchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, stream_ptr, params)
         opted_in = [function.max_dynamic_shared_size_bytes]  # 48 KiB less static shared
         per_thread = threading.local()  # each thread packs into its own argument block
 

@@ -269,7 +269,10 @@ class Kernel:
 
     Arguments are checked against the signature before launch (count, device
     arrays of the pointee's dtype for pointers, exact C types for scalars);
-    a mismatch raises :class:`~workbench.KernelArgumentError`.
+    a mismatch raises :class:`~workbench.KernelArgumentError`. ``None``
+    passes a null pointer; trailing parameters with a default value in the
+    source may be left out. ``cooperative=True`` runs every block at once
+    (``cudaLaunchCooperativeKernel``), so that ``this_grid().sync()`` works.
     """
 
     def __init__(self, signature: KernelSignature, module, function):
@@ -287,6 +290,7 @@ class Kernel:
         self._block_for_shared: dict[int, int] = {}
         self._configs: dict = {}  # (grid, block, shared_mem, n) -> checked (grid3, block3)
         self._launcher = self.backend.make_launcher(function, signature.params)
+        self._coop_launcher = None
         self._session = session()
         self._resources = None
         props = self.backend.device_properties()
@@ -385,7 +389,8 @@ class Kernel:
                 f"dynamic shared memory per block.")
         return grid3, block3
 
-    def __call__(self, *args, grid=None, block=None, shared_mem: int = 0, stream=None, n=None):
+    def __call__(self, *args, grid=None, block=None, shared_mem: int = 0, stream=None, n=None,
+                 cooperative: bool = False):
         b = self.backend
         if self._session.backend is not b:
             raise LaunchConfigError(self._other_backend_message())
@@ -403,10 +408,13 @@ class Kernel:
                 self._configs[key] = (grid3, block3)
             except TypeError:
                 pass
+        launcher = self._launcher
+        if cooperative:
+            launcher = self._cooperative_launcher(grid3, block3, shared_mem)
         try:
             self._session.timing_log.timed_launch(
                 b, self.name, grid3, block3, shared_mem,
-                stream if stream is not None else b.current_stream(), self._launcher, converted)
+                stream if stream is not None else b.current_stream(), launcher, converted)
         except KernelFault as exc:
             if not self.module.line_offset:
                 raise
@@ -415,6 +423,25 @@ class Kernel:
             if is_out_of_memory(exc, b):
                 raise _out_of_memory(None, exc) from None
             raise
+
+    def _cooperative_launcher(self, grid3, block3, shared_mem: int):
+        """The launcher of a cooperative launch (every block at once, so that
+        ``this_grid().sync()`` works), after checking that the grid fits on
+        the device at once, as ``cudaLaunchCooperativeKernel`` requires."""
+        threads = block3[0] * block3[1] * block3[2]
+        blocks = grid3[0] * grid3[1] * grid3[2]
+        per_sm = self.occupancy(block=threads, shared_mem=shared_mem).active_blocks
+        most = per_sm * self.backend.device_properties().multiprocessors
+        if blocks > most:
+            raise LaunchConfigError(
+                f"{self.name}(): a cooperative launch runs every block at once, and this device "
+                f"holds at most {most} blocks of {threads} threads of this kernel "
+                f"({per_sm} per SM); the grid has {blocks}. Use a smaller grid (loop over the "
+                f"data inside the kernel), e.g. grid={most}.")
+        if self._coop_launcher is None:
+            self._coop_launcher = self.backend.make_launcher(self.function, self.signature.params,
+                                                             cooperative=True)
+        return self._coop_launcher
 
     def _other_backend_message(self) -> str:
         b, active = self.backend, self._session.backend

@@ -262,7 +262,8 @@ class SimulatorBackend(Backend):
         return flags
 
     # -- launch ------------------------------------------------------------------------------
-    def launch(self, function, grid, block, args, shared_mem: int = 0, stream=None) -> None:
+    def launch(self, function, grid, block, args, shared_mem: int = 0, stream=None,
+               cooperative: bool = False) -> None:
         if not isinstance(function, SimFunction):
             raise TypeError(f"not a simulator kernel: {function!r}")
         grid = dims(grid, "grid")
@@ -276,7 +277,7 @@ class SimulatorBackend(Backend):
             try:
                 payload = launch_request(module.load_into(worker), function.symbol, grid, block,
                                          shared_mem, self.timeout_s, blobs, self.arena,
-                                         module.checked)
+                                         module.checked, cooperative)
                 reply = worker.request(Op.LAUNCH, payload, timeout=self.timeout_s)
             except WorkerDied as died:
                 self._print_device_output()

@@ -77,14 +77,19 @@ static void on_signal(int sig, siginfo_t* info, void*) {
     if (sig == SIGUSR1) {  // the watchdog: the time limit passed
         if (!t_in_kernel) return;  // an idle pool thread
         if (!stopping_current_launch()) return;  // too late
+        if (t_grid_wait) park_forever();  // a block that is not the one holding the grid up
         if (!begin_fault()) park_forever();
         record_location(&g_ctl->fault);
-        char msg[900] = "time limit exceeded";
+        char msg[900] = "time limit exceeded", grid[120];
+        describe_grid_wait(grid, sizeof grid);
         BlockState* b = t_block;
         if (b && __wbsim_fiber_mode && b->cur >= 0) {
-            char where[800];
+            char where[700];
             describe_block(b, b->cur, where, sizeof where);
-            snprintf(msg, sizeof msg, "time limit exceeded: %s", where);
+            snprintf(msg, sizeof msg, "time limit exceeded: %s%s", where, grid);
+        } else if (grid[0]) {
+            snprintf(msg, sizeof msg, "time limit exceeded: this block never reached "
+                     "this_grid().sync()%s", grid);
         }
         copy_text(g_ctl->fault.message, sizeof g_ctl->fault.message, msg);
         end_fault(WBSIM_FAULT_TIMEOUT);

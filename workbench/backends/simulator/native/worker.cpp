@@ -149,6 +149,7 @@ static void handle_launch(Reader& r) {
         off += (sizes[i] + 15) & ~15u;
     }
     set_accessible_end(r.get<uint64_t>());
+    g_cooperative = (r.get<uint32_t>() & 1u) != 0;
 #ifdef WBSIM_CHECKED
     uint64_t lo = r.get<uint64_t>(), hi = r.get<uint64_t>();
     uint32_t nlive = r.get<uint32_t>();

@@ -1,8 +1,8 @@
 /* CUDA's cooperative groups on the CPU: thread blocks, tiles (static
  * thread_block_tile<N> and dynamic tiled_partition(g, n); tiles above 32
  * threads with block_tile_memory), coalesced groups, labeled_partition and
- * binary_partition, meta_group_rank/size, invoke_one, and the grid (without
- * grid-wide sync, which needs every block resident at once).
+ * binary_partition, meta_group_rank/size, invoke_one, and the grid (its
+ * sync() under a cooperative launch, where every block has an OS thread).
  *
  * Every group is a set of lanes of one warp (tiles of up to 32 threads,
  * coalesced groups) or a run of the block's threads (larger tiles, the
@@ -251,11 +251,8 @@ static inline coalesced_group binary_partition(const thread_block_tile<N, P>& g,
 
 class grid_group {
 public:
-    void sync() const {
-        wbsim_trap("grid-wide synchronization (this_grid().sync()) is not supported by the CPU "
-                   "simulator: it needs every block resident at once; it works on a GPU with "
-                   "a cooperative launch");
-    }
+    // every block of a cooperative launch (kernel(..., cooperative=True)) runs at once
+    void sync() const { wbsim_grid_sync(); }
     unsigned long long thread_rank() const {
         return block_rank() * (unsigned long long)details::block_size() + details::block_rank();
     }

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include "vector_types.h"
 
-#define WBSIM_ABI_VERSION 5
+#define WBSIM_ABI_VERSION 6
 
 #ifdef __cplusplus
 extern "C" {
@@ -73,6 +73,8 @@ enum wbsim_barrier_opcode { WBSIM_BAR_SYNC = 0, WBSIM_BAR_COUNT, WBSIM_BAR_AND, 
 int wbsim_run_grid(const wbsim_kernel* kernel, const unsigned grid[3], const unsigned block[3],
                    size_t shared_bytes);
 void wbsim_finish_block(void);
+/* this_grid().sync(): every thread of every block of a cooperative launch. */
+void wbsim_grid_sync(void);
 /* file and line: where the barrier was called (named in deadlock and hang reports). */
 int wbsim_barrier(int op, int predicate, const char* file, int line);
 void wbsim_warp(wbsim_warp_req* req);
