@@ -138,3 +138,13 @@ def test_a_deadlock_says_which_threads_wait_where(sim):
     assert "32 wait at a warp operation: (0,0,0)-(31,0,0)" in text
     _next_launch_works(wb.compile(SOURCE, name="misuse"), wb.to_device(np.ones(4, np.float32)),
                        np.ones(4, np.float32))
+
+
+def test_a_far_write_faults_in_checked_mode_too(private_simulator):
+    private_simulator(checked=True)
+    m = wb.compile(SOURCE, name="misuse")
+    x = wb.to_device(np.arange(64, dtype=np.float32))
+    with pytest.raises(wb.KernelFault, match="invalid memory access.*outside every allocation") as info:
+        m["write_at"](x, (400 << 20) // 4, grid=1, block=1)
+    assert info.value.line == 10                         # checked mode finds the line
+    _next_launch_works(m, x, np.arange(64, dtype=np.float32))

@@ -137,6 +137,8 @@ def asan_summary(log: str) -> tuple[str, int | None]:
     what = kind.group(1) if kind else "memory error"
     if what in ("use-after-poison", "unknown-crash"):
         what = "out-of-bounds access to device memory"
+    elif what == "SEGV":
+        what = "invalid memory access (SIGSEGV), outside every allocation or a bad pointer"
     elif what.endswith("overflow"):
         what = what.replace("-", " ").replace("buffer overflow", "out-of-bounds access")
     if access:
