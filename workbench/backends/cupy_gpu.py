@@ -179,6 +179,13 @@ class CupyBackend(Backend):
     def xp(self):
         return cupy
 
+    def configure(self, device=None) -> bool:
+        """``wb.backend('cupy', device=1)``: make another device current, in
+        place (CuPy arrays, modules and kernels of every device stay usable)."""
+        if device is not None:
+            self.set_device(device)
+        return True
+
     # -- arrays -------------------------------------------------------------
     def allocate(self, shape, dtype):
         return cupy.empty(shape, dtype=dtype)
