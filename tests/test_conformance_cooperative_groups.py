@@ -329,3 +329,23 @@ extern "C" __global__ void held_up(int* flag) {
     assert info.value.block == (2, 0, 0) and info.value.signal == "timeout"
     flag[...] = 1
     m["held_up"](flag, grid=4, block=32, cooperative=True)   # the next launch works
+
+
+SPIN = r'''
+extern "C" __global__ void handoff(volatile int* flag, int* out) {
+    if (threadIdx.x == 0) {
+        while (flag[0] == 0) __nanosleep(100);     // waits for thread 33 of its block
+        out[0] = flag[0];
+    } else if (threadIdx.x == 33) {
+        flag[0] = 42;
+    }
+}
+'''
+
+
+def test_nanosleep_in_a_spin_loop_lets_the_other_threads_run(backend):
+    m = wb.compile(SPIN, name="handoff")
+    flag, out = wb.to_device(np.zeros(1, np.int32)), wb.to_device(np.zeros(1, np.int32))
+    m["handoff"](flag, out, grid=1, block=64)
+    wb.synchronize()
+    assert wb.to_host(out)[0] == 42

@@ -372,7 +372,12 @@ void describe_block(BlockState* b, int running, char* out, size_t n) {
 
 extern "C" void wbsim_yield(void) {
     BlockState* b = t_block;
-    if (!__wbsim_fiber_mode) return;
+    if (!__wbsim_fiber_mode) {
+        // a thread that waits (__nanosleep in a spin loop) for another of its
+        // block: the others must be able to run, so the block becomes fibers
+        if (!b || !t_in_kernel || b->nthreads == 1) return;
+        promote(b);
+    }
     // A fiber that spins on a flag lets the others run.
     int me = b->cur;
     int next = find_runnable(b, me);
