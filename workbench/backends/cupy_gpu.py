@@ -308,8 +308,14 @@ class CupyBackend(Backend):
         extra = tuple(e for e in dict.fromkeys(variables.values())
                       if e.startswith("&") and e not in options.name_expressions)
         if extra:
-            options = dataclasses.replace(options, name_expressions=options.name_expressions + extra)
-        module = self._compile(source, options, kernel_names)
+            try:
+                module = self._compile(source, dataclasses.replace(
+                    options, name_expressions=options.name_expressions + extra), kernel_names)
+            except CompileFailed:  # a declaration the variable finder misread: without them
+                module = self._compile(source, options, kernel_names)
+                variables = {}
+        else:
+            module = self._compile(source, options, kernel_names)
         module.variables = variables
         return module
 

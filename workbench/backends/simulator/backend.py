@@ -222,16 +222,25 @@ class SimulatorBackend(Backend):
         kernels = list(dict.fromkeys([*kernel_names, *options.name_expressions]))
         checked = bool(options.checked or self.checked)
         variables = cxx.find_globals(source, seen)
-        generated = generate(source, kernels, [v.qualified_name for v in variables],
-                             [f[2:] for f in flags if f.startswith("-D") and f not in arch_flags])
+        defines = [f[2:] for f in flags if f.startswith("-D") and f not in arch_flags]
         flags = [f for f in flags if not f.startswith("-D") or f in arch_flags]
         try:
-            built = build.build_library(generated, flags, checked,
-                                        warnings=compiler != "NVRTC")
+            built = build.build_library(
+                generate(source, kernels, [v.qualified_name for v in variables], defines),
+                flags, checked, warnings=compiler != "NVRTC")
         except CompileFailed as exc:
-            raise CompileFailed(simulator_lacks(exc.log, nvrtc_accepted=compiler == "NVRTC"),
-                                compiler="simulator" if compiler == "NVRTC" else exc.compiler,
-                                line_shift=exc.line_shift) from None
+            built = None
+            if variables:  # a declaration the variable finder misread: build without accessors
+                variables = ()
+                try:
+                    built = build.build_library(generate(source, kernels, (), defines), flags,
+                                                checked, warnings=compiler != "NVRTC")
+                except CompileFailed:
+                    pass
+            if built is None:
+                raise CompileFailed(simulator_lacks(exc.log, nvrtc_accepted=compiler == "NVRTC"),
+                                    compiler="simulator" if compiler == "NVRTC" else exc.compiler,
+                                    line_shift=exc.line_shift) from None
         module = SimModule(str(built.path), kernels, checked, resources, self, checked_by_nvrtc,
                            variables)
         module.cache_hit = built.cache_hit
