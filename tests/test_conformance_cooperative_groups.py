@@ -275,6 +275,9 @@ extern "C" __global__ void grid_sum(const int* x, int* partial, int* total, int 
     grid.sync();
     total[1 + grid.block_rank()] = total[0];        // every block sees the total
 }
+extern "C" __global__ void grid_valid(int* out) {
+    out[blockIdx.x] = cg::this_grid().is_valid() ? 1 : 0;
+}
 extern "C" __global__ void early_exit(int* out) {
     if (blockIdx.x == 1) return;                   // never reaches the grid sync
     cg::this_grid().sync();
@@ -291,6 +294,17 @@ def test_grid_sync_under_a_cooperative_launch(backend):
     m["grid_sum"](wb.to_device(x_host), partial, total, x_host.size, grid=blocks, block=128,
                   cooperative=True)
     np.testing.assert_array_equal(wb.to_host(total), np.full(1 + blocks, x_host.sum()))
+
+
+def test_the_grid_is_valid_only_in_a_cooperative_launch(backend):
+    m = wb.compile(GRID, name="grid")
+    out = wb.to_device(np.full(4, -1, np.int32))
+    m["grid_valid"](out, grid=4, block=32, cooperative=True)
+    wb.synchronize()
+    assert wb.to_host(out).tolist() == [1] * 4
+    m["grid_valid"](out, grid=4, block=32)
+    wb.synchronize()
+    assert wb.to_host(out).tolist() == [0] * 4
 
 
 def test_a_cooperative_grid_larger_than_the_device_says_how_large_it_may_be(backend):

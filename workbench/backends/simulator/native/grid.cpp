@@ -133,6 +133,8 @@ void describe_grid_wait(char* out, size_t n) {
              (unsigned long long)g_gs_arrived, (unsigned long long)g_gs_total);
 }
 
+extern "C" int wbsim_grid_cooperative(void) { return g_cooperative ? 1 : 0; }
+
 extern "C" void wbsim_grid_sync(void) {
     if (!g_cooperative)
         fault_now(WBSIM_FAULT_UNSUPPORTED,

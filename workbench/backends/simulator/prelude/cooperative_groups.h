@@ -268,7 +268,7 @@ public:
     dim3 dim_threads() const {
         return dim3(gridDim.x * blockDim.x, gridDim.y * blockDim.y, gridDim.z * blockDim.z);
     }
-    bool is_valid() const { return true; }
+    bool is_valid() const { return wbsim_grid_cooperative() != 0; }  // a cooperative launch
 };
 static inline grid_group this_grid() { return grid_group(); }
 

@@ -75,6 +75,8 @@ int wbsim_run_grid(const wbsim_kernel* kernel, const unsigned grid[3], const uns
 void wbsim_finish_block(void);
 /* this_grid().sync(): every thread of every block of a cooperative launch. */
 void wbsim_grid_sync(void);
+/* 1 inside a cooperative launch (this_grid().is_valid()). */
+int wbsim_grid_cooperative(void);
 /* file and line: where the barrier was called (named in deadlock and hang reports). */
 int wbsim_barrier(int op, int predicate, const char* file, int line);
 void wbsim_warp(wbsim_warp_req* req);
