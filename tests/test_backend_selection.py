@@ -29,7 +29,14 @@ def test_default_choice_follows_the_gpu(monkeypatch):
 
 
 def test_unknown_backend_name_is_a_clear_error():
-    with pytest.raises(wb.BackendUnavailable, match="Unknown backend 'tpu'.*cupy, simulator"):
+    with pytest.raises(wb.BackendUnavailable,
+                       match="Unknown backend 'tpu'.*'cupy'.*'simulator'.*WORKBENCH_BACKEND"):
+        create_backend("tpu")
+
+
+def test_an_unknown_backend_from_the_environment_names_the_variable(monkeypatch):
+    monkeypatch.setenv("WORKBENCH_BACKEND", "tpu")
+    with pytest.raises(wb.BackendUnavailable, match="WORKBENCH_BACKEND=tpu: set it to one"):
         create_backend("tpu")
 
 
@@ -45,9 +52,11 @@ def test_switching_backends_through_wb_backend():
         b = wb.backend("simulator")
         assert wb.backend() is b and wb.xp is b.xp
         assert wb.backend("sim") is b  # the same name and options: the same instance
-        assert wb.backend("simulator", checked=True) is not b
+        assert wb.backend("simulator", checked=True) is b  # options change in place
+        assert b.checked
         assert "chosen by the user" in repr(b)
     finally:
+        wb.backend("simulator", checked=False)
         session.restore_backend(previous)
 
 
@@ -58,7 +67,7 @@ def test_kernels_refuse_to_launch_on_another_backend():
         k = wb.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }')["k"]
         x = wb.allocate(1, "int32")
         session.use_backend(create_backend("simulator"))  # another simulator instance
-        with pytest.raises(wb.LaunchConfigError, match="run its %%cuda cell"):
+        with pytest.raises(wb.LaunchConfigError, match="another simulator backend.*[Rr]un its %%cuda cell"):
             k(x, grid=1, block=1)
     finally:
         session.restore_backend(previous)

@@ -280,12 +280,13 @@ def test_panel_refreshes_after_each_cell(shell, backend, tracking):
 
 @pytest.fixture
 def small_device(backend, tracking):
-    """Device memory that an allocation of 64 MiB cannot fit: a small virtual
+    """Device memory that an allocation of 64 MiB cannot fit beside an 8 MiB
+    array (but could alone): a small virtual
     device on the simulator, a pool limit on the GPU."""
     from workbench.runtime import session
     if backend.simulated:
         previous = session.active_backend_or_none()
-        small = session.use_backend("simulator", memory_bytes=48 << 20)
+        small = session.use_backend("simulator", memory_bytes=70 << 20)
         assert tracker().backend is small       # tracking followed the new backend
         yield small
         session.restore_backend(previous)

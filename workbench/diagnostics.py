@@ -8,6 +8,7 @@ Two log dialects are understood: NVRTC's ``file(LINE): error: message``
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 
@@ -67,12 +68,29 @@ def parse_log(log: str, source: str, *, line_shift: int = 0, line_offset: int = 
         if _is_header(m["file"]) or not (1 <= src_line <= max(len(src_lines), 1)):
             out.append(Diagnostic(sev, f"{msg} (in {m['file'].strip()}:{m['line']})"))
             continue
+        if col is not None:
+            col = _char_column(src_lines[src_line - 1] if src_lines else "", col)
         out.append(Diagnostic(sev, msg, src_line + line_offset, col))
     if not out and log.strip():  # a message with no location (an option, the driver)
         first = next((ln for ln in lines if ln.strip()), log.strip()).strip()
         severity = "warning" if re.search(r"\bwarning\b", first) and "error" not in first else "error"
         out.append(Diagnostic(severity, first))
     return out
+
+
+def _char_column(text: str, byte_column: int) -> int:
+    """The 1-based character column of 1-based byte column ``byte_column``
+    of ``text`` (both compilers count bytes of UTF-8: g++ is asked to)."""
+    if text.isascii():
+        return byte_column
+    return len(text.encode("utf-8")[:byte_column - 1].decode("utf-8", "ignore")) + 1
+
+
+def _display_prefix(text: str, column: int) -> str:
+    """Blanks that reach character column ``column`` of ``text`` on screen:
+    tabs kept, wide characters (CJK, emoji) two blanks."""
+    return "".join("\t" if c == "\t" else "  " if unicodedata.east_asian_width(c) in "WF" else " "
+                   for c in text[:column - 1])
 
 
 def _caret_column(lines, i, src_lines, src_line) -> int | None:
@@ -105,6 +123,6 @@ def format_diagnostics(diagnostics, source: str, line_offset: int = 0, context: 
                 mark = ">" if k == idx else " "
                 block.append(f"  {mark} {k + line_offset:>{width}} | {src_lines[k - 1]}")
                 if k == idx and d.column:
-                    block.append(f"    {' ' * width} | {' ' * (d.column - 1)}^")
+                    block.append(f"    {' ' * width} | {_display_prefix(src_lines[k - 1], d.column)}^")
         blocks.append("\n".join(block))
     return "\n".join(blocks)

@@ -43,7 +43,13 @@ def create_backend(name: str, **options) -> Backend:
     if name == "simulator":
         from .simulator import SimulatorBackend  # lazy: a GPU session never loads the simulator
         return SimulatorBackend(**options)
-    raise BackendUnavailable(f"Unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}.")
+    forced = os.environ.get("WORKBENCH_BACKEND")
+    where = (f" It comes from the environment variable WORKBENCH_BACKEND={forced}: set it to one "
+             "of these, or unset it to let the workbench choose."
+             if forced and canonical_name(forced) == name else
+             " (The environment variable WORKBENCH_BACKEND chooses one for the whole session.)")
+    raise BackendUnavailable(f"Unknown backend {name!r}; choose one of "
+                             f"'cupy' (or 'gpu') and 'simulator' (or 'sim', 'cpu').{where}")
 
 
 def canonical_name(name: str) -> str:

@@ -151,6 +151,17 @@ class CompiledModule(abc.ABC):
         """Registers and memory of kernel ``name``."""
         return KernelResources()
 
+    def write_global(self, name: str, data: bytes) -> None:
+        """Copy ``data`` to the start of the module's ``__constant__`` or
+        ``__device__`` variable ``name`` (``cudaMemcpyToSymbol``); ``name`` is
+        the variable's name as written, or ``ns::name`` inside a namespace.
+        KeyError when there is no such variable."""
+        raise NotImplementedError(f"{type(self).__name__} cannot write module variables")
+
+    def read_global(self, name: str, nbytes: int) -> bytes:
+        """The first ``nbytes`` of module variable ``name`` (``cudaMemcpyFromSymbol``)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot read module variables")
+
 
 class Backend(abc.ABC):
     """One device and the operations the workbench needs on it."""
@@ -235,11 +246,13 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def launch(self, function, grid: tuple[int, int, int],
                block: tuple[int, int, int], args: tuple,
-               shared_mem: int = 0, stream=None) -> None:
+               shared_mem: int = 0, stream=None, cooperative: bool = False) -> None:
         """Launch asynchronously. ``args`` are device arrays and NumPy scalars
-        of the exact C types, already checked by the core."""
+        of the exact C types, already checked by the core (None: a null
+        pointer). ``cooperative``: every block runs at once, so that
+        ``this_grid().sync()`` works (``cudaLaunchCooperativeKernel``)."""
 
-    def make_launcher(self, function, params) -> Callable:
+    def make_launcher(self, function, params, cooperative: bool = False) -> Callable:
         """A callable ``(grid, block, args, shared_mem, stream)`` that launches
         ``function``, built once per kernel. ``params`` are the kernel's parsed
         parameters (:class:`workbench.core.signature.Param`), so a backend can
@@ -248,7 +261,7 @@ class Backend(abc.ABC):
         launch = self.launch
 
         def launcher(grid, block, args, shared_mem, stream):
-            launch(function, grid, block, args, shared_mem, stream)
+            launch(function, grid, block, args, shared_mem, stream, cooperative=cooperative)
         return launcher
 
     def suggest_block_size(self, function, shared_mem: int = 0) -> int:
@@ -359,6 +372,17 @@ class Backend(abc.ABC):
         launches ran), ``threads`` (OS threads that run blocks). Empty where
         the backend keeps none (on a GPU, NVML gives the live figures)."""
         return {}
+
+    def configure(self, **options) -> bool:
+        """Change ``options`` (those of the constructor) on this instance,
+        keeping its arrays, modules and kernels; False where one of them
+        cannot change in place (the session then makes a new instance)."""
+        return not options
+
+    def foreign_array(self, obj) -> str | None:
+        """Where ``obj`` is a device array of another instance of this kind
+        of backend (not usable here), words that say so; else None."""
+        return None
 
     #: Why this backend was chosen (set by the session).
     reason: str = ""

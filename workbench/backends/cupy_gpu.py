@@ -19,14 +19,17 @@ import time
 from typing import Sequence
 
 import cupy
+import numpy
 from cupy.cuda import driver, runtime
 from cupy.cuda.memory_hook import MemoryHook
 
-from ..errors import KernelFault
+from .. import cxx
+from ..errors import KernelFault, LaunchConfigError
 from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
                    DeviceProperties, KernelResources, normalise_arch)
 from . import cupy_persistent
 from .nvrtc import check_with_nvrtc
+from .nvrtc.headers import standin_include_dir
 
 
 class CupyModule(CompiledModule):
@@ -47,6 +50,35 @@ class CupyModule(CompiledModule):
         if fn is None:
             fn = self._functions[name] = self.raw.get_function(self._names.get(name, name))
         return fn
+
+    #: module variable name -> the name expression that reaches it
+    #: (``&ns::name`` for static variables and variables in namespaces)
+    variables: dict = {}
+
+    def _global_pointer(self, name: str):
+        """The device address of module variable ``name`` (a MemoryPointer)."""
+        expr = self.variables.get(name.lstrip(":"))
+        symbol = name
+        if expr is not None and expr.startswith("&"):
+            mapping = self._names or getattr(self.raw.module, "mapping", None) or {}
+            symbol = mapping.get(expr, name)
+        try:
+            return self.raw.get_global(symbol)
+        except (driver.CUDADriverError, runtime.CUDARuntimeError):
+            raise KeyError(f"no __constant__ or __device__ variable {name!r} in this module") from None
+
+    def write_global(self, name: str, data: bytes) -> None:
+        host = numpy.frombuffer(bytes(data), dtype=numpy.uint8)
+        with _faults_as_kernel_faults():
+            self._global_pointer(name).copy_from_host(ctypes.c_void_p(host.ctypes.data),
+                                                      host.nbytes)
+
+    def read_global(self, name: str, nbytes: int) -> bytes:
+        host = numpy.empty(int(nbytes), dtype=numpy.uint8)
+        with _faults_as_kernel_faults():
+            self._global_pointer(name).copy_to_host(ctypes.c_void_p(host.ctypes.data),
+                                                    host.nbytes)
+        return host.tobytes()
 
     def resources(self, name: str) -> KernelResources:
         fn = self.get_function(name)
@@ -108,6 +140,24 @@ def _faults_as_kernel_faults():
 _STRUCT_CODES = {"?": "?", "b": "b", "B": "B", "h": "h", "H": "H", "i": "i", "I": "I",
                  "l": "q", "L": "Q", "q": "q", "Q": "Q", "e": "e", "f": "f", "d": "d"}
 
+class _ArgumentParam:
+    """What :meth:`CupyBackend.make_launcher` reads of a parameter, taken from
+    an argument (device arrays and None are pointers, NumPy scalars their dtype)."""
+
+    def __init__(self, index: int, a):
+        self.name, self.ctype = f"arg{index}", type(a).__name__
+        self.is_pointer = a is None or isinstance(a, cupy.ndarray)
+        self.dtype = None if self.is_pointer else numpy.asarray(a).dtype
+
+
+def _pointer_params(args):
+    """Parameters that lay ``args`` out, for a launch with no parsed signature."""
+    return [_ArgumentParam(i, a) for i, a in enumerate(args)]
+
+
+#: A null pointer argument for CuPy's RawKernel call.
+_NULL = numpy.uint64(0)
+
 #: CuPy does not say whether its kernel cache answered; NVRTC never compiles
 #: a module in less than this, while a cache hit (memory or disk) does.
 _CACHE_HIT_SECONDS = 0.005
@@ -129,6 +179,13 @@ class CupyBackend(Backend):
     @property
     def xp(self):
         return cupy
+
+    def configure(self, device=None) -> bool:
+        """``wb.backend('cupy', device=1)``: make another device current, in
+        place (CuPy arrays, modules and kernels of every device stay usable)."""
+        if device is not None:
+            self.set_device(device)
+        return True
 
     # -- arrays -------------------------------------------------------------
     def allocate(self, shape, dtype):
@@ -242,10 +299,35 @@ class CupyBackend(Backend):
     # -- compile and launch ---------------------------------------------------
     def compile(self, source: str, options: CompileOptions,
                 kernel_names: Sequence[str]) -> CupyModule:
+        # static variables and variables in namespaces have no plain symbol:
+        # NVRTC gives their lowered name for the name expression "&name"
+        variables = {}
+        for v in cxx.find_globals(source, options.defines):
+            expr = v.qualified_name if v.plain_symbol else f"&{v.qualified_name}"
+            variables[v.qualified_name] = expr
+            variables.setdefault(v.name, expr)
+        extra = tuple(e for e in dict.fromkeys(variables.values())
+                      if e.startswith("&") and e not in options.name_expressions)
+        if extra:
+            try:
+                module = self._compile(source, dataclasses.replace(
+                    options, name_expressions=options.name_expressions + extra), kernel_names)
+            except CompileFailed:  # a declaration the variable finder misread: without them
+                module = self._compile(source, options, kernel_names)
+                variables = {}
+        else:
+            module = self._compile(source, options, kernel_names)
+        module.variables = variables
+        return module
+
+    def _compile(self, source: str, options: CompileOptions,
+                 kernel_names: Sequence[str]) -> CupyModule:
         arch = normalise_arch(options.arch) if options.arch else self.default_arch()
         if arch != self.default_arch():
             return self._compile_for_arch(source, options, kernel_names, arch)
         opts = dataclasses.replace(options, arch=None).nvrtc_options()  # CuPy adds the device's -arch
+        # NVRTC has no C library headers: the workbench's stand-ins (<cstdio>, <cmath>...)
+        opts += (f"--include-path={standin_include_dir()}",)
         key = (source, opts, options.name_expressions, self.current_device())
         seen_in_process = key in self._compiled_keys
         log = io.StringIO()
@@ -279,7 +361,8 @@ class CupyBackend(Backend):
                                 names=dict(result.lowered_names))
             module.nvrtc = result
             try:  # load now, while the file exists, and say clearly if it cannot run here
-                for name in list(kernel_names) + list(options.name_expressions):
+                for name in list(kernel_names) + [e for e in options.name_expressions
+                                                  if not e.startswith("&")]:
                     module.get_function(name)
             except (driver.CUDADriverError, runtime.CUDARuntimeError) as exc:
                 raise CompileFailed(
@@ -290,7 +373,12 @@ class CupyBackend(Backend):
         module.compile_seconds = time.perf_counter() - start
         return module
 
-    def launch(self, function, grid, block, args, shared_mem=0, stream=None):
+    def launch(self, function, grid, block, args, shared_mem=0, stream=None, cooperative=False):
+        if cooperative:  # RawKernel's own call cannot launch cooperatively: launch it directly
+            return self.make_launcher(function, _pointer_params(args), cooperative=True)(
+                grid, block, args, shared_mem, stream or self.current_stream())
+        if any(a is None for a in args):  # a null pointer: 8 zero bytes, as CuPy packs a uint64
+            args = tuple(_NULL if a is None else a for a in args)
         if shared_mem > 48 * 1024 and function.max_dynamic_shared_size_bytes < shared_mem:
             function.max_dynamic_shared_size_bytes = shared_mem  # opt in above 48 KiB
         if stream is None:
@@ -299,7 +387,7 @@ class CupyBackend(Backend):
             with stream:
                 function(grid, block, args, shared_mem=shared_mem)
 
-    def make_launcher(self, function, params):
+    def make_launcher(self, function, params, cooperative=False):
         """A direct ``cuLaunchKernel`` with the argument block packed by one
         ``struct`` call into a buffer prepared once per kernel: cheaper than
         ``RawKernel.__call__``, which re-derives the layout on every launch.
@@ -311,6 +399,10 @@ class CupyBackend(Backend):
             else:
                 dt = p.dtype
                 if dt is None or dt.char not in _STRUCT_CODES:
+                    if cooperative:
+                        raise LaunchConfigError(
+                            "a cooperative launch takes pointers and numbers only on the GPU "
+                            f"backend; parameter '{p.name}' is a {p.ctype}")
                     return super().make_launcher(function, params)
                 formats.append(_STRUCT_CODES[dt.char])
         packer = struct.Struct("<" + "".join(f + "x" * (8 - struct.calcsize(f)) for f in formats))
@@ -318,6 +410,9 @@ class CupyBackend(Backend):
         pointer_slots = tuple(i for i, p in enumerate(params) if p.is_pointer)
         func_ptr = function.kernel.ptr
         launch_kernel = driver.launchKernel
+        if cooperative:
+            def launch_kernel(f, gx, gy, gz, bx, by, bz, shared, stream_ptr, params, extra):
+                driver.launchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, stream_ptr, params)
         opted_in = [function.max_dynamic_shared_size_bytes]  # 48 KiB less static shared
         per_thread = threading.local()  # each thread packs into its own argument block
 
@@ -338,7 +433,8 @@ class CupyBackend(Backend):
                 buffer, _, pointers_address = argument_block()
             values = list(args)  # args may be reused by the caller (benchmarks)
             for i in pointer_slots:
-                values[i] = values[i].data.ptr
+                v = values[i]
+                values[i] = 0 if v is None else v.data.ptr
             packer.pack_into(buffer, 0, *values)
             try:
                 launch_kernel(func_ptr, grid[0], grid[1], grid[2], block[0], block[1], block[2],

@@ -32,7 +32,14 @@ def to_device(array):
     b = backend()
     if b.is_device_array(array):
         return array
+    if isinstance(array, (str, bytes, bytearray)):
+        raise TypeError(f"wb.to_device takes numbers (a NumPy array, a list, a scalar), not a "
+                        f"{type(array).__name__}; for text, encode it first: "
+                        f"np.frombuffer(text.encode(), np.uint8)")
     host = np.asarray(array)
+    if host.dtype.kind not in "biufcV":
+        raise TypeError(f"wb.to_device takes numeric data; this is an array of dtype "
+                        f"{host.dtype} ({host.dtype.kind!r}); convert it with .astype(...)")
     try:
         return b.to_device(host)
     except Exception as exc:

@@ -51,6 +51,8 @@ def _pointer_converter(kernel: str, p: Param, backend):
         return True  # a struct or template type we cannot check
 
     def slow(a):
+        if a is None:  # a null pointer, as NULL / nullptr in C++
+            return None
         if is_device(a):
             if accepts(a.dtype):
                 if a.size > 1 and not a.flags.c_contiguous:
@@ -66,12 +68,16 @@ def _pointer_converter(kernel: str, p: Param, backend):
                 f"{where} takes a device array of {want}, got {_describe(a)}. "
                 f"Convert it with .astype({getattr(want, 'name', want)!r}) or declare the parameter "
                 f"with the matching C type.")
+        foreign = backend.foreign_array(a)
+        if foreign:
+            raise KernelArgumentError(f"{where} got {foreign}.")
         if isinstance(a, np.ndarray):
             raise KernelArgumentError(
                 f"{where} needs device memory, got a host NumPy array of shape {a.shape}. "
                 f"Copy it first: wb.to_device(array).")
         raise KernelArgumentError(f"{where} is a pointer: pass a device array "
-                                  f"(wb.to_device / wb.allocate), not {_describe(a)}.")
+                                  f"(wb.to_device / wb.allocate) or None (a null pointer), "
+                                  f"not {_describe(a)}.")
 
     fast_type = backend.device_array_type
     if expected is None or p.pointer_depth > 1 or fast_type is None:
@@ -211,12 +217,35 @@ def _compiled(src: str):
 
 
 def _on_cell_lines(fault: KernelFault, offset: int) -> KernelFault:
-    """The fault with its source line counted as the cell counts it (the
+    """The fault with its source lines counted as the cell counts them (the
     ``%%cuda`` line is line 1), as compile errors are."""
-    line = fault.line + offset
-    message = re.sub(rf"\bline {fault.line}\b", f"line {line}", str(fault), count=1)
+    message = str(fault)
+    line = None
+    if fault.line is not None:
+        line = fault.line + offset
+        message = re.sub(rf"\bline {fault.line}\b", f"line {line}", message, count=1)
+        # an assert message names "file:line:" as CUDA's does
+        message = re.sub(rf"(\.cu):{fault.line}:", rf"\g<1>:{line}:", message, count=1)
+    # where threads wait, in a hang or deadlock report
+    message = re.sub(r"(__syncthreads \(line )(\d+)\)",
+                     lambda m: f"{m.group(1)}{int(m.group(2)) + offset})", message)
     return KernelFault(message, kernel=fault.kernel, signal=fault.signal, block=fault.block,
                        thread=fault.thread, line=line, details=fault.details)
+
+
+def _trailing_defaults(params) -> tuple:
+    """``(param, value)`` for the trailing parameters that have a default in
+    the source; ``value`` is a ValueError where it is not a literal."""
+    out = []
+    for p in reversed(params):
+        if not p.has_default:
+            break
+        try:
+            value = p.default_value()
+        except ValueError as exc:
+            value = exc
+        out.append((p, value))
+    return tuple(reversed(out))
 
 
 def _dim3(value, what: str) -> tuple[int, int, int]:
@@ -240,7 +269,10 @@ class Kernel:
 
     Arguments are checked against the signature before launch (count, device
     arrays of the pointee's dtype for pointers, exact C types for scalars);
-    a mismatch raises :class:`~workbench.KernelArgumentError`.
+    a mismatch raises :class:`~workbench.KernelArgumentError`. ``None``
+    passes a null pointer; trailing parameters with a default value in the
+    source may be left out. ``cooperative=True`` runs every block at once
+    (``cudaLaunchCooperativeKernel``), so that ``this_grid().sync()`` works.
     """
 
     def __init__(self, signature: KernelSignature, module, function):
@@ -253,10 +285,12 @@ class Kernel:
             (_pointer_converter if p.is_pointer else _scalar_converter)(self.name, p, self.backend)
             for p in signature.params)
         self._nparams = len(self._converters)
+        self._defaults = _trailing_defaults(signature.params)
         self._check = _argument_checker(signature.params, self._converters, self.backend)
         self._block_for_shared: dict[int, int] = {}
         self._configs: dict = {}  # (grid, block, shared_mem, n) -> checked (grid3, block3)
         self._launcher = self.backend.make_launcher(function, signature.params)
+        self._coop_launcher = None
         self._session = session()
         self._resources = None
         props = self.backend.device_properties()
@@ -287,12 +321,31 @@ class Kernel:
         return kernel_occupancy(self, block=block, shared_mem=shared_mem, **options)
 
     def convert_args(self, args) -> tuple:
-        """Check ``args`` against the signature and convert scalars."""
-        if len(args) != self._nparams:
-            raise KernelArgumentError(
-                f"{self.name}() takes {self._nparams} argument{'s' if self._nparams != 1 else ''} "
-                f"({', '.join(map(str, self.params))}), got {len(args)}.")
-        return tuple(self._check(args))
+        """Check ``args`` against the signature and convert scalars
+        (trailing parameters with a default value in the source may be left out)."""
+        return tuple(self._check(self._complete(args)))
+
+    def _complete(self, args) -> tuple:
+        """``args`` with the default values of the parameters left out, or
+        KernelArgumentError saying what the kernel takes."""
+        given, want = len(args), self._nparams
+        if given == want:
+            return args
+        missing = want - given
+        if 0 < missing <= len(self._defaults):
+            values = []
+            for p, value in self._defaults[len(self._defaults) - missing:]:
+                if isinstance(value, ValueError):
+                    raise KernelArgumentError(
+                        f"{self.name}(): parameter '{p.name}' defaults to '{p.default}', which "
+                        f"the workbench cannot evaluate; pass it explicitly.")
+                values.append(value)
+            return tuple(args) + tuple(values)
+        least = want - len(self._defaults)
+        takes = f"{least} to {want}" if least != want else f"{want}"
+        raise KernelArgumentError(
+            f"{self.name}() takes {takes} argument{'s' if want != 1 else ''} "
+            f"({', '.join(map(str, self.params))}), got {given}.")
 
     def launch_config(self, grid, block, shared_mem: int, n) -> tuple[tuple, tuple]:
         """Checked ``(grid, block)`` as 3-tuples for these launch options."""
@@ -336,15 +389,13 @@ class Kernel:
                 f"dynamic shared memory per block.")
         return grid3, block3
 
-    def __call__(self, *args, grid=None, block=None, shared_mem: int = 0, stream=None, n=None):
+    def __call__(self, *args, grid=None, block=None, shared_mem: int = 0, stream=None, n=None,
+                 cooperative: bool = False):
         b = self.backend
         if self._session.backend is not b:
-            raise LaunchConfigError(
-                f"{self.name} was compiled for the {b.name} backend but the active backend is "
-                f"{self._session.backend.name if self._session.backend else 'none'}; "
-                f"run its %%cuda cell (or wb.compile) again.")
+            raise LaunchConfigError(self._other_backend_message())
         if len(args) != self._nparams:
-            self.convert_args(args)  # raises with the signature
+            args = self._complete(args)  # defaults, or raises with the signature
         converted = self._check(args)
         try:
             key = (grid, block, shared_mem, n)
@@ -357,18 +408,51 @@ class Kernel:
                 self._configs[key] = (grid3, block3)
             except TypeError:
                 pass
+        launcher = self._launcher
+        if cooperative:
+            launcher = self._cooperative_launcher(grid3, block3, shared_mem)
         try:
             self._session.timing_log.timed_launch(
                 b, self.name, grid3, block3, shared_mem,
-                stream if stream is not None else b.current_stream(), self._launcher, converted)
+                stream if stream is not None else b.current_stream(), launcher, converted)
         except KernelFault as exc:
-            if exc.line is None or not self.module.line_offset:
+            if not self.module.line_offset:
                 raise
             raise _on_cell_lines(exc, self.module.line_offset) from None
         except Exception as exc:
             if is_out_of_memory(exc, b):
                 raise _out_of_memory(None, exc) from None
             raise
+
+    def _cooperative_launcher(self, grid3, block3, shared_mem: int):
+        """The launcher of a cooperative launch (every block at once, so that
+        ``this_grid().sync()`` works), after checking that the grid fits on
+        the device at once, as ``cudaLaunchCooperativeKernel`` requires."""
+        threads = block3[0] * block3[1] * block3[2]
+        blocks = grid3[0] * grid3[1] * grid3[2]
+        per_sm = self.occupancy(block=threads, shared_mem=shared_mem).active_blocks
+        most = per_sm * self.backend.device_properties().multiprocessors
+        if blocks > most:
+            raise LaunchConfigError(
+                f"{self.name}(): a cooperative launch runs every block at once, and this device "
+                f"holds at most {most} blocks of {threads} threads of this kernel "
+                f"({per_sm} per SM); the grid has {blocks}. Use a smaller grid (loop over the "
+                f"data inside the kernel), e.g. grid={most}.")
+        if self._coop_launcher is None:
+            self._coop_launcher = self.backend.make_launcher(self.function, self.signature.params,
+                                                             cooperative=True)
+        return self._coop_launcher
+
+    def _other_backend_message(self) -> str:
+        b, active = self.backend, self._session.backend
+        if active is not None and active.name == b.name:
+            return (f"{self.name} was compiled on another {b.name} backend (one made before "
+                    f"wb.backend(...) changed the device or its memory size, say); the active "
+                    f"one is {active.describe()}. Run its %%cuda cell (or wb.compile) again, and "
+                    f"copy arrays made before with wb.to_device(np.array(x)).")
+        return (f"{self.name} was compiled for the {b.name} backend but the active backend is "
+                f"{active.name if active else 'none'}; run its %%cuda cell (or wb.compile) "
+                f"again, or switch back with wb.backend({b.name!r}).")
 
     def __repr__(self) -> str:
         text = f"<wb.Kernel {self.signature}"

@@ -63,6 +63,7 @@ class Param:
     base: str           # the pointee / value type without qualifiers: "float", "unsigned int"
     pointer_depth: int  # 0 for a value, 1 for T*, 2 for T** ...
     is_const: bool = False
+    default: str | None = None  # the default argument as written (``NULL``, ``1.0f``), if any
 
     @property
     def is_pointer(self) -> bool:
@@ -77,12 +78,29 @@ class Param:
         return scalar_dtype(self.base)
 
     @property
+    def has_default(self) -> bool:
+        return self.default is not None
+
+    def default_value(self):
+        """The default argument as a Python value: ``None`` (a null pointer)
+        for ``NULL``/``nullptr``/``0`` of a pointer, a number for a numeric
+        literal; raises ValueError for anything else (a macro, an expression)."""
+        text = (self.default or "").strip()
+        if self.is_pointer:
+            if text in ("NULL", "nullptr", "0", "0L", "0LL", "__null"):
+                return None
+            raise ValueError(text)
+        if text in ("true", "false"):
+            return text == "true"
+        return _number(text)
+
+    @property
     def vector(self) -> tuple[np.dtype, int] | None:
         """``(component dtype, count)`` for CUDA vector types such as float4."""
         return _VECTOR_TYPES.get(self.base)
 
     def __str__(self) -> str:
-        return f"{self.ctype} {self.name}"
+        return f"{self.ctype} {self.name}" + (f" = {self.default}" if self.has_default else "")
 
 
 @dataclass(frozen=True)
@@ -117,7 +135,8 @@ class KernelSignature:
             raise ValueError(f"{name_expression!r} is not an instantiation of {self.name}")
         args = split_top_level(m.group(2))
         mapping = {name: arg.strip() for (_, name), arg in zip(self.template_params, args)}
-        params = tuple(parse_param(_substitute(p.ctype, mapping) + " " + p.name, i)
+        params = tuple(parse_param(_substitute(p.ctype, mapping) + " " + p.name
+                                   + (f" = {p.default}" if p.has_default else ""), i)
                        for i, p in enumerate(self.params))
         return KernelSignature(name_expression.strip(), params, (), False, self.line)
 
@@ -137,6 +156,22 @@ def _substitute(text: str, mapping: dict[str, str]) -> str:
         return text
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, mapping)) + r")\b")
     return pattern.sub(lambda m: mapping[m.group(1)], text)
+
+
+_INT_LITERAL = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[bB][01]+|\d+)(?:[uU]?[lL]{0,2}|[lL]{1,2}[uU])")
+_FLOAT_LITERAL = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)[fFlL]?")
+
+
+def _number(text: str):
+    """A C numeric literal (``-3``, ``0x10u``, ``1.5f``, ``2e-3``) as int or float."""
+    text = text.replace("'", "")  # C++14 digit separators
+    m = _INT_LITERAL.fullmatch(text)
+    if m:
+        return int(m.group(1) + m.group(2), 0) if not m.group(2).startswith("0") or m.group(2) == "0" \
+            or m.group(2)[1:2] in "xXbB" else int(m.group(1) + m.group(2), 8)
+    if _FLOAT_LITERAL.fullmatch(text) and any(c.isdigit() for c in text):
+        return float(text.rstrip("fFlL"))
+    raise ValueError(text)
 
 
 def split_top_level(text: str, sep: str = ",") -> list[str]:
@@ -159,7 +194,8 @@ def split_top_level(text: str, sep: str = ",") -> list[str]:
 
 def parse_param(text: str, index: int) -> Param:
     """Parse one parameter declaration (``const float* __restrict__ x``)."""
-    tokens = _TOKEN.findall(text.split("=")[0].strip())  # drop default arguments
+    declaration, eq, default = text.partition("=")
+    tokens = _TOKEN.findall(declaration.strip())
     arrays = [t for t in tokens if t.startswith("[")]
     tokens = [t for t in tokens if not t.startswith("[")]
     idents = [t for t in tokens if t not in ("*", "&") and t not in _QUALIFIERS
@@ -173,7 +209,7 @@ def parse_param(text: str, index: int) -> Param:
     base = _normalise_base(idents + [t for t in tokens if t.startswith("<")], "signed" in tokens)
     ctype = re.sub(r"\s+\*", "*", " ".join(tokens)) + "*" * len(arrays)
     return Param(name=name, ctype=ctype, base=base, pointer_depth=pointer_depth,
-                 is_const="const" in tokens)
+                 is_const="const" in tokens, default=" ".join(default.split()) if eq else None)
 
 
 def _normalise_base(core: list[str], signed: bool) -> str:

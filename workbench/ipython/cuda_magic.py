@@ -18,8 +18,8 @@ from IPython.display import display
 from ..core.compiler import compile as compile_source
 from ..diagnostics import format_diagnostics
 from ..runtime.session import backend
-from ..errors import (CompileError, KernelArgumentError, KernelFault, LaunchConfigError,
-                      OutOfMemoryError)
+from ..errors import (BackendUnavailable, CompileError, DeviceError, KernelArgumentError,
+                      KernelFault, LaunchConfigError, OutOfMemoryError)
 
 #: MIME type of compile diagnostics (rendered by the JupyterLab extension).
 DIAGNOSTICS_MIME = "application/vnd.cuda-workbench.diagnostics+json"
@@ -146,7 +146,8 @@ def _show_workbench_error(shell, etype, evalue, tb, tb_offset=None):
 def register(ipython) -> None:
     ipython.register_magics(CudaMagics)
     ipython.set_custom_exc((CompileError, KernelArgumentError, LaunchConfigError, KernelFault,
-                            OutOfMemoryError), _show_workbench_error)
+                            OutOfMemoryError, BackendUnavailable, DeviceError),
+                           _show_workbench_error)
     b = backend()
     print(f"workbench: {b.name} backend — {b.describe()} ({b.reason})")
 

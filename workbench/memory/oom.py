@@ -40,6 +40,12 @@ def out_of_memory_error(requested_bytes: int | None,
     tracked = tracker.enabled and tracker.backend is backend
     holders = group_by_line(tracker, backend) if tracked else []
 
+    total = stats.device_total if stats is not None else None
+    if requested_bytes is not None and total is not None and requested_bytes > total:
+        lines.append(f"That is more than the whole device ({b(total)}): it can never fit, "
+                     "whatever is freed. What to do: work in chunks of at most a fraction of "
+                     "the device, or use a smaller dtype.")
+        return OutOfMemoryError("\n".join(lines), requested=requested_bytes)
     if stats is not None:
         state = [f"in use {b(stats.in_use)}"
                  + (f" in {stats.live_allocations} allocations" if stats.live_allocations else ""),

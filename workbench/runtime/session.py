@@ -72,7 +72,15 @@ def use_backend(which: str | Backend | None, **options) -> Backend:
         name, reason = choose_backend()
         _install(_instance(name, options), reason)
     else:
-        _install(_instance(which, options), "chosen by the user")
+        current = _SESSION.backend
+        if (current is not None and canonical_name(which) == current.name
+                and current.configure(**options)):
+            # the same backend with other options: changed in place, so arrays,
+            # modules and kernels made before keep working
+            _INSTANCES[(current.name, tuple(sorted(options.items())))] = current
+            _install(current, "chosen by the user")
+        else:
+            _install(_instance(which, options), "chosen by the user")
     return _SESSION.backend
 
 

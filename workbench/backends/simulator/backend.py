@@ -14,6 +14,11 @@ What happens where:
 
 Launches are synchronous: when :meth:`SimulatorBackend.launch` returns, the
 kernel has finished and its ``printf`` output has been printed.
+
+Thread safety: every exchange with a worker (load, launch, global variables)
+holds the backend's lock, so launches from several Python threads are
+serialised, one kernel at a time, as launches on one CUDA stream are; the
+printf buffer and the fault record they share stay one launch's.
 """
 from __future__ import annotations
 
@@ -22,12 +27,14 @@ import re
 import struct
 import subprocess
 import sys
+import threading
 import time
 from typing import Sequence
 
 import numpy as np
 
 from ...errors import KernelArgumentError, KernelFault
+from ... import cxx
 from ..base import (Backend, CompileFailed, CompileOptions, DeviceProperties, KernelResources,
                     normalise_arch)
 from ..nvrtc import check_with_nvrtc, nvrtc_available, nvrtc_version
@@ -38,7 +45,7 @@ from .faults import kernel_fault, worker_fault
 from .launch import argument_bytes, check_config, dims, launch_request
 from .module import SimFunction, SimModule
 from .protocol import Op
-from .source import SOURCE_NAME, find_unsupported, generate
+from .source import SOURCE_NAME, find_unsupported, generate, simulator_lacks
 from .streams import CurrentStream, SimEvent, SimStream, elapsed_ms
 from .worker import Worker, WorkerDied, WorkerError
 from .xp import ArrayNamespace, DeviceArray, empty_in, in_arena
@@ -86,6 +93,36 @@ class SimulatorBackend(Backend):
         self._launches = 0
         self._current = CurrentStream()
         self.last_launch_ns = 0
+        #: Held for every exchange with a worker (see the module docstring).
+        self.lock = threading.RLock()
+
+    def configure(self, checked=None, timeout_s=None, device=None, memory_bytes=None,
+                  threads=None) -> bool:
+        """Change ``checked``, ``timeout_s`` and ``threads`` in place (device
+        arrays, modules and kernels stay; modules built before keep their own
+        build: re-run a cell to build it checked). ``device`` and
+        ``memory_bytes`` change the device memory itself: only their current
+        values are accepted here (False otherwise)."""
+        if device is not None or memory_bytes is not None:
+            wanted = virtual_device(device, memory_bytes)
+            if (wanted.name, wanted.total_memory) != (self._properties.name,
+                                                      self._properties.total_memory):
+                return False
+        with self.lock:
+            if checked is not None:
+                self.checked = bool(checked)
+            if timeout_s is not None:
+                self.timeout_s = float(timeout_s)
+            if threads is not None and int(threads) != self.threads:
+                self.threads = int(threads)
+                self.close()  # the next launch starts workers with the new count
+        return True
+
+    def foreign_array(self, obj) -> str | None:
+        if isinstance(obj, DeviceArray) and not self.is_device_array(obj):
+            return ("a device array of another simulator backend (one made before the device "
+                    "or its memory size was changed); copy it over: wb.to_device(np.array(x))")
+        return None
 
     # -- arrays --------------------------------------------------------------------
     @property
@@ -183,6 +220,7 @@ class SimulatorBackend(Backend):
             resources, log, compiler = (dict(checked_by_nvrtc.resources), checked_by_nvrtc.log,
                                         "NVRTC")
         flags = self._gxx_flags(options)
+        arch_flags = [f for f in flags if f.startswith("-D__CUDA_ARCH__=")]
         # only the branches g++ will compile (the prelude defines __CUDACC__ and __WBSIM__)
         seen = [f[2:] for f in flags if f.startswith("-D")] + ["__CUDACC__", "__WBSIM__"]
         problems = find_unsupported(source, seen)
@@ -190,15 +228,34 @@ class SimulatorBackend(Backend):
             raise CompileFailed("\n".join(p.log_line() for p in problems), compiler="simulator")
         kernels = list(dict.fromkeys([*kernel_names, *options.name_expressions]))
         checked = bool(options.checked or self.checked)
-        generated = generate(source, kernels)
-        built = build.build_library(generated, flags, checked,
-                                    warnings=compiler != "NVRTC")
-        module = SimModule(str(built.path), kernels, checked, resources, self, checked_by_nvrtc)
+        variables = cxx.find_globals(source, seen)
+        defines = [f[2:] for f in flags if f.startswith("-D") and f not in arch_flags]
+        flags = [f for f in flags if not f.startswith("-D") or f in arch_flags]
+        try:
+            built = build.build_library(
+                generate(source, kernels, [v.qualified_name for v in variables], defines),
+                flags, checked, warnings=compiler != "NVRTC")
+        except CompileFailed as exc:
+            built = None
+            if variables:  # a declaration the variable finder misread: build without accessors
+                variables = ()
+                try:
+                    built = build.build_library(generate(source, kernels, (), defines), flags,
+                                                checked, warnings=compiler != "NVRTC")
+                except CompileFailed:
+                    pass
+            if built is None:
+                raise CompileFailed(simulator_lacks(exc.log, nvrtc_accepted=compiler == "NVRTC"),
+                                    compiler="simulator" if compiler == "NVRTC" else exc.compiler,
+                                    line_shift=exc.line_shift) from None
+        module = SimModule(str(built.path), kernels, checked, resources, self, checked_by_nvrtc,
+                           variables)
         module.cache_hit = built.cache_hit
         module.log = log or built.log
         module.compiler = compiler
         try:  # undefined functions show up when the library is loaded
-            module.load_into(self.worker_for(checked))
+            with self.lock:
+                module.load_into(self.worker_for(checked))
         except WorkerError as exc:
             raise CompileFailed(_explain_load_error(str(exc)), compiler="g++") from None
         except WorkerDied as died:  # e.g. a global's constructor crashed
@@ -221,32 +278,35 @@ class SimulatorBackend(Backend):
         return flags
 
     # -- launch ------------------------------------------------------------------------------
-    def launch(self, function, grid, block, args, shared_mem: int = 0, stream=None) -> None:
+    def launch(self, function, grid, block, args, shared_mem: int = 0, stream=None,
+               cooperative: bool = False) -> None:
         if not isinstance(function, SimFunction):
             raise TypeError(f"not a simulator kernel: {function!r}")
         grid = dims(grid, "grid")
         block = dims(block, "block")
         check_config(self._properties, grid, block, shared_mem)
         module = function.module
-        worker = self.worker_for(module.checked)
         is_device_array = self.is_device_array
         blobs = [argument_bytes(a, i, is_device_array) for i, a in enumerate(args)]
-        try:
-            payload = launch_request(module.load_into(worker), function.symbol, grid, block,
-                                     shared_mem, self.timeout_s, blobs,
-                                     self.arena if module.checked else None)
-            reply = worker.request(Op.LAUNCH, payload, timeout=self.timeout_s)
-        except WorkerDied as died:
+        with self.lock:
+            worker = self.worker_for(module.checked)
+            try:
+                payload = launch_request(module.load_into(worker), function.symbol, grid, block,
+                                         shared_mem, self.timeout_s, blobs, self.arena,
+                                         module.checked, cooperative)
+                reply = worker.request(Op.LAUNCH, payload, timeout=self.timeout_s)
+            except WorkerDied as died:
+                self._print_device_output()
+                self.arena.clear_fault()
+                raise kernel_fault(function.name, module.checked, died, self.timeout_s,
+                                   self.arena) from None
+            except WorkerError as exc:
+                raise KernelArgumentError(str(exc)) from None
+            elapsed = struct.unpack("<Q", reply)[0]
+            self.last_launch_ns = elapsed
+            self._kernel_ns += elapsed
+            self._launches += 1
             self._print_device_output()
-            self.arena.clear_fault()
-            raise kernel_fault(function.name, module.checked, died, self.timeout_s) from None
-        except WorkerError as exc:
-            raise KernelArgumentError(str(exc)) from None
-        elapsed = struct.unpack("<Q", reply)[0]
-        self.last_launch_ns = elapsed
-        self._kernel_ns += elapsed
-        self._launches += 1
-        self._print_device_output()
 
     def _print_device_output(self) -> None:
         if self._arena is None:
@@ -270,6 +330,10 @@ class SimulatorBackend(Backend):
     # -- workers -----------------------------------------------------------------------------
     def worker_for(self, checked: bool) -> Worker:
         """The worker process for plain (or checked) modules, started on first use."""
+        with self.lock:
+            return self._worker_for(checked)
+
+    def _worker_for(self, checked: bool) -> Worker:
         worker = self._workers.get(checked)
         if worker is None:
             env = {}
@@ -284,9 +348,10 @@ class SimulatorBackend(Backend):
 
     def close(self) -> None:
         """Stop the worker processes (device arrays stay readable)."""
-        for worker in self._workers.values():
-            worker.stop()
-        self._workers.clear()
+        with self.lock:
+            for worker in self._workers.values():
+                worker.stop()
+            self._workers.clear()
 
     # -- streams and events ------------------------------------------------------------------
     def current_stream(self) -> SimStream:

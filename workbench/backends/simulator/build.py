@@ -32,8 +32,13 @@ CACHE = DiskCache("sim")
 #: Bumped when the build or the generated code changes meaning.
 SIMULATOR_VERSION = "0.3"
 
-BASE_FLAGS = ("-O2", "-fPIC", "-fno-strict-aliasing", "-fno-semantic-interposition",
-              "-fno-plt", "-pthread")
+#: What the GPU's compiler keeps, g++ keeps too: a store through a null pointer
+#: (it faults on the GPU; g++ would assume it cannot happen and drop it), and
+#: a loop with no side effects (``while (flag[0] == 0) {}`` spins on the GPU;
+#: g++ may assume such loops end and delete them).
+BASE_FLAGS = ("-O2", "-fPIC", "-fno-strict-aliasing", "-fno-delete-null-pointer-checks",
+              "-fno-finite-loops", "-fno-semantic-interposition", "-fno-plt", "-pthread",
+              "-fdiagnostics-column-unit=byte")  # as NVRTC counts: diagnostics.py makes them characters
 CHECKED_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 
 
@@ -44,15 +49,39 @@ def compiler() -> str:
 
 @functools.lru_cache(maxsize=None)
 def compiler_version() -> str | None:
-    """``g++ -dumpfullversion``, or None when there is no g++."""
+    """``g++ -dumpfullversion``, or None when there is no g++ (remembered in
+    the cache for :func:`_built_with`)."""
+    remembered = CACHE.path("compiler-version")
     exe = shutil.which(compiler())
-    if exe is None:
-        return None
-    try:
-        out = subprocess.run([exe, "-dumpfullversion"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
+    version = None
+    if exe is not None:
+        try:
+            out = subprocess.run([exe, "-dumpfullversion"], capture_output=True, text=True,
+                                 timeout=30)
+            version = out.stdout.strip() or None
+        except (OSError, subprocess.SubprocessError):
+            version = None
+    if version is not None:
+        try:
+            if not remembered.exists() or remembered.read_text() != version:
+                write_atomic(remembered, version)
+        except OSError:
+            pass
+        return version
+    return None
+
+
+def _built_with() -> str:
+    """The g++ version the cache's builds are keyed by: this g++, or without
+    one the version that built what the cache holds, so that cached kernels
+    and the worker still load (only new builds need the compiler)."""
+    version = compiler_version()
+    if version is None:
+        try:
+            version = CACHE.path("compiler-version").read_text().strip()
+        except OSError:
+            version = ""
+    return version
 
 
 @functools.lru_cache(maxsize=None)
@@ -60,7 +89,7 @@ def simulator_fingerprint() -> str:
     """Hash of everything that changes what a build produces."""
     h = hashlib.sha256()
     h.update(SIMULATOR_VERSION.encode())
-    h.update((compiler_version() or "").encode())
+    h.update(_built_with().encode())
     h.update(platform.machine().encode())
     for path in sorted(PRELUDE_DIR.rglob("*")) + sorted(NATIVE_DIR.rglob("*")):
         if path.is_file():
@@ -99,11 +128,11 @@ def worker_executable(checked: bool = False) -> Path:
     of ``native/`` compiled on its own (in parallel), then linked with
     link-time optimisation, which gives the code of one translation unit
     (the scheduler's hot paths reach across parts)."""
-    exe = _require_compiler()
     name = f"wbsim-worker-{simulator_fingerprint()}{'-asan' if checked else ''}"
     target = CACHE.path(name)
     if target.exists():
         return target
+    exe = _require_compiler()
     flags = ["-std=c++17", "-O2", "-g", "-pthread", "-flto=auto", "-iquote", str(PRELUDE_DIR)]
     if checked:
         flags += ["-DWBSIM_CHECKED", "-fsanitize=address", "-fno-omit-frame-pointer"]
@@ -146,7 +175,6 @@ def build_library(generated: str, flags: list[str], checked: bool, warnings: boo
 
     Raises :class:`CompileFailed` with g++'s log on error.
     """
-    exe = _require_compiler()
     cmd_flags = list(BASE_FLAGS) + list(flags)
     if checked:
         cmd_flags = [f for f in cmd_flags if f != "-O2"] + ["-O1", *CHECKED_FLAGS]
@@ -157,6 +185,7 @@ def build_library(generated: str, flags: list[str], checked: bool, warnings: boo
     target = CACHE.path(f"k-{key}.so")
     if target.exists():
         return BuiltLibrary(target, "", True)
+    exe = _require_compiler()  # only a new build needs it
     src = CACHE.path(f"k-{key}.cpp")
     if not write_atomic(src, generated):
         raise CompileFailed(f"cannot write the generated source to {src}", compiler="g++",

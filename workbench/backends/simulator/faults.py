@@ -21,14 +21,21 @@ _SIGNAL_TEXT = {"SIGSEGV": "invalid memory access", "SIGBUS": "invalid memory ac
                 "SIGILL": "illegal instruction", "SIGABRT": "abort"}
 
 
-def kernel_fault(kernel: str, checked: bool, died: WorkerDied, timeout_s: float) -> KernelFault:
-    """The fault of kernel ``kernel`` whose launch ended the worker."""
+#: How to change the time limit, said wherever a launch ran out of it.
+TIME_LIMIT_HINT = ("If the kernel only needs longer, raise the limit: "
+                   "wb.backend('simulator', timeout_s=600).")
+
+
+def kernel_fault(kernel: str, checked: bool, died: WorkerDied, timeout_s: float,
+                 arena=None) -> KernelFault:
+    """The fault of kernel ``kernel`` whose launch ended the worker (``arena``:
+    the device memory, to say where a wild address points)."""
     rec = died.record
     if rec is None:
         if died.timed_out:
             return KernelFault(f"kernel {kernel!r} did not finish within {timeout_s:g} s "
-                               "and was stopped; the simulator restarted (device arrays are intact)",
-                               kernel=kernel, signal="timeout")
+                               "and was stopped; the simulator restarted (device arrays are "
+                               f"intact). {TIME_LIMIT_HINT}", kernel=kernel, signal="timeout")
         what = _exit_text(died.returncode)
         return KernelFault(f"the simulator's worker ended with {what} while kernel {kernel!r} ran; "
                            "it restarted (device arrays are intact)", kernel=kernel,
@@ -40,13 +47,19 @@ def kernel_fault(kernel: str, checked: bool, died: WorkerDied, timeout_s: float)
     if kind is FaultKind.SIGNAL:
         sig = _signal_name(rec)
         if what.startswith("stack overflow"):
-            what = f"{sig}: {what}"
+            what = f"{what} ({sig})"
+            sig = "stack overflow"
         else:
-            addr = f" at address {rec.address:#x}" if sig in ("SIGSEGV", "SIGBUS") else ""
+            addr = ""
+            if sig in ("SIGSEGV", "SIGBUS"):
+                addr = f" at address {rec.address:#x}{_where_address(rec.address, arena)}"
             what = f"{sig}: {_SIGNAL_TEXT.get(sig, sig)}{addr}"
     elif kind is FaultKind.TIMEOUT:
-        what = (f"time limit of {timeout_s:g} s exceeded (an endless loop, or threads "
-                "spinning on a flag that another block or thread sets?)")
+        detail = what.partition("time limit exceeded: ")[2]
+        what = (f"time limit of {timeout_s:g} s exceeded ("
+                + (f"{detail}. " if detail else "an endless loop, or threads spinning on a flag "
+                   "that another block or thread sets? ")
+                + "On the GPU such a kernel hangs)")
     elif kind is FaultKind.ASAN:
         what, line = asan_summary(died.log)
     block, thread = rec.block_index, rec.thread_index
@@ -61,6 +74,8 @@ def kernel_fault(kernel: str, checked: bool, died: WorkerDied, timeout_s: float)
     if kind is FaultKind.SIGNAL and sig in ("SIGSEGV", "SIGBUS") and not checked:
         hint = (" Run it checked (wb.backend('simulator', checked=True) or %%cuda --check) to "
                 "find the line.")
+    if kind is FaultKind.TIMEOUT:
+        hint = " " + TIME_LIMIT_HINT
     message = (f"kernel {kernel!r} faulted: {what}{where}. The simulator restarted; device "
                f"arrays are intact.{hint}")
     return KernelFault(message, kernel=kernel, signal=sig, block=block, thread=thread,
@@ -84,6 +99,16 @@ def worker_fault(died: WorkerDied, doing: str) -> KernelFault:
     return KernelFault(f"the simulator's worker ended while {doing} ({what}); it restarts on "
                        "the next launch (device arrays are intact)",
                        signal=what, details=died.log)
+
+
+def _where_address(address: int, arena) -> str:
+    """What a faulting address points at, in words (empty when nothing useful)."""
+    if address < 1 << 16:
+        return " (a null pointer, or a small offset from one)"
+    if arena is not None and arena.base <= address < arena.base + arena.size:
+        return (" (in device memory, but outside every allocation: an index far out of "
+                "bounds, or a pointer to freed memory)")
+    return ""
 
 
 def _signal_name(rec: FaultRecord) -> str:
@@ -112,6 +137,8 @@ def asan_summary(log: str) -> tuple[str, int | None]:
     what = kind.group(1) if kind else "memory error"
     if what in ("use-after-poison", "unknown-crash"):
         what = "out-of-bounds access to device memory"
+    elif what == "SEGV":
+        what = "invalid memory access (SIGSEGV), outside every allocation or a bad pointer"
     elif what.endswith("overflow"):
         what = what.replace("-", " ").replace("buffer overflow", "out-of-bounds access")
     if access:

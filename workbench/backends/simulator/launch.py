@@ -5,7 +5,9 @@ virtual device, the kernel's arguments as bytes, and the request payload
 Payload, little-endian: ``u32 library handle``, kernel entry symbol (u32
 length, bytes), ``u32 grid[3], u32 block[3], u64 shared bytes, u32 time limit
 in ms, u32 argument count``, ``u32`` size of each argument, the arguments'
-bytes; for a checked worker then ``u64 low, u64 high, u32 count`` and
+bytes, ``u64`` the end of the arena's allocated part (the worker makes what
+lies beyond inaccessible, so wild writes fault), ``u32`` flags (1: a
+cooperative launch); for a checked worker then ``u64 low, u64 high, u32 count`` and
 ``(u64 address, u64 bytes)`` per live block: the arena range to poison and
 the blocks to leave readable.
 """
@@ -53,7 +55,9 @@ def check_config(p: DeviceProperties, grid, block, shared_mem: int) -> None:
 
 def argument_bytes(a, index: int, is_device_array: Callable[[object], bool]) -> bytes:
     """Kernel argument ``index`` as the kernel receives it: a device array's
-    address, a scalar's or a structured value's bytes."""
+    address, a scalar's or a structured value's bytes; None is a null pointer."""
+    if a is None:
+        return bytes(8)
     if isinstance(a, np.ndarray):
         if a.ndim == 0 and not is_device_array(a):
             return a.tobytes()
@@ -74,14 +78,16 @@ def argument_bytes(a, index: int, is_device_array: Callable[[object], bool]) -> 
 
 
 def launch_request(handle: int, symbol: str, grid, block, shared_mem: int, timeout_s: float,
-                   blobs: Sequence[bytes], checked_arena: Arena | None = None) -> bytes:
-    """The payload of a launch request (see the module docstring); give
-    ``checked_arena`` for a checked worker."""
+                   blobs: Sequence[bytes], arena: Arena, checked: bool = False,
+                   cooperative: bool = False) -> bytes:
+    """The payload of a launch request (see the module docstring)."""
     timeout_ms = max(1, int(timeout_s * 1000))
     payload = [struct.pack("<I", handle), pack_str(symbol),
                struct.pack("<3I3IQII", *grid, *block, int(shared_mem), timeout_ms, len(blobs)),
-               struct.pack(f"<{len(blobs)}I", *map(len, blobs)), *blobs]
-    if checked_arena is not None:
+               struct.pack(f"<{len(blobs)}I", *map(len, blobs)), *blobs,
+               struct.pack("<QI", arena.base + arena.high_water, int(bool(cooperative)))]
+    if checked:
+        checked_arena = arena
         arena = checked_arena
         live = arena.live_blocks()
         payload.append(struct.pack("<QQI", arena.base + ARENA_RESERVED,

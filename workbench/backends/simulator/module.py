@@ -10,7 +10,7 @@ import numpy as np
 
 from ..base import CompiledModule, KernelResources
 from .protocol import Op, pack_str
-from .source import launcher_symbol
+from .source import global_symbol, launcher_symbol
 from .worker import Worker, WorkerDied, WorkerError
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class SimModule(CompiledModule):
 
     def __init__(self, path: str, kernels: Sequence[str], checked: bool,
                  resources: dict[str, KernelResources], backend: "SimulatorBackend",
-                 nvrtc: Any = None):
+                 nvrtc: Any = None, variables: Sequence = ()):
         self.path = path
         self.checked = checked
         self.nvrtc = nvrtc
@@ -47,6 +47,14 @@ class SimModule(CompiledModule):
         self._functions = {name: SimFunction(self, name, launcher_symbol(i))
                            for i, name in enumerate(kernels)}
         self._globals: dict[str, bytes] = {}
+        # module variable -> the accessor generated for it (source.generate), by
+        # qualified name and, where no other variable shares it, by plain name
+        self._symbols: dict[str, str] = {}
+        names = [v.name for v in variables]
+        for i, v in enumerate(variables):
+            self._symbols[v.qualified_name] = global_symbol(i)
+            if names.count(v.name) == 1:
+                self._symbols.setdefault(v.name, global_symbol(i))
 
     def get_function(self, name: str) -> SimFunction:
         try:
@@ -71,39 +79,58 @@ class SimModule(CompiledModule):
         handle = worker.load(self.path)
         if fresh:
             for name, data in self._globals.items():
-                _write_global(worker, handle, name, data)
+                _write_global(worker, handle, self._symbol(name), name, data)
         return handle
 
-    def set_global(self, name: str, value) -> None:
-        """Set a ``__constant__`` or ``__device__`` variable ``name`` to the
-        bytes of ``value`` (like ``cudaMemcpyToSymbol``); kept across worker
-        restarts."""
-        data = np.ascontiguousarray(value).tobytes()
-        self._globals[name] = data
-        worker = self._backend.worker_for(self.checked)
+    def write_global(self, name: str, data: bytes) -> None:
+        """Write ``data`` at the start of module variable ``name`` (like
+        ``cudaMemcpyToSymbol``); kept across worker restarts. KeyError when
+        there is no such variable, ValueError when it is smaller than ``data``."""
         try:
-            _write_global(worker, self.load_into(worker), name, data)
+            with self._backend.lock:
+                worker = self._backend.worker_for(self.checked)
+                _write_global(worker, self.load_into(worker), self._symbol(name), name, data)
+                self._globals[name] = bytes(data)
         except WorkerDied as died:
             raise self._backend.worker_ended(died, f"setting global variable {name!r}") from None
+
+    def read_global(self, name: str, nbytes: int) -> bytes:
+        """The first ``nbytes`` of module variable ``name``."""
+        try:
+            with self._backend.lock:
+                worker = self._backend.worker_for(self.checked)
+                handle = self.load_into(worker)
+                return worker.request(Op.SYMBOL_READ, struct.pack("<I", handle)
+                                      + pack_str(self._symbol(name))
+                                      + struct.pack("<QQ", 0, int(nbytes)))
+        except WorkerDied as died:
+            raise self._backend.worker_ended(died, f"reading global variable {name!r}") from None
+        except WorkerError as exc:
+            raise _no_variable(name, str(exc)) from None
+
+    def _symbol(self, name: str) -> str:
+        return self._symbols.get(name.lstrip(":"), name)
+
+    def set_global(self, name: str, value) -> None:
+        """Set variable ``name`` to the bytes of ``value`` (see :meth:`write_global`)."""
+        self.write_global(name, np.ascontiguousarray(value).tobytes())
 
     def get_global(self, name: str, dtype, count: int = 1) -> np.ndarray:
         """The current value of global variable ``name`` as ``count`` items of ``dtype``."""
         dtype = np.dtype(dtype)
-        worker = self._backend.worker_for(self.checked)
-        try:
-            handle = self.load_into(worker)
-            data = worker.request(Op.SYMBOL_READ, struct.pack("<I", handle) + pack_str(name)
-                                  + struct.pack("<QQ", 0, dtype.itemsize * count))
-        except WorkerDied as died:
-            raise self._backend.worker_ended(died, f"reading global variable {name!r}") from None
-        except WorkerError as exc:
-            raise KeyError(f"no global variable {name!r} in this module: {exc}") from None
+        data = self.read_global(name, dtype.itemsize * count)
         return np.frombuffer(data, dtype=dtype, count=count).copy()
 
 
-def _write_global(worker: Worker, handle: int, name: str, data: bytes) -> None:
+def _no_variable(name: str, reason: str) -> Exception:
+    if reason.startswith("the variable has"):
+        return ValueError(f"global variable {name!r}: {reason}")
+    return KeyError(f"no __constant__ or __device__ variable {name!r} in this module")
+
+
+def _write_global(worker: Worker, handle: int, symbol: str, name: str, data: bytes) -> None:
     try:
-        worker.request(Op.SYMBOL_WRITE, struct.pack("<I", handle) + pack_str(name)
+        worker.request(Op.SYMBOL_WRITE, struct.pack("<I", handle) + pack_str(symbol)
                        + struct.pack("<QQ", 0, len(data)) + data)
     except WorkerError as exc:
-        raise KeyError(f"no global variable {name!r} in this module: {exc}") from None
+        raise _no_variable(name, str(exc)) from None

@@ -44,13 +44,14 @@ class SimPersistentLaunch(PersistentLaunch):
         blobs = [argument_bytes(a, i, backend.is_device_array) for i, a in enumerate(args)]
         try:
             payload = launch_request(module.load_into(self._worker), function.symbol, grid, block,
-                                     shared_mem, TIME_LIMIT_S, blobs)
+                                     shared_mem, TIME_LIMIT_S, blobs, backend.arena, module.checked)
         except WorkerError as exc:
             self._worker.stop()
             raise KernelArgumentError(str(exc)) from None
         self._fault = None
         self._killed = False
         self._ended = threading.Event()
+        self._arena = backend.arena
         self._thread = threading.Thread(target=self._run, args=(payload, module.checked),
                                         name=f"wb-persistent-{self.kernel}", daemon=True)
         self._thread.start()
@@ -60,7 +61,7 @@ class SimPersistentLaunch(PersistentLaunch):
             self._worker.request(Op.LAUNCH, payload, timeout=TIME_LIMIT_S)
         except WorkerDied as died:
             if not self._killed:
-                self._fault = kernel_fault(self.kernel, checked, died, TIME_LIMIT_S)
+                self._fault = kernel_fault(self.kernel, checked, died, TIME_LIMIT_S, self._arena)
         except Exception as exc:  # noqa: BLE001 - reported by wait()
             if not self._killed:
                 self._fault = exc

@@ -120,16 +120,84 @@ def launcher_symbol(index: int) -> str:
     return f"__wbsim_launch_{index}"
 
 
-def generate(source: str, kernels: Sequence[str]) -> str:
+def global_symbol(index: int) -> str:
+    return f"__wbsim_global_{index}"
+
+
+def generate(source: str, kernels: Sequence[str], variables: Sequence[str] = (),
+             defines: Sequence[str] = ()) -> str:
     """The complete C++ translation unit for ``source`` with launchers for
-    ``kernels`` (``extern "C"`` names and template name expressions)."""
+    ``kernels`` (``extern "C"`` names and template name expressions) and an
+    accessor (address and size) for each module variable of ``variables``
+    (qualified names: static ones and ones in namespaces have no plain symbol).
+    ``defines`` (``NAME`` or ``NAME=VALUE``) become ``#define`` lines after
+    the whole prelude, which they must not rewrite."""
     body = rewrite_dynamic_shared(source)
     if not body.endswith("\n"):
         body += "\n"
-    lines = ['#include "wbsim_prelude.h"', f'#line 1 "{SOURCE_NAME}"', body.rstrip("\n"),
+    lines = ['#include "wbsim_all.h"' if defines else '#include "wbsim_prelude.h"']
+    for d in defines:
+        name, _, value = d.partition("=")
+        lines.append(f"#define {name} {value if _ else '1'}")
+    lines += [f'#line 1 "{SOURCE_NAME}"', body.rstrip("\n"),
              '#line 1 "wbsim_launchers"']
     for i, expr in enumerate(kernels):
         quoted = expr.replace("\\", "\\\\").replace('"', '\\"')
-        lines.append(f'extern "C" int {launcher_symbol(i)}(const wbsim_launch* L) '
-                     f'{{ return __wbsim_launch<&{expr} >(&{expr}, L, "{quoted}"); }}')
+        lines.append(f'extern "C" int {launcher_symbol(i)}(const wbsim_launch* __wbsim_l) '
+                     f'{{ return __wbsim_launch<&{expr} >(&{expr}, __wbsim_l, "{quoted}"); }}')
+    for i, name in enumerate(variables):
+        lines.append(f'extern "C" void* {global_symbol(i)}(unsigned long long* __wbsim_n) '
+                     f'{{ *__wbsim_n = sizeof(::{name}); return (void*)&::{name}; }}')
     return "\n".join(lines) + "\n"
+
+
+_GXX_LINE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<kind>fatal error|error|note|warning)?:?\s*(?P<msg>.*)$")
+_GXX_REQUIRED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+):\s+required from")
+_NAMED = re.compile(r"[‘'`]([^’'`]+)[’'`]")
+_CG_MEMBER = re.compile(r"[‘'`](\w+)[’'`] is not a member of [‘'`](?:cooperative_groups|cg)[’'`]")
+
+
+def simulator_lacks(log: str, nvrtc_accepted: bool) -> str:
+    """g++'s log of a cell, rewritten where it means that the simulator
+    lacks a CUDA feature: one error a line of the cell, saying so and that
+    the code works on a GPU, never the prelude's template errors.
+
+    ``nvrtc_accepted``: real NVRTC compiled the cell, so every g++ error is
+    the simulator's (each cell line g++ blames, or whose template
+    instantiation failed, gets one such error); otherwise only errors that
+    name a cooperative-groups function the prelude lacks are rewritten."""
+    lines = log.splitlines()
+    if not nvrtc_accepted:
+        out = []
+        for text in lines:
+            m = _CG_MEMBER.search(text)
+            g = _GXX_LINE.match(text)
+            if m and g and g["file"].endswith(SOURCE_NAME):
+                text = (f"{g['file']}:{g['line']}:{g['col']}: error: cooperative_groups::{m.group(1)} "
+                        "is not supported by the CPU simulator; it works on a GPU")
+            out.append(text)
+        return "\n".join(out)
+    found: dict[int, tuple[int, str]] = {}   # cell line -> (column, what g++ said first)
+    pending: list[tuple[int, int]] = []       # cell lines of the instantiation being reported
+    for text in lines:
+        req = _GXX_REQUIRED.match(text)
+        if req and req["file"].endswith(SOURCE_NAME):
+            pending.append((int(req["line"]), int(req["col"])))
+            continue
+        g = _GXX_LINE.match(text)
+        if not g or g["kind"] not in ("error", "fatal error"):
+            continue
+        if g["file"].endswith(SOURCE_NAME):
+            found.setdefault(int(g["line"]), (int(g["col"]), g["msg"]))
+        for line, col in pending:
+            found.setdefault(line, (col, g["msg"]))
+        pending = []
+    if not found:
+        return log
+    out = []
+    for line, (col, msg) in sorted(found.items()):
+        named = _NAMED.search(msg)
+        what = f"'{named.group(1)}'" if named else "this code"
+        out.append(f"{SOURCE_NAME}:{line}:{col}: error: the CPU simulator lacks {what}, which NVRTC "
+                   f"accepts: it works on a GPU (g++: {msg.strip()})")
+    return "\n".join(out)

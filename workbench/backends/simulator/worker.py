@@ -16,6 +16,7 @@ import signal
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 
 from .protocol import ABI_VERSION, FaultRecord, Op, pack_str
@@ -56,6 +57,10 @@ class Worker:
         self._log_path: str | None = None
         self.libraries: dict[str, int] = {}   # library path -> handle in this worker
         self.threads = 0                      # OS threads running blocks (from the first reply)
+        #: One request and its reply at a time: the pipe is one channel, so
+        #: requests from several Python threads take turns (held by callers
+        #: that need several requests in a row, e.g. load then launch).
+        self.lock = threading.RLock()
 
     @property
     def alive(self) -> bool:
@@ -130,6 +135,10 @@ class Worker:
         :class:`WorkerDied` when the worker ends (it is restarted on the
         next request).
         """
+        with self.lock:
+            return self._request(op, payload, timeout)
+
+    def _request(self, op: Op, payload: bytes, timeout: float | None) -> bytes:
         if not self.alive:
             if self._proc is not None:
                 self.stop()
@@ -156,12 +165,13 @@ class Worker:
             raise
 
     def load(self, path: str) -> int:
-        handle = self.libraries.get(path)
-        if handle is None:
-            data = self.request(Op.LOAD, pack_str(path))
-            handle = struct.unpack("<I", data)[0]
-            self.libraries[path] = handle
-        return handle
+        with self.lock:
+            handle = self.libraries.get(path)
+            if handle is None:
+                data = self._request(Op.LOAD, pack_str(path), None)
+                handle = struct.unpack("<I", data)[0]
+                self.libraries[path] = handle
+            return handle
 
     def _abandon(self) -> None:
         """End the worker without waiting for its reply (SIGKILL) and forget

@@ -2,6 +2,7 @@
 // that fill it, assert and __trap. A fault ends the process; the notebook side
 // reads the record (workbench/backends/simulator/faults.py) and starts a new
 // worker.
+#include <pthread.h>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -68,13 +69,29 @@ extern "C" void wbsim_trap(const char* what) {
 }
 
 // -- signals ------------------------------------------------------------------
+// This OS thread's own stack (a block in direct mode runs on it), to name a
+// fault just below it a stack overflow.
+static __thread uintptr_t t_stack_lo, t_stack_hi;
+
 static void on_signal(int sig, siginfo_t* info, void*) {
     if (sig == SIGUSR1) {  // the watchdog: the time limit passed
         if (!t_in_kernel) return;  // an idle pool thread
         if (!stopping_current_launch()) return;  // too late
+        if (t_grid_wait) park_forever();  // a block that is not the one holding the grid up
         if (!begin_fault()) park_forever();
         record_location(&g_ctl->fault);
-        copy_text(g_ctl->fault.message, sizeof g_ctl->fault.message, "time limit exceeded");
+        char msg[900] = "time limit exceeded", grid[120];
+        describe_grid_wait(grid, sizeof grid);
+        BlockState* b = t_block;
+        if (b && __wbsim_fiber_mode && b->cur >= 0) {
+            char where[700];
+            describe_block(b, b->cur, where, sizeof where);
+            snprintf(msg, sizeof msg, "time limit exceeded: %s%s", where, grid);
+        } else if (grid[0]) {
+            snprintf(msg, sizeof msg, "time limit exceeded: this block never reached "
+                     "this_grid().sync()%s", grid);
+        }
+        copy_text(g_ctl->fault.message, sizeof g_ctl->fault.message, msg);
         end_fault(WBSIM_FAULT_TIMEOUT);
     }
     if (!begin_fault()) park_forever();
@@ -88,13 +105,30 @@ static void on_signal(int sig, siginfo_t* info, void*) {
         const Stack& s = b->stacks[b->cur];
         uintptr_t a = (uintptr_t)f->address;
         if (s.base && a >= (uintptr_t)s.base - kGuardBytes - 65536 && a < (uintptr_t)s.base)
-            what = "stack overflow: the thread used more than the simulator's fiber stack";
+            what = "stack overflow: the thread used more than the simulator's fiber stack "
+                   "(deep or endless recursion, or large local arrays)";
+    }
+    if ((sig == SIGSEGV || sig == SIGBUS) && t_in_kernel && t_stack_lo) {
+        uintptr_t a = (uintptr_t)f->address;
+        if (a + (1u << 20) >= t_stack_lo && a < t_stack_lo + 4096)
+            what = "stack overflow: the thread used more than its stack "
+                   "(deep or endless recursion, or large local arrays)";
     }
     copy_text(f->message, sizeof f->message, what);
     end_fault(WBSIM_FAULT_SIGNAL);
 }
 
 void setup_thread_signals() {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        void* lo = nullptr;
+        size_t size = 0;
+        if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
+            t_stack_lo = (uintptr_t)lo;
+            t_stack_hi = (uintptr_t)lo + size;
+        }
+        pthread_attr_destroy(&attr);
+    }
     stack_t ss;
     ss.ss_size = 64 * 1024;
     ss.ss_sp = malloc(ss.ss_size);

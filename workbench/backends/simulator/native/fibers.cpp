@@ -253,7 +253,7 @@ extern "C" void wbsim_finish_block(void) {
     __wbsim_fiber_mode = 0;
 }
 
-extern "C" int wbsim_barrier(int op, int predicate) {
+extern "C" int wbsim_barrier(int op, int predicate, const char* file, int line) {
     BlockState* b = t_block;
     if (!__wbsim_fiber_mode) {
         if (b->nthreads == 1) {
@@ -266,6 +266,8 @@ extern "C" int wbsim_barrier(int op, int predicate) {
     Fiber& f = b->fibers[me];
     f.state = AT_BARRIER;
     f.bar_op = (uint8_t)op;
+    f.bar_file = file;
+    f.bar_line = line;
     b->bar_arrived++;
     b->bar_true += predicate != 0;
     b->warp_at_barrier[me / 32] |= 1u << (me % 32);
@@ -280,25 +282,102 @@ extern "C" int wbsim_barrier(int op, int predicate) {
     return f.result;
 }
 
-[[noreturn]] static void report_deadlock(BlockState* b) {
-    int at_bar = 0, at_warp = 0, culprit = -1;
+// The threads of a block in one state, as ranges of thread indices:
+// "(0,0,0)-(31,0,0), (64,0,0)" (at most a few ranges, then "...").
+static bool barrier_at(const Fiber& f, int line) { return line < 0 || f.bar_line == line; }
+
+static int describe_threads(BlockState* b, FiberState state, char* out, size_t n, int line = -1) {
+    int count = 0, ranges = 0;
+    size_t len = 0;
+    out[0] = 0;
+    auto in = [&](unsigned i) { return b->fibers[i].state == state && barrier_at(b->fibers[i], line); };
     for (unsigned i = 0; i < b->nthreads; ++i) {
-        if (b->fibers[i].state == AT_BARRIER) { at_bar++; if (culprit < 0) culprit = (int)i; }
-        if (b->fibers[i].state == AT_WARP) { at_warp++; culprit = culprit >= 0 && b->fibers[culprit].state == AT_WARP ? culprit : (int)i; }
+        if (!in(i)) continue;
+        ++count;
+        bool starts = i == 0 || !in(i - 1);
+        bool ends = i + 1 == b->nthreads || !in(i + 1);
+        if (!starts && !ends) continue;
+        if (starts && ++ranges > 4) { if (ranges == 5 && len + 5 < n) len += snprintf(out + len, n - len, ", ..."); continue; }
+        if (ranges > 4) continue;
+        const uint3& t = b->fibers[i].tid;
+        if (len + 40 >= n) continue;
+        if (starts)
+            len += snprintf(out + len, n - len, "%s(%u,%u,%u)", ranges > 1 ? ", " : "", t.x, t.y, t.z);
+        else
+            len += snprintf(out + len, n - len, "-(%u,%u,%u)", t.x, t.y, t.z);
     }
+    return count;
+}
+
+// Which threads of the block wait where, in words, for a deadlock or a hang
+// (``running``: the fiber that was running, -1 for none).
+void describe_block(BlockState* b, int running, char* out, size_t n) {
+    char bar[160], warp[160], done[160];
+    int at_warp = describe_threads(b, AT_WARP, warp, sizeof warp);
+    int dead = describe_threads(b, DEAD, done, sizeof done);
+    size_t len = 0;
+    out[0] = 0;
+    if (running >= 0) {
+        const uint3& t = b->fibers[running].tid;
+        len += snprintf(out + len, n - len, "thread (%u,%u,%u) was running (it never reached the "
+                        "barrier or warp operation the others wait at: a spin-wait or an endless "
+                        "loop?)", t.x, t.y, t.z);
+    }
+    // threads at a barrier, grouped by the cell line of the barrier (a few lines at most)
+    int lines[4], nlines = 0;
+    bool other = false;
+    for (unsigned i = 0; i < b->nthreads; ++i) {
+        const Fiber& f = b->fibers[i];
+        if (f.state != AT_BARRIER) continue;
+        int l = f.bar_file && strcmp(f.bar_file, "cell.cu") == 0 ? f.bar_line : 0;
+        bool seen = false;
+        for (int k = 0; k < nlines; ++k) seen |= lines[k] == l;
+        if (!seen) { if (nlines < 4) lines[nlines++] = l; else other = true; }
+    }
+    for (int k = 0; k < nlines && len < n; ++k) {
+        int at_bar = describe_threads(b, AT_BARRIER, bar, sizeof bar, other ? -1 : lines[k]);
+        char site[32] = "";
+        if (lines[k] > 0 && !other) snprintf(site, sizeof site, " (line %d)", lines[k]);
+        len += snprintf(out + len, n - len, "%s%d thread%s wait%s at __syncthreads%s: %s",
+                        len ? "; " : "", at_bar, at_bar == 1 ? "" : "s", at_bar == 1 ? "s" : "",
+                        site, bar);
+        if (other) break;
+    }
+    if (at_warp && len < n)
+        len += snprintf(out + len, n - len, "%s%d wait%s at a warp operation: %s", len ? "; " : "",
+                        at_warp, at_warp == 1 ? "s" : "", warp);
+    if (dead && len < n)
+        len += snprintf(out + len, n - len, "%s%d returned: %s", len ? "; " : "", dead, done);
+    int waiting = 0;
+    for (unsigned i = 0; i < b->nthreads; ++i)
+        waiting += (b->fibers[i].state == NOT_STARTED || b->fibers[i].state == READY) && (int)i != running;
+    if (waiting && len < n)
+        len += snprintf(out + len, n - len, "%s%d not run yet or ready to run", len ? "; " : "", waiting);
+}
+
+[[noreturn]] static void report_deadlock(BlockState* b) {
+    int culprit = -1;
+    for (unsigned i = 0; i < b->nthreads && culprit < 0; ++i)
+        if (b->fibers[i].state == AT_WARP) culprit = (int)i;
+    for (unsigned i = 0; i < b->nthreads && culprit < 0; ++i)
+        if (b->fibers[i].state == AT_BARRIER) culprit = (int)i;
     if (culprit >= 0) threadIdx = b->fibers[culprit].tid;
-    char msg[512];
+    char where[700], msg[900];
+    describe_block(b, -1, where, sizeof where);
     snprintf(msg, sizeof msg,
-             "deadlock: no thread of the block can go on (%d waiting at __syncthreads, "
-             "%d at warp operations, %u returned); a barrier or warp operation is not "
-             "reached by every thread it waits for",
-             at_bar, at_warp, b->nthreads - (unsigned)(at_bar + at_warp));
+             "deadlock: no thread of the block can go on; a barrier or warp operation is not "
+             "reached by every thread it waits for (%s)", where);
     fault_now(WBSIM_FAULT_DEADLOCK, msg);
 }
 
 extern "C" void wbsim_yield(void) {
     BlockState* b = t_block;
-    if (!__wbsim_fiber_mode) return;
+    if (!__wbsim_fiber_mode) {
+        // a thread that waits (__nanosleep in a spin loop) for another of its
+        // block: the others must be able to run, so the block becomes fibers
+        if (!b || !t_in_kernel || b->nthreads == 1) return;
+        promote(b);
+    }
     // A fiber that spins on a flag lets the others run.
     int me = b->cur;
     int next = find_runnable(b, me);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -57,7 +58,7 @@ static void ensure_dynamic_shared(size_t n) {
     t_dsmem_bytes = size;
 }
 
-static void run_blocks(Grid* g) {
+static void enter_grid(Grid* g) {
     ensure_dynamic_shared(g->shared_bytes);
     BlockState* b = block_state();
     b->kernel = g->kernel;
@@ -67,18 +68,124 @@ static void run_blocks(Grid* g) {
     gridDim = dim3(g->grid[0], g->grid[1], g->grid[2]);
     t_kernel = g->kernel;
     t_in_kernel = 1;
+}
+
+static void run_block(Grid* g, uint64_t i) {
     uint64_t gxy = (uint64_t)g->grid[0] * g->grid[1];
+    blockIdx.x = (unsigned)(i % g->grid[0]);
+    blockIdx.y = (unsigned)((i / g->grid[0]) % g->grid[1]);
+    blockIdx.z = (unsigned)(i / gxy);
+    threadIdx = uint3{0, 0, 0};
+    __wbsim_fiber_mode = 0;
+    g->kernel->run_block(g->kernel->args);
+}
+
+static void run_blocks(Grid* g) {
+    enter_grid(g);
     for (;;) {
         uint64_t i = g->next.fetch_add(1, std::memory_order_relaxed);
         if (i >= g->nblocks) break;
-        blockIdx.x = (unsigned)(i % g->grid[0]);
-        blockIdx.y = (unsigned)((i / g->grid[0]) % g->grid[1]);
-        blockIdx.z = (unsigned)(i / gxy);
-        threadIdx = uint3{0, 0, 0};
-        __wbsim_fiber_mode = 0;
-        g->kernel->run_block(g->kernel->args);
+        run_block(g, i);
     }
     t_in_kernel = 0;
+}
+
+// -- cooperative launches: a thread per block, and the grid barrier -------------
+bool g_cooperative = false;
+static std::mutex g_gs_mu;
+static std::condition_variable g_gs_cv;
+static uint64_t g_gs_total, g_gs_arrived, g_gs_finished, g_gs_generation;
+static __thread int t_grid_leader;
+
+[[noreturn]] static void grid_deadlock() {
+    char msg[300];
+    snprintf(msg, sizeof msg,
+             "deadlock: %llu block%s wait%s at this_grid().sync() but %llu returned without "
+             "reaching it; every thread of every block must call it (on the GPU this hangs)",
+             (unsigned long long)g_gs_arrived, g_gs_arrived == 1 ? "" : "s",
+             g_gs_arrived == 1 ? "s" : "", (unsigned long long)g_gs_finished);
+    fault_now(WBSIM_FAULT_DEADLOCK, msg);
+}
+
+// The leader of each block waits here for the leaders of all the others.
+static void grid_barrier() {
+    std::unique_lock<std::mutex> lk(g_gs_mu);
+    uint64_t generation = g_gs_generation;
+    if (++g_gs_arrived == g_gs_total) {
+        g_gs_arrived = 0;
+        ++g_gs_generation;
+        g_gs_cv.notify_all();
+        return;
+    }
+    if (g_gs_finished && g_gs_arrived + g_gs_finished == g_gs_total) grid_deadlock();
+    t_grid_wait = 1;
+    g_gs_cv.wait(lk, [&] { return g_gs_generation != generation; });
+    t_grid_wait = 0;
+}
+
+__thread int t_grid_wait;
+
+void describe_grid_wait(char* out, size_t n) {
+    out[0] = 0;
+    if (!g_cooperative) return;
+    // read without the lock: the launch is being stopped
+    snprintf(out, n, "; %llu of %llu blocks wait at this_grid().sync()",
+             (unsigned long long)g_gs_arrived, (unsigned long long)g_gs_total);
+}
+
+extern "C" int wbsim_grid_cooperative(void) { return g_cooperative ? 1 : 0; }
+
+extern "C" void wbsim_grid_sync(void) {
+    if (!g_cooperative)
+        fault_now(WBSIM_FAULT_UNSUPPORTED,
+                  "this_grid().sync() needs a cooperative launch: call the kernel with "
+                  "cooperative=True (as cudaLaunchCooperativeKernel on the GPU)");
+    // All threads of the block arrive; the first to go on waits for the other
+    // blocks while holding this OS thread (so no other thread of the block
+    // runs); the second barrier keeps the block until it is back.
+    wbsim_barrier(WBSIM_BAR_SYNC, 0, nullptr, 0);
+    if (!t_grid_leader) {
+        t_grid_leader = 1;
+        grid_barrier();
+    }
+    wbsim_barrier(WBSIM_BAR_SYNC, 0, nullptr, 0);
+    t_grid_leader = 0;
+}
+
+struct CoopBlock {
+    Grid* g;
+    uint64_t index;
+    pthread_t thread;
+};
+
+static void* coop_thread(void* arg) {
+    CoopBlock* cb = (CoopBlock*)arg;
+    thread_setup();
+    watch_thread(pthread_self(), true);
+    enter_grid(cb->g);
+    run_block(cb->g, cb->index);
+    t_in_kernel = 0;
+    watch_thread(pthread_self(), false);
+    std::lock_guard<std::mutex> lk(g_gs_mu);
+    ++g_gs_finished;
+    if (g_gs_arrived && g_gs_arrived + g_gs_finished == g_gs_total) grid_deadlock();
+    return nullptr;
+}
+
+static void run_cooperative(Grid* g) {
+    g_gs_total = g->nblocks;
+    g_gs_arrived = g_gs_finished = 0;
+    std::vector<CoopBlock> blocks(g->nblocks);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 1 << 20);
+    for (uint64_t i = 0; i < g->nblocks; ++i) {
+        blocks[i] = CoopBlock{g, i, pthread_t()};
+        if (pthread_create(&blocks[i].thread, &attr, coop_thread, &blocks[i]) != 0)
+            fault_now(WBSIM_FAULT_ERROR, "cannot start a thread for every block of the cooperative launch");
+    }
+    pthread_attr_destroy(&attr);
+    for (auto& b : blocks) pthread_join(b.thread, nullptr);
 }
 
 struct Pool {
@@ -121,6 +228,10 @@ extern "C" int wbsim_run_grid(const wbsim_kernel* kernel, const unsigned grid[3]
     memcpy(g.grid, grid, sizeof g.grid);
     memcpy(g.block, block, sizeof g.block);
     g.nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
+    if (g_cooperative) {
+        run_cooperative(&g);
+        return 0;
+    }
     uint64_t total_threads = g.nblocks * block[0] * block[1] * block[2];
     unsigned helpers = (unsigned)g_pool.threads.size();
     if (helpers == 0 || g.nblocks < 2 || total_threads < 8192) {
@@ -197,6 +308,19 @@ void launch_begins(uint32_t timeout_ms) {
         wake = g_wd_deadline_ns != 0 && (g_wd_idle || g_wd_deadline_ns < g_wd_wait_until);
     }
     if (wake) g_wd_cv.notify_one();
+}
+
+void watch_thread(pthread_t t, bool add) {
+    std::lock_guard<std::mutex> lk(g_wd_mu);
+    if (add) {
+        g_kernel_threads.push_back(t);
+    } else {
+        for (size_t i = 0; i < g_kernel_threads.size(); ++i)
+            if (pthread_equal(g_kernel_threads[i], t)) {
+                g_kernel_threads.erase(g_kernel_threads.begin() + (long)i);
+                break;
+            }
+    }
 }
 
 void launch_ends() {

@@ -12,6 +12,7 @@
 //   printf.cpp  device printf and the clocks
 #ifndef WBSIM_RUNTIME_H
 #define WBSIM_RUNTIME_H
+#include <pthread.h>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -48,6 +49,15 @@ void thread_setup();
 void start_threads(unsigned helpers);
 // Launch bookkeeping for the watchdog (timeout_ms 0: no limit).
 void launch_begins(uint32_t timeout_ms);
+// The next launch is cooperative: every block gets an OS thread of its own, so
+// that this_grid().sync() can hold them all.
+extern bool g_cooperative;
+// Set while this OS thread waits for the other blocks at this_grid().sync().
+extern __thread int t_grid_wait;
+// How many blocks wait at this_grid().sync(), in words ("" when none).
+void describe_grid_wait(char* out, size_t n);
+// Let the watchdog signal (stop) this thread, or forget it.
+void watch_thread(pthread_t t, bool add);
 void launch_ends();
 // True when the watchdog is stopping the launch running now (a late SIGUSR1
 // meant for a launch that has finished is ignored).
@@ -71,6 +81,8 @@ struct Fiber {
     uint3 tid;
     wbsim_warp_req* req;
     const void* site;  // where the current warp operation was called (for __activemask)
+    const char* bar_file;  // where the barrier it waits at was called
+    int bar_line;
 };
 
 struct Stack {
@@ -109,6 +121,8 @@ inline unsigned linear_tid(const uint3& t) {
 void promote(BlockState* b);
 // Leave the current fiber (already marked blocked or dead) for the next one.
 void switch_away(BlockState* b, void** save);
+// Which threads of the block wait where, in words (running: the fiber running, or -1).
+void describe_block(BlockState* b, int running, char* out, size_t n);
 
 // -- warp.cpp -----------------------------------------------------------------
 // Complete every group of warp w whose lanes are all there.

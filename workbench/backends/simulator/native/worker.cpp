@@ -107,6 +107,22 @@ static void handle_load(Reader& r) {
 
 typedef int (*launcher_fn)(const wbsim_launch*);
 
+// The arena beyond its high-water mark holds no allocation: it is made
+// inaccessible before each launch, so a wild write far past every array
+// faults (the GPU's illegal address) instead of landing in unused memory.
+static uintptr_t g_arena_base = 0, g_arena_end = 0, g_accessible_end = 0;
+
+static void set_accessible_end(uint64_t top) {
+    const uintptr_t page = 4096;
+    uintptr_t end = ((uintptr_t)top + page - 1) & ~(page - 1);
+    if (end < g_arena_base || end > g_arena_end || end == g_accessible_end) return;
+    if (end > g_accessible_end)
+        mprotect((void*)g_accessible_end, end - g_accessible_end, PROT_READ | PROT_WRITE);
+    else
+        mprotect((void*)end, g_accessible_end - end, PROT_NONE);
+    g_accessible_end = end;
+}
+
 static void handle_launch(Reader& r) {
     uint32_t lib = r.get<uint32_t>();
     std::string sym = r.str();
@@ -132,6 +148,8 @@ static void handle_launch(Reader& r) {
         argv[i] = base + off;
         off += (sizes[i] + 15) & ~15u;
     }
+    set_accessible_end(r.get<uint64_t>());
+    g_cooperative = (r.get<uint32_t>() & 1u) != 0;
 #ifdef WBSIM_CHECKED
     uint64_t lo = r.get<uint64_t>(), hi = r.get<uint64_t>();
     uint32_t nlive = r.get<uint32_t>();
@@ -175,7 +193,22 @@ static void handle_symbol(Reader& r, bool write) {
     uint64_t offset = r.get<uint64_t>();
     uint64_t n = r.get<uint64_t>();
     if (lib >= g_libs.size()) { reply_text(2, "unknown library"); return; }
-    char* addr = (char*)dlsym(g_libs[lib], sym.c_str());
+    char* addr = nullptr;
+    if (sym.rfind("__wbsim_global_", 0) == 0) {
+        // an accessor generated for a module variable: its address and size
+        // (static variables and variables in namespaces have no plain symbol)
+        auto accessor = (void* (*)(unsigned long long*))dlsym(g_libs[lib], sym.c_str());
+        if (!accessor) { reply_text(2, "no symbol " + sym); return; }
+        unsigned long long size = 0;
+        addr = (char*)accessor(&size);
+        if (offset > size || n > size - offset) {
+            reply_text(3, "the variable has " + std::to_string(size) + " bytes; " +
+                          std::to_string(offset + n) + " were asked for");
+            return;
+        }
+    } else {
+        addr = (char*)dlsym(g_libs[lib], sym.c_str());
+    }
     if (!addr) { reply_text(2, "no symbol " + sym); return; }
     if (write) {
         memcpy(addr + offset, r.p, n);
@@ -203,6 +236,8 @@ int main(int argc, char** argv) {
         return 1;
     }
     g_ctl = (wbsim_control*)m;
+    g_arena_base = addr;
+    g_arena_end = g_accessible_end = addr + size;
     thread_setup();
     install_handlers();
     if (nthreads == 0) {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include "vector_types.h"
 
-#define WBSIM_ABI_VERSION 3
+#define WBSIM_ABI_VERSION 6
 
 #ifdef __cplusplus
 extern "C" {
@@ -73,7 +73,12 @@ enum wbsim_barrier_opcode { WBSIM_BAR_SYNC = 0, WBSIM_BAR_COUNT, WBSIM_BAR_AND, 
 int wbsim_run_grid(const wbsim_kernel* kernel, const unsigned grid[3], const unsigned block[3],
                    size_t shared_bytes);
 void wbsim_finish_block(void);
-int wbsim_barrier(int op, int predicate);
+/* this_grid().sync(): every thread of every block of a cooperative launch. */
+void wbsim_grid_sync(void);
+/* 1 inside a cooperative launch (this_grid().is_valid()). */
+int wbsim_grid_cooperative(void);
+/* file and line: where the barrier was called (named in deadlock and hang reports). */
+int wbsim_barrier(int op, int predicate, const char* file, int line);
 void wbsim_warp(wbsim_warp_req* req);
 unsigned wbsim_activemask(void);
 int wbsim_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -5,6 +5,18 @@
 #ifndef WBSIM_PRELUDE_H
 #define WBSIM_PRELUDE_H
 
+/* The C++ forms first: <cstdio> and <cmath> #undef the C names they wrap, so
+ * a cell's own #include <cstdio> after the prelude would undo the printf
+ * macro below; included here, their include guards make that a no-op. */
+#include <cstdint>
+#include <cstddef>
+#include <cstring>
+#include <climits>
+#include <cfloat>
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <ctime>
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
@@ -64,10 +76,13 @@ static inline unsigned long long __globaltimer(void) { return wbsim_globaltimer(
 static inline void __prof_trigger(int) {}
 
 /* ---- synchronisation ---------------------------------------------------- */
-static inline void __syncthreads(void) { wbsim_barrier(WBSIM_BAR_SYNC, 0); }
-static inline int __syncthreads_count(int p) { return wbsim_barrier(WBSIM_BAR_COUNT, p); }
-static inline int __syncthreads_and(int p) { return wbsim_barrier(WBSIM_BAR_AND, p); }
-static inline int __syncthreads_or(int p) { return wbsim_barrier(WBSIM_BAR_OR, p); }
+/* The call site (the cell's line, through #line) rides along for reports. */
+#define WBSIM_SITE const char* __wbsim_file = __builtin_FILE(), int __wbsim_line = __builtin_LINE()
+static inline void __syncthreads(WBSIM_SITE) { wbsim_barrier(WBSIM_BAR_SYNC, 0, __wbsim_file, __wbsim_line); }
+static inline int __syncthreads_count(int p, WBSIM_SITE) { return wbsim_barrier(WBSIM_BAR_COUNT, p, __wbsim_file, __wbsim_line); }
+static inline int __syncthreads_and(int p, WBSIM_SITE) { return wbsim_barrier(WBSIM_BAR_AND, p, __wbsim_file, __wbsim_line); }
+static inline int __syncthreads_or(int p, WBSIM_SITE) { return wbsim_barrier(WBSIM_BAR_OR, p, __wbsim_file, __wbsim_line); }
+#undef WBSIM_SITE
 static inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }

@@ -1,5 +1,5 @@
 /* cooperative_groups::reduce and its operators on the CPU (tiles of a power
- * of two threads). */
+ * of two threads, coalesced groups of any size). */
 #pragma once
 #include "../cooperative_groups.h"
 
@@ -15,5 +15,11 @@ template <class Group, class T, class Op> static inline T reduce(const Group& g,
     for (unsigned offset = g.size() / 2; offset > 0; offset /= 2)
         value = op(value, g.shfl_xor(value, (int)offset));
     return value;
+}
+/* A coalesced group has any number of threads: fold the values in rank order. */
+template <class T, class Op> static inline T reduce(const coalesced_group& g, T value, Op op) {
+    T acc = g.shfl(value, 0u);
+    for (unsigned r = 1; r < g.size(); ++r) acc = op(acc, g.shfl(value, r));
+    return acc;
 }
 }  // namespace cooperative_groups
