@@ -66,6 +66,9 @@ _LAZY = {
     "BenchmarkPanel": "workbench.widgets.bench_panel",
     # the kernel library
     "kernels": "workbench.kernels:",
+    # kernels written in Numba and Triton
+    "kernel": "workbench.languages",
+    "languages": "workbench.languages:",
     # devices, kernels, occupancy
     "devices": "workbench.hardware.properties",
     "use_device": "workbench.hardware.properties",
