@@ -135,6 +135,11 @@ class PyKernel:
                 f"{self.name} was wrapped for the {b.name} backend but the active backend is "
                 f"{self._session.backend.name if self._session.backend else 'none'}; wrap it "
                 f"again with wb.kernel().")
+        if n is not None and grid is not None and "n" in self._params()[len(args):]:
+            meta["n"] = n  # the kernel's own parameter n, given by keyword (wb.sweep's setup dict)
+            n = None
+        if meta:
+            args, meta = self._bind(args, meta)
         converted = self.check_args(args, meta)
         grid, block = self.launch_config(grid, block, n, meta)
         if stream is None:
@@ -142,6 +147,19 @@ class PyKernel:
         self._session.timing_log.timed_launch(
             b, self.name, self._log_grid(grid), block, shared_mem, stream, self._run,
             (converted, meta, grid), self.language)
+
+    def _bind(self, args: tuple, meta: dict) -> tuple[tuple, dict]:
+        """Parameters given by keyword, after the positional ones, become positional."""
+        params = self._params()
+        if len(args) >= len(params) or params[len(args)] not in meta:
+            return args, meta
+        meta = dict(meta)
+        extra = []
+        for p in params[len(args):]:
+            if p not in meta:
+                break
+            extra.append(meta.pop(p))
+        return (*args, *extra), meta
 
     def _run(self, _grid, block, packed, shared_mem, stream) -> None:
         converted, meta, grid = packed

@@ -91,13 +91,23 @@ def _numba_status(on_cpu: bool) -> LanguageStatus:
     return LanguageStatus("numba", True, "CUDA simulator" if on_cpu else "GPU")
 
 
+#: True while TRITON_INTERPRET is set because setup() set it (so it may unset it)
+_interpret_set_here = False
+
+
 def _triton_status(on_cpu: bool) -> LanguageStatus:
     if not _installed("triton"):
         return LanguageStatus("triton", False, "", "triton is not installed (pip install "
                               "'cuda-workbench[triton]'; Linux x86-64 and aarch64 wheels only)")
+    global _interpret_set_here
     if on_cpu:
-        os.environ["TRITON_INTERPRET"] = "1"  # read when a kernel is decorated
+        if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+            os.environ["TRITON_INTERPRET"] = "1"  # read when a kernel is decorated
+            _interpret_set_here = True
         return LanguageStatus("triton", True, "interpreter")
+    if _interpret_set_here:  # back on the GPU: kernels decorated from now on are compiled
+        os.environ.pop("TRITON_INTERPRET", None)
+        _interpret_set_here = False
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         return LanguageStatus("triton", False, "", "TRITON_INTERPRET is set but the workbench "
                               "runs on the GPU; unset it and restart")
