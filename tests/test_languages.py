@@ -13,6 +13,7 @@ the other mode in this process).
 from __future__ import annotations
 
 import importlib.util
+import os
 import pathlib
 import subprocess
 import sys
@@ -25,6 +26,30 @@ from workbench.memory.tracker import tracker
 
 LANGUAGES = ["numba", "triton"]
 _KERNELS: dict = {}
+_MODE_VARIABLES = ("NUMBA_ENABLE_CUDASIM", "TRITON_INTERPRET")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _numba_follows_the_default_backend():
+    """Commit Numba to the mode of this process's default backend (the GPU
+    where there is one) before any test asks for the other, and give the
+    environment back afterwards (notebook kernels started later inherit it)."""
+    from workbench.backends import choose_backend
+    from workbench.runtime import session
+    saved = {k: os.environ.get(k) for k in _MODE_VARIABLES}
+    previous = session.active_backend_or_none()
+    session.use_backend(choose_backend()[0])
+    try:
+        if wb.languages.setup()["numba"].available:
+            import numba.cuda  # noqa: F401
+    finally:
+        session.restore_backend(previous)
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @pytest.fixture(params=[pytest.param("simulator", id="sim"),

@@ -194,6 +194,13 @@ class PyKernel:
             self._resources = r
         return self._resources or KernelResources()
 
+    @property
+    def resources_unknown_reason(self) -> str:
+        """Why :attr:`resources` has no register count (read by the occupancy notes)."""
+        if getattr(self, "simulated", False):
+            return f"{self.language} runs on the CPU here and compiles no GPU code"
+        return "compiled at the first launch: launch it once"
+
     def inspect(self):
         """A report of this kernel's resources, PTX and (where the tools exist) SASS."""
         return inspect_kernel(self)
