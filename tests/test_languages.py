@@ -251,6 +251,7 @@ def test_resources_occupancy_and_code_read_like_a_cuda_kernel(on, language):
 def test_gpu_launch_on_a_workbench_stream_is_timed_on_that_stream(on_gpu, language):
     k = wb.kernel(kernels(on_gpu, language)["scale"])
     host, x, y = _inputs(1 << 22, seed=7)
+    _launch_scale(language, k, x, y, 1.0, x.size)  # compiled: Triton's block is known from now on
     b = wb.backend()
     s = b.create_stream(non_blocking=True)
     with b.use_stream(s):
