@@ -133,7 +133,11 @@ def main() -> None:
         if not status.available:
             rows.append([f"{language}: {status.reason}", "", "", "", "skipped"])
             continue
-        rows += make(x, y, n, calls, gpu)
+        try:
+            rows += make(x, y, n, calls, gpu)
+        except Exception as exc:  # one language failing leaves the other's figures
+            rows.append([f"{language}: failed: {type(exc).__name__}: {exc}".splitlines()[0][:150],
+                         "", "", "", "failed"])
     print_table(f"Host cost per launch, µs ({b.name}: {b.device_name()}; target: wb <= {TARGET}x direct)",
                 ["launch", "direct µs", "wb µs", "wb / direct", "verdict"], rows)
 

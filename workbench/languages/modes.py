@@ -88,7 +88,37 @@ def _numba_status(on_cpu: bool) -> LanguageStatus:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         if "numba.core.config" in sys.modules:  # numba read its environment already
             sys.modules["numba.core.config"].ENABLE_CUDASIM = 1
+    if not on_cpu:
+        broken = _numba_gpu_probe()
+        if broken:
+            return LanguageStatus("numba", False, "", broken)
     return LanguageStatus("numba", True, "CUDA simulator" if on_cpu else "GPU")
+
+
+_PROBED: dict = {}
+
+
+def _numba_gpu_probe() -> str:
+    """'' when Numba compiles a trivial kernel for the GPU, else why not in one
+    line (a numba-cuda built for another NumPy fails only at its first compile)."""
+    if "numba" not in _PROBED:
+        try:
+            from numba import cuda  # lazy: numba is optional and heavy
+
+            @cuda.jit("void(int32[:])")
+            def _probe(x):  # pragma: no cover - compiled, never run
+                x[0] = 1
+            _PROBED["numba"] = ""
+        except Exception as exc:  # any failure: the language cannot run here
+            text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+            _PROBED["numba"] = (f"numba-cuda cannot compile here ({text[-1] if text else exc!r}); "
+                                f"install a numba-cuda that matches NumPy {_numpy_version()}")
+    return _PROBED["numba"]
+
+
+def _numpy_version() -> str:
+    import numpy
+    return numpy.__version__
 
 
 #: True while TRITON_INTERPRET is set because setup() set it (so it may unset it)
