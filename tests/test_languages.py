@@ -236,6 +236,9 @@ def test_resources_occupancy_and_code_read_like_a_cuda_kernel(on, language):
     report = k.inspect()
     occ = k.occupancy(128)
     assert 0 < occ.occupancy <= 1 and "scale" in repr(report)
+    panel = wb.KernelPanel(k, block=128)  # the kernel panel reads it as it reads a %%cuda kernel
+    assert panel.kernel_name == "scale" and panel.occupancy["block"] == 128
+    assert panel.resources["registers"] == (k.resources.registers if k.resources.registers else "N/A")
     if wb.backend().simulated:
         assert k.resources.registers is None and str(report.registers) == "N/A"
         assert "no PTX" in report.ptx_reason
