@@ -20,6 +20,9 @@ from ..hardware.occupancy import occupancy as kernel_occupancy
 from ..present.tables import html_fields
 from ..runtime.session import session
 
+#: Python scalars pass to the language as they are (checked first, on the launch path).
+_SCALARS = frozenset({int, float, bool, np.float32, np.float64, np.int32, np.int64})
+
 #: Keyword arguments of a call that are the workbench's, not the language's.
 LAUNCH_KEYWORDS = ("grid", "block", "shared_mem", "stream", "n")
 
@@ -108,23 +111,38 @@ class PyKernel:
                 f"{self.name}() ({self.language}) takes {count} positional argument"
                 f"{'s' if hi != 1 else ''} ({', '.join(params[:hi])}), got {len(args)}.")
         b = self.backend
+        fast = b.device_array_type
+        scalars = _SCALARS
+        dtypes = self._dtypes
         out = []
         for i, a in enumerate(args):
-            if isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__") or hasattr(a, "__dlpack__"):
-                pname = params[i] if i < len(params) else f"#{i}"
-                where = f"{self.name}() ({self.language}): parameter '{pname}'"
-                if not b.is_device_array(a):
+            t = type(a)
+            if t in scalars:
+                out.append(a)
+                continue
+            if t is not fast and not b.is_device_array(a):
+                if isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__") \
+                        or hasattr(a, "__dlpack__"):
                     raise KernelArgumentError(
-                        f"{where} needs device memory, got {describe(a)}. Copy it first: "
+                        f"{self.name}() ({self.language}): parameter '{self._param_name(i)}' "
+                        f"needs device memory, got {describe(a)}. Copy it first: "
                         f"wb.to_device(array).")
-                want = self._dtypes.get(pname)
+                out.append(a)  # anything else is the language's to take or refuse
+                continue
+            if dtypes:
+                pname = self._param_name(i)
+                want = dtypes.get(pname)
                 if want is not None and a.dtype != want:
                     raise KernelArgumentError(
-                        f"{where} takes a device array of {want}, got {describe(a)}. Convert it "
-                        f"with .astype({want.name!r}).")
-                a = self._convert_array(a)
-            out.append(a)
+                        f"{self.name}() ({self.language}): parameter '{pname}' takes a device "
+                        f"array of {want}, got {describe(a)}. Convert it with "
+                        f".astype({want.name!r}).")
+            out.append(self._convert_array(a))
         return out
+
+    def _param_name(self, i: int) -> str:
+        params = self._params()
+        return params[i] if i < len(params) else f"#{i}"
 
     # -- the launch -----------------------------------------------------------------------
     def __call__(self, *args, grid=None, block=None, shared_mem: int = 0, stream=None, n=None,

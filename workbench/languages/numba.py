@@ -3,8 +3,9 @@ workbench: ``wb.kernel(numba_fn)``.
 
 Arrays meet Numba without copies. On the GPU a workbench array is a CuPy
 array; it becomes a Numba device array over the same memory through
-``__cuda_array_interface__``, without the stream synchronisation Numba would
-otherwise make for a foreign array: the kernel is launched on the very
+``__cuda_array_interface__`` (made once per address and layout, see
+:data:`_VIEWS`), without the stream synchronisation Numba would otherwise
+make for a foreign array: the kernel is launched on the very
 stream the workbench records its events on (``cuda.external_stream``), so
 stream order already holds. On the simulator, workbench arrays are NumPy
 views of the simulator's device memory, a shared-memory arena mapped into
@@ -25,6 +26,15 @@ import numpy as np
 from ..backends.base import KernelResources
 from ..backends.nvrtc.check import NvrtcResult
 from .base import PyKernel
+
+
+#: Numba views of workbench GPU arrays by (device, address, shape, strides, dtype).
+#: Importing an array through __cuda_array_interface__ costs tens of µs a launch;
+#: a view holds no reference (owner=None) and frees nothing, and a key names its
+#: memory and layout exactly, so a view found here always describes the live
+#: array that was passed, even one allocated anew at an address used before.
+_VIEWS: dict = {}
+_MAX_VIEWS = 1024
 
 
 def is_numba_kernel(obj) -> bool:
@@ -87,9 +97,17 @@ class NumbaKernel(PyKernel):
     def _convert_array(self, a):
         if self.simulated:  # the arena's host view: the same bytes, no copy
             return self._fake(a.view(np.ndarray))
-        desc = dict(a.__cuda_array_interface__)
-        desc.pop("stream", None)  # launched on the workbench's stream: no synchronisation needed
-        return self._cuda.from_cuda_array_interface(desc, owner=a, sync=False)
+        b = self.backend
+        key = (b.current_device(), b.device_pointer(a), a.shape, a.strides, a.dtype.str)
+        view = _VIEWS.get(key)
+        if view is None:
+            desc = dict(a.__cuda_array_interface__)
+            desc.pop("stream", None)  # launched on the workbench's stream: no synchronisation needed
+            view = self._cuda.from_cuda_array_interface(desc, owner=None, sync=False)
+            if len(_VIEWS) >= _MAX_VIEWS:
+                _VIEWS.clear()
+            _VIEWS[key] = view
+        return view
 
     def _numba_stream(self, stream):
         if self.simulated:
@@ -97,8 +115,11 @@ class NumbaKernel(PyKernel):
         ptr = self.backend.stream_pointer(stream)
         s = self._streams.get(ptr)
         if s is None:
-            s = self._streams[ptr] = (self._cuda.default_stream() if ptr == 0
-                                      else self._cuda.external_stream(ptr))
+            cuda = self._cuda
+            s = self._streams[ptr] = (cuda.default_stream() if ptr == 0 else
+                                      cuda.legacy_default_stream() if ptr == 1 else
+                                      cuda.per_thread_default_stream() if ptr == 2 else
+                                      cuda.external_stream(ptr))
         return s
 
     def _launch(self, grid, block, args, shared_mem, stream, meta) -> None:

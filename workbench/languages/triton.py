@@ -36,6 +36,11 @@ from ..present.tables import html_table, pandas
 from .base import PyKernel, dim3
 
 
+#: The legacy (0, 1) and per-thread (2) default streams: work on one of them is
+#: ordered with work on the others, so events on one bracket a kernel on another.
+_DEFAULT_STREAMS = (0, 1, 2)
+
+
 def is_triton_kernel(obj) -> bool:
     """True for a ``triton.jit`` kernel (possibly autotuned or with
     heuristics), without importing Triton."""
@@ -194,6 +199,9 @@ class TritonKernel(PyKernel):
         self._defaults = {p.name for p in params if p.has_default} if params else set()
         self._last = None
         self._torch_streams: dict = {}
+        if not self.simulated:
+            from triton.runtime import driver  # lazy: see module docstring (the kernel imported it)
+            self._driver = driver
         if self.simulated and self._autotuner is not None and "do_bench" not in vars(self._autotuner):
             self._autotuner.do_bench = _cpu_bench  # Triton's own needs a GPU driver
 
@@ -235,9 +243,9 @@ class TritonKernel(PyKernel):
             self.fn[grid](*args, **meta)
             return
         want = self.backend.stream_pointer(stream)
-        from triton.runtime import driver  # lazy: see module docstring (already imported by the kernel)
-        active = driver.active
-        if active.get_current_stream(active.get_current_device()) == want:
+        active = self._driver.active
+        have = active.get_current_stream(active.get_current_device())
+        if have == want or (want in _DEFAULT_STREAMS and have in _DEFAULT_STREAMS):
             ret = self.fn[grid](*args, **meta)
         else:
             with self._torch_stream(want):
