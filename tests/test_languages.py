@@ -282,3 +282,14 @@ def test_importing_the_languages_imports_neither_language():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.gpu
+def test_gpu_numba_launch_on_a_new_array_at_a_reused_address_writes_the_new_array(on_gpu):
+    k = wb.kernel(kernels(on_gpu, "numba")["scale"])
+    host, x, _ = _inputs(1 << 16, seed=8)
+    for value in (1.0, 2.0, 3.0):  # each output array new; the pool hands out the same address
+        y = wb.xp.zeros(x.size, dtype=np.float32)
+        k(x, y, value, x.size, grid=x.size // 128, block=128)
+        np.testing.assert_allclose(wb.to_host(y), value * host, rtol=1e-6)
+        del y
