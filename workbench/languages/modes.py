@@ -152,7 +152,10 @@ def setup() -> LanguageSupport:
 
     With the simulator backend this sets ``NUMBA_ENABLE_CUDASIM=1`` and
     ``TRITON_INTERPRET=1``; call it before ``from numba import cuda`` and
-    before defining Triton kernels. Imports neither language.
+    before defining Triton kernels. On the CPU it imports neither language; on
+    the GPU it compiles one tiny Numba kernel, once, so that a Numba that cannot
+    compile here (a numba-cuda built for another NumPy) is reported now, in one
+    line, rather than at the first launch.
     """
     b = active_backend()
     on_cpu = bool(b.simulated)
