@@ -67,7 +67,8 @@ def kernel(fn, *, name: str | None = None, dtypes: dict | None = None):
     elif is_triton_kernel(fn):
         cls = TritonKernel
         inner = fn
-        while hasattr(inner, "fn") and not hasattr(inner, "params") and type(inner).__name__ != "InterpretedFunction":
+        while hasattr(inner, "fn") and not hasattr(inner, "params") \
+                and type(inner).__name__ != "InterpretedFunction":
             inner = inner.fn
         simulated = type(inner).__name__ == "InterpretedFunction"
     else:
