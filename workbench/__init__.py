@@ -71,6 +71,9 @@ _LAZY = {
     "Ring": "workbench.rings",
     "rings": "workbench.rings:",
     "RingPanel": "workbench.widgets.ring_panel",
+    # kernels written in Numba and Triton
+    "kernel": "workbench.languages",
+    "languages": "workbench.languages:",
     # devices, kernels, occupancy
     "devices": "workbench.hardware.properties",
     "use_device": "workbench.hardware.properties",

@@ -275,6 +275,12 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def current_stream(self) -> Any: ...
 
+    def stream_pointer(self, stream) -> int:
+        """The raw ``cudaStream_t`` of ``stream`` (``None``: the current one), for
+        kernel languages with their own stream objects (Numba, Triton); 0, the
+        legacy default stream, where the backend has no CUDA streams."""
+        return 0
+
     @abc.abstractmethod
     def create_stream(self, priority: int | None = None, non_blocking: bool = False) -> Any:
         """A new stream (``priority``: lower numbers run first, as CUDA's)."""

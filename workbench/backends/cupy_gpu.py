@@ -451,6 +451,9 @@ class CupyBackend(Backend):
     def current_stream(self):
         return cupy.cuda.get_current_stream()
 
+    def stream_pointer(self, stream) -> int:
+        return int((stream if stream is not None else cupy.cuda.get_current_stream()).ptr)
+
     def create_stream(self, priority: int | None = None, non_blocking: bool = False):
         return cupy.cuda.Stream(non_blocking=non_blocking, priority=priority or 0)
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.adapters import as_launchable
 from ..present.tables import html_table, pandas
 from ..runtime.session import backend as active_backend
 from . import history
@@ -101,6 +102,7 @@ def compare(a, b, *args, names: tuple[str, str] | None = None, check: bool = Tru
     """
     plan = Plan(repeat=repeat, max_time=max_time, min_repeat=min_repeat, max_repeat=max_repeat,
                 warmup=warmup, warmup_time=warmup_time, flush_l2=flush_l2)
+    a, b = as_launchable(a), as_launchable(b)  # Numba / Triton kernels: the workbench's wrappers
     name_a, name_b = names or (default_name(a), default_name(b))
     if name_a == name_b:
         name_a, name_b = f"{name_a} (a)", f"{name_b} (b)"

@@ -6,6 +6,7 @@ import itertools
 import uuid
 from typing import Any, Callable, Mapping, Sequence
 
+from ..core.adapters import as_launchable
 from ..present.tables import pandas
 from ..runtime.session import backend as active_backend
 from . import ceilings as ceilings_module, history
@@ -153,8 +154,9 @@ def _variants(fn, name) -> list[tuple[str, Callable]]:
         if name is not None:
             raise ValueError("name= labels a single function; with a dict of variants the "
                              "dict's keys are the labels")
-        out = [(str(k), v) for k, v in fn.items()]
+        out = [(str(k), as_launchable(v)) for k, v in fn.items()]
     else:
+        fn = as_launchable(fn)  # a Numba or Triton kernel: the workbench's wrapper
         out = [(name or default_name(fn), fn)]
     for label, f in out:
         if not callable(f):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from ..core.adapters import as_launchable
 from ..runtime.session import backend as active_backend
 from . import ceilings as ceilings_module
 from .engine import Plan, default_name, input_sets, measure, per_call_count
@@ -27,7 +28,9 @@ def bench(fn: Callable, *args, name: str | None = None, repeat: int | None = Non
     """Time ``fn(*args, **kwargs)``, a callable that launches GPU work.
 
     Works with a :class:`workbench.Kernel` call (``wb.bench(k, x, y, n,
-    grid=g, block=b)``), CuPy, Numba or Triton: anything that enqueues work
+    grid=g, block=b)``), a Numba or Triton kernel (``wb.kernel(fn)``, or the
+    ``numba.cuda.jit`` / ``triton.jit`` function itself once
+    ``workbench.languages`` is loaded), CuPy: anything that enqueues work
     on the current stream (or on ``stream=`` when that is one of ``kwargs``).
 
     Parameters
@@ -69,6 +72,7 @@ def bench(fn: Callable, *args, name: str | None = None, repeat: int | None = Non
     BenchResult with the raw times in seconds. On the simulator the times are
     CPU wall-clock times and the result says so (``simulated=True``).
     """
+    fn = as_launchable(fn)  # a Numba or Triton kernel: the workbench's wrapper
     inputs = input_sets(args, rotate)
     plan = Plan(repeat=repeat, max_time=max_time, min_repeat=min_repeat, max_repeat=max_repeat,
                 warmup=warmup, warmup_time=warmup_time, flush_l2=flush_l2)

@@ -148,7 +148,12 @@ class KernelReport:
     @functools.cached_property
     def _nvrtc(self):
         """``(NvrtcResult or None, reason)``: what NVRTC made of the kernel's
-        module when the backend compiled it, else the module compiled again."""
+        module when the backend compiled it, else the module compiled again.
+        A kernel of another language (Numba, Triton: ``workbench.languages``)
+        gives its own code through ``compiled_code()``, in the same shape."""
+        own = getattr(self._kernel, "compiled_code", None)
+        if callable(own):
+            return own()
         kept = _kept_nvrtc(self._kernel)
         if kept is not None:
             return kept, ""

@@ -341,8 +341,8 @@ def kernel_usage(kernel) -> tuple[str, KernelUsage, tuple[str, ...]]:
         carveout=carveout if carveout is not None and carveout >= 0 else None)
     notes = []
     if resources.registers is None:
-        notes.append("register count unknown (NVRTC not installed?): the register limit "
-                     "is not applied")
+        why = getattr(kernel, "resources_unknown_reason", None) or "NVRTC not installed?"
+        notes.append(f"register count unknown ({why}): the register limit is not applied")
     return name, usage, tuple(notes)
 
 

@@ -121,7 +121,7 @@ def on_backend_change(callback) -> None:
 
 def timings(kernel=None):
     """Every kernel launch so far as a DataFrame (kernel, grid, block,
-    shared_mem, ms, cell, time, backend); ``timings(kernel)`` keeps one
+    shared_mem, ms, cell, time, backend, language); ``timings(kernel)`` keeps one
     kernel (a :class:`~workbench.Kernel` or its name). Reading it waits for
     launches still running. On the simulator, ``ms`` is CPU wall-clock time.
     """

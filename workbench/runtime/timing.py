@@ -19,8 +19,8 @@ from ..present.tables import pandas
 
 
 # fields of a launch record (a list, built on the hot path)
-KERNEL, GRID, BLOCK, SHARED, CELL, WALL, START, END, MS, BACKEND = range(10)
-COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backend"]
+KERNEL, GRID, BLOCK, SHARED, CELL, WALL, START, END, MS, BACKEND, LANGUAGE = range(11)
+COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backend", "language"]
 
 
 class TimingLog:
@@ -54,9 +54,12 @@ class TimingLog:
         finally:
             self.enabled = previous
 
-    def timed_launch(self, b, name: str, grid, block, shared_mem: int, stream, launcher, args) -> None:
+    def timed_launch(self, b, name: str, grid, block, shared_mem: int, stream, launcher, args,
+                     language: str = "cuda") -> None:
         """Launch ``launcher(grid, block, args, shared_mem, stream)`` between two
-        recorded events and log it. Nothing here waits for the device."""
+        recorded events on ``stream`` and log it (``language``: what the kernel
+        was written in: "cuda", "numba", "triton"). Nothing here waits for the
+        device."""
         if not self.enabled:
             launcher(grid, block, args, shared_mem, stream)
             return
@@ -73,7 +76,8 @@ class TimingLog:
             free.append(end)
             raise
         b.record_event(end, stream)
-        rec = [name, grid, block, shared_mem, self._session.cell, time.time(), start, end, None, b.name]
+        rec = [name, grid, block, shared_mem, self._session.cell, time.time(), start, end, None, b.name,
+               language]
         self.records.append(rec)
         pending = self._pending
         pending.append(rec)
@@ -135,5 +139,6 @@ class TimingLog:
             "cell": pd.array([r[CELL] for r in rows], dtype="Int64"),
             "time": pd.to_datetime([_dt.datetime.fromtimestamp(r[WALL]) for r in rows]),
             "backend": [r[BACKEND] for r in rows],
+            "language": [r[LANGUAGE] for r in rows],
         }, columns=COLUMNS)
 

@@ -1,0 +1,248 @@
+"""What Numba and Triton kernels share in the workbench: the argument checks
+that can be made before the language sees the call, the timed launch into
+``wb.timings()``, the resources, occupancy and inspection the kernel panel
+reads, and the presentation.
+
+A language module (:mod:`.numba`, :mod:`.triton`) subclasses
+:class:`PyKernel` with how to name the parameters, convert one device array,
+launch, and read the compiled kernel's resources and code.
+"""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+
+from ..backends.base import KernelResources
+from ..errors import KernelArgumentError, LaunchConfigError
+from ..hardware.inspect import inspect_kernel
+from ..hardware.occupancy import occupancy as kernel_occupancy
+from ..present.tables import html_fields
+from ..runtime.session import session
+
+#: Python scalars pass to the language as they are (checked first, on the launch path).
+_SCALARS = frozenset({int, float, bool, np.float32, np.float64, np.int32, np.int64})
+
+#: Keyword arguments of a call that are the workbench's, not the language's.
+LAUNCH_KEYWORDS = ("grid", "block", "shared_mem", "stream", "n")
+
+
+def describe(value) -> str:
+    """What a user passed, in words that do not depend on the backend."""
+    if type(value) is np.ndarray:
+        return f"a {value.dtype} host NumPy array of shape {value.shape}"
+    if hasattr(value, "dtype") and hasattr(value, "shape") and np.ndim(value) > 0:
+        return f"a {value.dtype} device array of shape {tuple(value.shape)}"
+    return f"the {type(value).__name__} {value!r}"
+
+
+def dim3(value, what: str, kernel: str) -> tuple[int, ...]:
+    """``value`` (an int or 1-3 ints) as a tuple of positive ints."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        dims = (int(value),)
+    elif isinstance(value, (tuple, list)) and 1 <= len(value) <= 3 and all(
+            isinstance(v, (int, np.integer)) for v in value):
+        dims = tuple(int(v) for v in value)
+    else:
+        raise LaunchConfigError(f"{kernel}(): {what} must be an int or a tuple of 1 to 3 ints, "
+                                f"got {value!r}.")
+    if min(dims) < 1:
+        raise LaunchConfigError(f"{kernel}(): {what} dimensions must be >= 1, got {value!r}.")
+    return dims
+
+
+class PyKernel:
+    """A kernel written in Python (Numba or Triton), launched, timed and
+    inspected like a ``%%cuda`` :class:`workbench.Kernel`.
+
+    Subclasses set :attr:`language` and implement :meth:`_params`,
+    :meth:`_launch` and :meth:`_compiled_resources`.
+    """
+
+    #: "numba" or "triton": the ``language`` column of ``wb.timings()``.
+    language = "?"
+
+    def __init__(self, fn, name: str, dtypes: dict | None = None):
+        self.fn = fn
+        self.name = name
+        self._session = session()
+        self.backend = self._session.backend
+        if self.backend is None:
+            from ..runtime.session import backend  # the backend is chosen on first use
+            self.backend = backend()
+        self._dtypes = {k: np.dtype(v) for k, v in (dtypes or {}).items()}
+        self._resources: KernelResources | None = None
+
+    # -- what a subclass says -----------------------------------------------------
+    def _params(self) -> list[str]:
+        """Names of the parameters a call gives positionally."""
+        raise NotImplementedError
+
+    def _required(self, kwargs) -> tuple[int, int]:
+        """The fewest and most positional arguments a call with keywords ``kwargs`` takes."""
+        n = len(self._params())
+        return n, n
+
+    def _convert_array(self, a):
+        """A device array as the language takes it, without a copy."""
+        return a
+
+    def _launch(self, grid, block, args, shared_mem, stream, meta) -> None:
+        raise NotImplementedError
+
+    def _compiled_resources(self) -> KernelResources | None:
+        """The figures of the last compiled specialisation, or None before one exists."""
+        return None
+
+    def compiled_code(self):
+        """``(NvrtcResult-like or None, reason)``: the PTX and cubin the language
+        compiled (read by :func:`workbench.hardware.inspect.inspect_kernel`)."""
+        return None, f"{self.language} compiled no GPU code here"
+
+    # -- checks ---------------------------------------------------------------------
+    def check_args(self, args, kwargs=None) -> list:
+        """Count, device memory and (where declared) dtype of ``args``; the
+        converted arguments the language launches with."""
+        params = self._params()
+        lo, hi = self._required(kwargs or {})
+        if not lo <= len(args) <= hi:
+            count = str(lo) if lo == hi else f"{lo} to {hi}"
+            raise KernelArgumentError(
+                f"{self.name}() ({self.language}) takes {count} positional argument"
+                f"{'s' if hi != 1 else ''} ({', '.join(params[:hi])}), got {len(args)}.")
+        b = self.backend
+        fast = b.device_array_type
+        scalars = _SCALARS
+        dtypes = self._dtypes
+        out = []
+        for i, a in enumerate(args):
+            t = type(a)
+            if t in scalars:
+                out.append(a)
+                continue
+            if t is not fast and not b.is_device_array(a):
+                if isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__") \
+                        or hasattr(a, "__dlpack__"):
+                    raise KernelArgumentError(
+                        f"{self.name}() ({self.language}): parameter '{self._param_name(i)}' "
+                        f"needs device memory, got {describe(a)}. Copy it first: "
+                        f"wb.to_device(array).")
+                out.append(a)  # anything else is the language's to take or refuse
+                continue
+            if dtypes:
+                pname = self._param_name(i)
+                want = dtypes.get(pname)
+                if want is not None and a.dtype != want:
+                    raise KernelArgumentError(
+                        f"{self.name}() ({self.language}): parameter '{pname}' takes a device "
+                        f"array of {want}, got {describe(a)}. Convert it with "
+                        f".astype({want.name!r}).")
+            out.append(self._convert_array(a))
+        return out
+
+    def _param_name(self, i: int) -> str:
+        params = self._params()
+        return params[i] if i < len(params) else f"#{i}"
+
+    # -- the launch -----------------------------------------------------------------------
+    def __call__(self, *args, grid=None, block=None, shared_mem: int = 0, stream=None, n=None,
+                 **meta):
+        b = self.backend
+        if self._session.backend is not b:
+            raise LaunchConfigError(
+                f"{self.name} was wrapped for the {b.name} backend but the active backend is "
+                f"{self._session.backend.name if self._session.backend else 'none'}; wrap it "
+                f"again with wb.kernel().")
+        if n is not None and grid is not None and "n" in self._params()[len(args):]:
+            meta["n"] = n  # the kernel's own parameter n, given by keyword (wb.sweep's setup dict)
+            n = None
+        if meta:
+            args, meta = self._bind(args, meta)
+        converted = self.check_args(args, meta)
+        grid, block = self.launch_config(grid, block, n, meta)
+        if stream is None:
+            stream = b.current_stream()
+        self._session.timing_log.timed_launch(
+            b, self.name, self._log_grid(grid), block, shared_mem, stream, self._run,
+            (converted, meta, grid), self.language)
+
+    def _bind(self, args: tuple, meta: dict) -> tuple[tuple, dict]:
+        """Parameters given by keyword, after the positional ones, become positional."""
+        params = self._params()
+        if len(args) >= len(params) or params[len(args)] not in meta:
+            return args, meta
+        meta = dict(meta)
+        extra = []
+        for p in params[len(args):]:
+            if p not in meta:
+                break
+            extra.append(meta.pop(p))
+        return (*args, *extra), meta
+
+    def _run(self, _grid, block, packed, shared_mem, stream) -> None:
+        converted, meta, grid = packed
+        self._launch(grid, block, converted, shared_mem, stream, meta)
+
+    def _log_grid(self, grid):
+        """The grid as the timing log shows it."""
+        return grid
+
+    def launch_config(self, grid, block, n, meta):
+        """``(grid, block)`` for the launch and for the timing log."""
+        if n is not None:
+            if grid is not None:
+                raise LaunchConfigError(f"{self.name}(): pass either n= or grid=, not both.")
+            block = 256 if block is None else block
+            threads = int(np.prod(dim3(block, "block", self.name)))
+            grid = (max(1, -(-int(n) // threads)),)
+        if grid is None or block is None:
+            raise LaunchConfigError(
+                f"{self.name}() needs grid= and block= (e.g. grid=(n + 255) // 256, block=256), "
+                f"or n= to let the workbench choose them.")
+        return dim3(grid, "grid", self.name), dim3(block, "block", self.name)
+
+    # -- resources, occupancy, code ---------------------------------------------------------
+    @property
+    def resources(self) -> KernelResources:
+        """Registers, shared and local (spill) memory of the last compiled
+        specialisation (:class:`KernelResources`; fields are None before the
+        first launch and where the language's CPU mode compiles nothing)."""
+        r = self._compiled_resources()
+        if r is not None:
+            self._resources = r
+        return self._resources or KernelResources()
+
+    @property
+    def resources_unknown_reason(self) -> str:
+        """Why :attr:`resources` has no register count (read by the occupancy notes)."""
+        if getattr(self, "simulated", False):
+            return f"{self.language} runs on the CPU here and compiles no GPU code"
+        return "compiled at the first launch: launch it once"
+
+    def inspect(self):
+        """A report of this kernel's resources, PTX and (where the tools exist) SASS."""
+        return inspect_kernel(self)
+
+    def occupancy(self, block: int | None = None, shared_mem=0, **options):
+        """Theoretical occupancy on the active device (see :func:`workbench.occupancy`)."""
+        return kernel_occupancy(self, block=block, shared_mem=shared_mem, **options)
+
+    # -- presentation -----------------------------------------------------------------------
+    def _extra_fields(self) -> tuple:
+        return ()
+
+    def __repr__(self) -> str:
+        r = self.resources
+        text = f"<wb.{type(self).__name__} {self.name} ({self.language})"
+        if r.registers is not None:
+            text += (f" | {r.registers} registers, {r.shared_bytes} B shared, "
+                     f"{r.local_bytes} B local (spills){' on ' + r.arch if r.arch else ''}")
+        return text + f" | {self.backend.name}>"
+
+    def _repr_html_(self) -> str:
+        r = self.resources
+        return (f"<div><code>{html.escape(self.name)}</code> ({self.language})" + html_fields((
+            ("registers / thread", r.registers), ("static shared (B)", r.shared_bytes),
+            ("local / spills (B)", r.local_bytes), ("max threads / block", r.max_threads_per_block),
+            ("architecture", r.arch), *self._extra_fields(),
+            ("backend", self.backend.name))) + "</div>")
