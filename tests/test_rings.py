@@ -133,11 +133,18 @@ def test_a_hanging_handler_is_caught_by_the_watchdog(backend):
     # warp-mates (messages 2 and 3) wait for it too, as threads of one warp do
     stuck["spin_us"][0] = 3_000_000
     r.send(stuck)
+    launch = r._launch
     start = time.monotonic()
     with pytest.raises(RingHang, match=r"Message 1 belongs to block 0, thread 32"):
         r.recv(timeout=20)
     assert time.monotonic() - start < 10
     assert not r.running
+    if not wb.backend().simulated:
+        # the stuck kernel runs on until its handler returns; meanwhile loading a module
+        # could deadlock the driver, so the workbench refuses and says why
+        with pytest.raises(wb.DeviceBusy, match=r"Stop the ring first"):
+            wb.compile('extern "C" __global__ void later(float* x) { x[0] = 1; }')
+        assert launch.wait(20)
     # the workbench goes on: a new ring and ordinary kernels work
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as again:
         check_answers(again.recv(5) if again.send(messages(5)) else None, messages(5))

@@ -30,6 +30,7 @@ _LAZY = {
     "OutOfMemoryError": "workbench.errors",
     "BackendUnavailable": "workbench.errors",
     "DeviceError": "workbench.errors",
+    "DeviceBusy": "workbench.errors",
     # backend selection
     "backend": "workbench.runtime.session",
     "use_backend": "workbench.runtime.session",

@@ -84,5 +84,9 @@ class DeviceError(WorkbenchError, IndexError):
     """A device index that does not exist on the active backend."""
 
 
+class DeviceBusy(WorkbenchError, RuntimeError):
+    """The device cannot do this while a persistent kernel (a ring) runs on it."""
+
+
 class BackendUnavailable(WorkbenchError, RuntimeError):
     """The requested backend cannot run here (no GPU, CuPy missing...)."""

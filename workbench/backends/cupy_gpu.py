@@ -299,6 +299,7 @@ class CupyBackend(Backend):
     # -- compile and launch ---------------------------------------------------
     def compile(self, source: str, options: CompileOptions,
                 kernel_names: Sequence[str]) -> CupyModule:
+        cupy_persistent.refuse_while_running("load a new module")
         # static variables and variables in namespaces have no plain symbol:
         # NVRTC gives their lowered name for the name expression "&name"
         variables = {}
@@ -528,6 +529,7 @@ class CupyBackend(Backend):
         cupy.get_default_memory_pool().set_limit(size=nbytes or 0)  # CuPy: 0 is no cap
 
     def empty_cache(self) -> None:
+        cupy_persistent.refuse_while_running("give cached memory back (cudaFree synchronises)")
         cupy.get_default_memory_pool().free_all_blocks()
         cupy.get_default_pinned_memory_pool().free_all_blocks()
 

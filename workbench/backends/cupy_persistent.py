@@ -11,26 +11,40 @@ from __future__ import annotations
 
 import ctypes
 import time
-import weakref
 
 import cupy
 import numpy as np
 from cupy.cuda import runtime
 
+from ..errors import DeviceBusy
 from .persistent import MappedBuffer, PersistentLaunch
 
 _HOST_ALLOC_PORTABLE = 0x01
 _HOST_ALLOC_MAPPED = 0x02
 _NOT_READY = 600  # cudaErrorNotReady
 
-#: Persistent launches still running, so that a device-wide synchronise can
-#: leave them out (it would otherwise wait for ever).
-running: "weakref.WeakSet[GpuPersistentLaunch]" = weakref.WeakSet()
+#: Persistent launches not yet seen to end, held strongly (a kernel stuck in a
+#: handler outlives its Ring), so that a device-wide synchronise can leave them
+#: out (it would otherwise wait for ever) and module loads can be refused.
+running: "set[GpuPersistentLaunch]" = set()
+
+
+def refuse_while_running(doing: str) -> None:
+    """Raise DeviceBusy while a persistent kernel runs: loading a module (CUDA
+    loads kernels lazily, and a load may synchronise the whole context) or
+    page-locking memory can wait for it for ever."""
+    busy = [launch.kernel for launch in list(running) if not launch.done()]
+    if busy:
+        raise DeviceBusy(
+            f"cannot {doing} while a persistent kernel runs on this GPU ({', '.join(busy)}): "
+            "CUDA may synchronise the whole device for it, which would wait for the ring "
+            "for ever. Stop the ring first (ring.stop()), then start it again afterwards.")
 
 
 def alloc_mapped(nbytes: int) -> MappedBuffer:
     """Page-locked, mapped host memory of ``nbytes`` (at least 1)."""
     nbytes = max(1, int(nbytes))
+    refuse_while_running("page-lock host memory for a ring")
     ptr = runtime.hostAlloc(nbytes, _HOST_ALLOC_MAPPED | _HOST_ALLOC_PORTABLE)
     host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
     device_ptr = runtime.pointerGetAttributes(ptr).devicePointer  # == ptr under unified addressing
@@ -44,6 +58,10 @@ class GpuPersistentLaunch(PersistentLaunch):
         self.kernel = kernel
         self._fault_of = fault_of
         self.stream = cupy.cuda.Stream(non_blocking=True)
+        # the arguments were written on the user's streams; a non-blocking stream does not
+        # wait for them by itself
+        self.stream.wait_event(cupy.cuda.Stream.null.record())
+        self.stream.wait_event(cupy.cuda.get_current_stream().record())
         with self.stream:
             launch()
         self._ended = cupy.cuda.Event(disable_timing=True)

@@ -160,13 +160,14 @@ class Ring:
 
     @property
     def running(self) -> bool:
-        return self._launch is not None and not self._launch.done()
+        launch = self._launch  # read once: a panel's thread asks too
+        return launch is not None and not launch.done()
 
     def start(self) -> "Ring":
         """Launch the persistent kernel (again, after :meth:`stop`)."""
         if self.running:
             return self
-        if self._buffer is None:
+        if self._buffer is None:  # (a new one after a hang: the stuck kernel may still write)
             self._buffer = self.backend.alloc_mapped(
                 _offsets(self.capacity, self.request_dtype, self.response_dtype)["total"][1])
         addresses = self._views(self._buffer)
@@ -194,8 +195,9 @@ class Ring:
             launch, self._launch = self._launch, None
             if self._finalizer is not None:
                 self._finalizer.detach()
-            if not launch.wait(timeout):
+            if launch is not None and not launch.wait(timeout):
                 killed = launch.kill()
+                self._buffer = None
                 raise RingHang(
                     f"ring {self.name!r} did not stop within {timeout:g} s: a handler has not "
                     "returned. " + ("Its simulator worker was ended." if killed else
@@ -253,6 +255,8 @@ class Ring:
 
     def _write(self, chunk: np.ndarray) -> None:
         now = time.perf_counter_ns()
+        if self.depth == 0:  # the watchdog counts from the first message waiting
+            self._progress_at = time.monotonic()
         n, slot = len(chunk), self._next_send % self.capacity
         if slot + n <= self.capacity:  # no wrap: one slice
             self._requests[slot:slot + n] = chunk
@@ -354,6 +358,7 @@ class Ring:
             self._control[0] = 1
             killed = launch.kill()
             self._launch = None
+            self._buffer = None  # a restart must not share slots with a kernel still running
             raise RingHang(
                 f"ring {self.name!r}: no message answered for {idle:.1f} s with {self.depth} "
                 f"waiting (watchdog_s={self.watchdog_s:g}). Message {seq} belongs to block "
@@ -406,6 +411,7 @@ class Ring:
             raise RingLayoutError(f"cannot make a message of dtype {self.request_dtype} from "
                                   f"{message!r}: {exc}") from None
         sent = time.perf_counter_ns()
+        self._progress_at = time.monotonic()
         self._sent_ns[slot] = sent
         self._next_send = seq + 1
         self._control[1] = seq  # the head, after the payload: publishes it
@@ -428,6 +434,9 @@ class Ring:
 
     async def acall(self, message, timeout: float | None = None):
         """:meth:`call` for asyncio: waits by yielding to the event loop."""
+        if self.pending or self.depth:
+            raise RingError(f"ring {self.name!r}: acall() needs an empty queue; receive the "
+                            f"{self.pending + self.depth} outstanding answers first")
         self.send(message)
         deadline = None if timeout is None else time.monotonic() + timeout
         target = self.pending + 1
