@@ -235,4 +235,22 @@ def test_the_ring_panel_shows_depth_and_rate(backend):
         assert repr(panel).startswith("<ring handle")
     panel.refresh()
     assert "stopped" in panel.snapshot()
+    r.start()  # the panel follows the ring through stop and start
+    time.sleep(0.3)
+    assert "running" in panel.snapshot()
+    r.stop()
+    panel.close()
+
+
+def test_a_ring_panel_does_not_keep_a_deleted_ring_running(backend):
+    import gc
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64)
+    panel = wb.RingPanel(r, interval=0.05)
+    launch = r._launch
+    del r
+    gc.collect()
+    assert launch.wait(10)
+    time.sleep(0.2)
+    panel.refresh()
+    assert "gone" in panel.snapshot()
     panel.close()

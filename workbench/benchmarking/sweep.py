@@ -98,6 +98,8 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
     if unknown:
         raise TypeError(f"sweep() got unexpected keyword(s) {sorted(unknown)}; it passes on "
                         f"only {', '.join(BENCH_OPTIONS)} to wb.bench")
+    for value, what in ((setup, "setup"), (bytes, "bytes"), (flops, "flops")):
+        _check_takes_point(value, points[0], what)  # before any measuring, ceilings included
     plan = Plan(**{k: v for k, v in bench_options.items() if k in PLAN_OPTIONS})
     check_options = {k: bench_options.get(k) for k in CHECK_OPTIONS}
     roof = _resolve_ceilings(ceilings, bytes, flops)
@@ -107,8 +109,6 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
     result_ceilings = (ceilings_module.for_results(b)
                        if bytes is not None or flops is not None else None)
 
-    for value, what in ((setup, "setup"), (bytes, "bytes"), (flops, "flops")):
-        _check_takes_point(value, points[0], what)
     param_names = list(points[0])
     run = SweepRun(uuid.uuid4().hex[:8], [v for v, _ in variants], param_names,
                    len(points) * len(variants), roof)

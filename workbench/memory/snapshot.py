@@ -7,6 +7,10 @@ from ..present.tables import html_fields, pandas
 from ..present.units import format_bytes, format_fraction
 from .pool import device_memory, pool_counts
 
+#: Below this much cached memory, fragmentation says nothing useful (a few
+#: small blocks are always "fragmented"); reports and the panel leave it out.
+FRAGMENTATION_FROM = 1 << 20
+
 
 @dataclass(frozen=True)
 class MemoryStats:
@@ -45,7 +49,7 @@ class MemoryStats:
         b = format_bytes
         live = (f"{self.live_allocations} live allocations tracked"
                 if self.live_allocations is not None else "tracking off: wb.memory.tracking(True)")
-        blocks = f"{self.free_blocks} free blocks" if self.free_blocks is not None else "free blocks N/A"
+        blocks = (f"{self.free_blocks} free block{'s' if self.free_blocks != 1 else ''}") if self.free_blocks is not None else "free blocks N/A"
         pinned = ", ".join(part for part in (
             f"{b(self.pinned_in_use)} in use" if self.pinned_in_use is not None else "",
             f"{b(self.pinned_reserved)} reserved" if self.pinned_reserved is not None else "",
@@ -57,7 +61,8 @@ class MemoryStats:
                                        "not a leak: wb.memory.empty_cache() frees them"),
             ("reserved", b(self.reserved), "in use + cached, taken from the device by the pool"),
             ("peak in use", b(self.peak), "since tracking started or wb.memory.reset_peak()"),
-            ("fragmentation", format_fraction(self.fragmentation),
+            ("fragmentation", format_fraction(self.fragmentation)
+             if (self.cached or 0) >= FRAGMENTATION_FROM else "N/A (under 1 MiB cached)",
              "1 - largest free block / cached"
              + (f" (largest free block {b(self.largest_free_block)})"
                 if self.largest_free_block is not None else "")),
@@ -69,7 +74,7 @@ class MemoryStats:
         ]
 
     def _title(self) -> str:
-        return f"Device memory ({self.backend}{', simulated' if self.simulated else ''})"
+        return f"Device memory ({self.backend}{': virtual device' if self.simulated else ''})"
 
     def __repr__(self) -> str:
         width = max(len(q) for q, _, _ in self.rows())

@@ -80,7 +80,12 @@ def use_backend(which: str | Backend | None, **options) -> Backend:
             _INSTANCES[(current.name, tuple(sorted(options.items())))] = current
             _install(current, "chosen by the user")
         else:
-            _install(_instance(which, options), "chosen by the user")
+            b = _instance(which, options)
+            if options:
+                # an instance changed in place since it was cached under these options
+                # (several option sets share it): give it these options again
+                b.configure(**options)
+            _install(b, "chosen by the user")
     return _SESSION.backend
 
 

@@ -17,14 +17,12 @@ from traitlets import Bool, Float, Int, List, Unicode
 
 from .. import memory
 from ..present.tables import html_table
+from ..memory.snapshot import FRAGMENTATION_FROM
 from ..present.units import format_bytes, format_fraction
 from .static import StaticFallback, html_part
 
 _COLORS = {"in_use": "#d62728", "cached": "#ff9f40", "free": "#c7e9c0"}
 _LIVE_KEYS = ("line", "code", "bytes", "count", "held_by")   # of memory.live_rows()
-#: Below this many cached bytes a fragmentation figure says nothing useful
-#: (one small free block is "100% fragmented"), so the panel leaves it out.
-FRAGMENTATION_FROM = 1 << 20
 
 
 class MemoryPanel(StaticFallback, widgets.VBox):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 
 import ipywidgets as widgets
 import traitlets
@@ -16,48 +17,54 @@ from .static import StaticFallback, html_part
 
 class RingPanel(StaticFallback, widgets.VBox):
     """``RingPanel(ring, interval=0.5)``: a ring's live figures. The rate is
-    answers collected per second over the last interval; ``stop()`` ends the
-    refresh (the panel keeps its last figures), as does the ring's own stop."""
+    answers collected per second over the last interval. The panel follows the
+    ring through ``stop()`` and ``start()``; ``stop()`` on the panel ends its
+    refresh (it keeps its last figures). It holds the ring weakly, so a ring
+    whose object is deleted is still stopped by its finalizer."""
 
     depth = traitlets.Int(0).tag(sync=True)
     rate = traitlets.Float(0.0).tag(sync=True)
     refreshes = traitlets.Int(0).tag(sync=True)
 
     def __init__(self, ring, interval: float = 0.5, **kwargs):
-        self.ring = ring
+        self._ring = weakref.ref(ring)
+        self._name = f"ring {ring.name} ({ring.backend.name})"
         self.interval = float(interval)
         self._body = html_part()
         super().__init__(children=[self._body], **kwargs)
+        self._lock = threading.Lock()
         self._last = (time.monotonic(), ring.stats().messages)
         self._stop = threading.Event()
+        self.error = None
         self.refresh()
-        self._thread = threading.Thread(target=self._loop, name="wb-ring-panel", daemon=True)
+        self._thread = threading.Thread(target=_refresh_loop, args=(weakref.ref(self),),
+                                        name="wb-ring-panel", daemon=True)
         self._thread.start()
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.refresh()
-            except Exception:  # noqa: BLE001 - a panel must never take the kernel down
-                pass
-            if not self.ring.running:
-                break
+    @property
+    def ring(self):
+        """The ring shown, or None once it is gone."""
+        return self._ring()
 
     def refresh(self) -> None:
         """Read the ring's figures and redraw."""
-        stats = self.ring.stats()
-        now = time.monotonic()
-        then, count = self._last
-        with self.hold_sync():
-            self.depth = self.ring.depth
-            if now > then:
-                self.rate = (stats.messages - count) / (now - then)
-            self.refreshes += 1
-        self._last = (now, stats.messages)
-        self._body.value = self._fields_html(stats)
+        ring = self._ring()
+        with self._lock:
+            if ring is None:
+                self._body.value = html_fields([("state", "gone (its object was deleted)")])
+                return
+            stats = ring.stats()
+            now = time.monotonic()
+            then, count = self._last
+            with self.hold_sync():
+                self.depth = ring.depth
+                if now > then:
+                    self.rate = (stats.messages - count) / (now - then)
+                self.refreshes += 1
+            self._last = (now, stats.messages)
+            self._body.value = self._fields_html(ring, stats)
 
-    def _fields_html(self, stats) -> str:
-        ring = self.ring
+    def _fields_html(self, ring, stats) -> str:
         fields = [("state", "running" if ring.running else "stopped"),
                   ("queue depth (unanswered)", f"{self.depth} of {ring.capacity} slots"),
                   ("answers waiting for recv()", ring.pending),
@@ -65,6 +72,8 @@ class RingPanel(StaticFallback, widgets.VBox):
                   ("rate, last interval", f"{self.rate:,.0f} messages/s"),
                   ("round trip p50 / p99", f"{format_seconds(stats.percentile(50))} / "
                                            f"{format_seconds(stats.percentile(99))}")]
+        if self.error:
+            fields.append(("refresh failed", self.error))
         return html_fields(fields)
 
     def stop(self) -> None:
@@ -76,7 +85,27 @@ class RingPanel(StaticFallback, widgets.VBox):
         super().close()
 
     def _snapshot_title(self) -> str:
-        return f"ring {self.ring.name} ({self.ring.backend.name})"
+        return self._name
 
     def _snapshot_html(self) -> str:
         return self._body.value
+
+
+def _refresh_loop(panel_ref) -> None:
+    """The panel's thread: refresh every interval until the panel is stopped,
+    closed or collected, or its ring is gone. It holds the panel only weakly
+    between rounds."""
+    panel = panel_ref()
+    while panel is not None and not panel._stop.wait(panel.interval):
+        try:
+            panel.refresh()
+            panel.error = None
+        except Exception as exc:  # noqa: BLE001 - a panel must never take the kernel down
+            panel.error = f"{type(exc).__name__}: {exc}"  # shown by the next refresh
+        if panel.ring is None:
+            break
+        interval = panel.interval
+        del panel
+        panel = panel_ref()
+        if panel is None or interval <= 0:
+            break

@@ -33,7 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...errors import KernelArgumentError, KernelFault
+from ...errors import KernelArgumentError, KernelFault, LaunchConfigError
 from ... import cxx
 from ..base import (Backend, CompileFailed, CompileOptions, DeviceProperties, KernelResources,
                     normalise_arch)
@@ -54,6 +54,11 @@ from .xp import ArrayNamespace, DeviceArray, empty_in, in_arena
 def _use_nvrtc() -> bool:
     """True when real NVRTC is installed: it checks every cell first (tests turn it off)."""
     return nvrtc_available()
+
+
+#: Threads a cooperative launch may have on the simulator: all its blocks run at
+#: once, each thread on a fiber stack of its own (two memory mappings each).
+COOPERATIVE_THREADS = 16384
 
 
 class SimulatorBackend(Backend):
@@ -285,6 +290,15 @@ class SimulatorBackend(Backend):
         grid = dims(grid, "grid")
         block = dims(block, "block")
         check_config(self._properties, grid, block, shared_mem)
+        if cooperative:
+            threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
+            if threads > COOPERATIVE_THREADS:
+                per_block = block[0] * block[1] * block[2]
+                raise LaunchConfigError(
+                    f"a cooperative launch of {threads} threads is more than the simulator runs "
+                    f"at once ({COOPERATIVE_THREADS}: every thread of every block needs its own "
+                    f"stack); use at most grid={max(1, COOPERATIVE_THREADS // per_block)} blocks "
+                    f"of {per_block} threads here (a GPU takes the grid its occupancy allows)")
         module = function.module
         is_device_array = self.is_device_array
         blobs = [argument_bytes(a, i, is_device_array) for i, a in enumerate(args)]

@@ -79,13 +79,16 @@ def argument_bytes(a, index: int, is_device_array: Callable[[object], bool]) -> 
 
 def launch_request(handle: int, symbol: str, grid, block, shared_mem: int, timeout_s: float,
                    blobs: Sequence[bytes], arena: Arena, checked: bool = False,
-                   cooperative: bool = False) -> bytes:
-    """The payload of a launch request (see the module docstring)."""
+                   cooperative: bool = False, whole_arena: bool = False) -> bytes:
+    """The payload of a launch request (see the module docstring). The arena
+    past its allocated part is inaccessible during the launch, except with
+    ``whole_arena`` (a persistent kernel, which meets arrays allocated later)."""
     timeout_ms = max(1, int(timeout_s * 1000))
     payload = [struct.pack("<I", handle), pack_str(symbol),
                struct.pack("<3I3IQII", *grid, *block, int(shared_mem), timeout_ms, len(blobs)),
                struct.pack(f"<{len(blobs)}I", *map(len, blobs)), *blobs,
-               struct.pack("<QI", arena.base + arena.high_water, int(bool(cooperative)))]
+               struct.pack("<QI", arena.base + (arena.size if whole_arena else arena.high_water),
+                           int(bool(cooperative)))]
     if checked:
         checked_arena = arena
         arena = checked_arena

@@ -44,7 +44,8 @@ class SimPersistentLaunch(PersistentLaunch):
         blobs = [argument_bytes(a, i, backend.is_device_array) for i, a in enumerate(args)]
         try:
             payload = launch_request(module.load_into(self._worker), function.symbol, grid, block,
-                                     shared_mem, TIME_LIMIT_S, blobs, backend.arena, module.checked)
+                                     shared_mem, TIME_LIMIT_S, blobs, backend.arena, module.checked,
+                                     whole_arena=True)
         except WorkerError as exc:
             self._worker.stop()
             raise KernelArgumentError(str(exc)) from None

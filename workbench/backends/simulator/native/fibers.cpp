@@ -83,6 +83,16 @@ BlockState* block_state() {
     return t_block;
 }
 
+void free_block_state() {
+    BlockState* b = t_block;
+    if (!b) return;
+    for (unsigned i = 0; i < kMaxThreads; ++i)
+        if (b->stacks[i].base)
+            munmap(b->stacks[i].base - kGuardBytes, b->stacks[i].size + kGuardBytes);
+    delete b;
+    t_block = nullptr;
+}
+
 static inline uint3 tid_of(unsigned linear) {
     uint3 t;
     t.x = linear % blockDim.x;

@@ -166,6 +166,10 @@ static void* coop_thread(void* arg) {
     run_block(cb->g, cb->index);
     t_in_kernel = 0;
     watch_thread(pthread_self(), false);
+    free_block_state();  // this thread ends: its fibers' stacks and block state go with it
+    free(__wbsim_dsmem);
+    __wbsim_dsmem = nullptr;
+    t_dsmem_bytes = 0;
     std::lock_guard<std::mutex> lk(g_gs_mu);
     ++g_gs_finished;
     if (g_gs_arrived && g_gs_arrived + g_gs_finished == g_gs_total) grid_deadlock();

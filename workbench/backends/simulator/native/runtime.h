@@ -112,6 +112,7 @@ struct BlockState {
 
 extern __thread BlockState* t_block WBSIM_LE;
 BlockState* block_state();
+void free_block_state();  // the calling OS thread's block state and fiber stacks
 
 inline unsigned linear_tid(const uint3& t) {
     return t.x + blockDim.x * (t.y + blockDim.y * t.z);
