@@ -49,6 +49,6 @@ def save(path: pathlib.Path) -> None:
 
 
 if __name__ == "__main__":
-    names = sys.argv[1:] or sorted(p.name for p in HERE.glob("0[1-5]-*.ipynb"))
+    names = sys.argv[1:] or sorted(p.name for p in HERE.glob("[0-9][0-9]-*.ipynb"))
     for name in names:
         save(HERE / pathlib.Path(name).name)

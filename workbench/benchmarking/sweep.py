@@ -137,7 +137,8 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
                     bar.set_postfix_str(f"{label} {_point_text(point)}", refresh=False)
                     bar.update(1)
     except BaseException as exc:
-        run.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        text = str(exc).strip()
+        run.error = (f"{type(exc).__name__}: {text}" if text else type(exc).__name__).splitlines()[0]
         raise
     finally:
         run.finished = True

@@ -241,6 +241,7 @@ class LiveMonitor:
         self.history = {i: collections.deque(maxlen=history) for i in self.devices}
         self._sampler = sampler
         self._listeners: list = []   # callables, or weakref.WeakMethod of weak listeners
+        self._failed: set[int] = set()   # listeners whose failure was reported
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors = 0          # samples that raised (logged, never stop the thread)
@@ -289,7 +290,13 @@ class LiveMonitor:
             try:
                 callback(samples)
             except Exception:
-                log.exception("a live-stats listener failed")
+                # once per listener: a panel that fails every second must not fill every
+                # cell's output with the same traceback
+                if id(entry) not in self._failed:
+                    self._failed.add(id(entry))
+                    log.exception("a live-stats listener failed (reported once)")
+                else:
+                    log.debug("a live-stats listener failed again", exc_info=True)
             del callback   # no strong reference to a weak listener between rounds
         return samples
 

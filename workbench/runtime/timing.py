@@ -66,8 +66,14 @@ class TimingLog:
         if b is not self._backend:
             self._switch(b)
         free = self._free
-        start = free.pop() if free else b.create_event()
-        end = free.pop() if free else b.create_event()
+        try:  # (another thread may take the last free event between a check and a pop)
+            start = free.pop()
+        except IndexError:
+            start = b.create_event()
+        try:
+            end = free.pop()
+        except IndexError:
+            end = b.create_event()
         b.record_event(start, stream)
         try:
             launcher(grid, block, args, shared_mem, stream)

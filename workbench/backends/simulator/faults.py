@@ -76,7 +76,7 @@ def kernel_fault(kernel: str, checked: bool, died: WorkerDied, timeout_s: float,
                 "find the line.")
     if kind is FaultKind.TIMEOUT:
         hint = " " + TIME_LIMIT_HINT
-    message = (f"kernel {kernel!r} faulted: {what}{where}. The simulator restarted; device "
+    message = (f"kernel {kernel!r} faulted: {what.rstrip('.')}{where}. The simulator restarted; device "
                f"arrays are intact.{hint}")
     return KernelFault(message, kernel=kernel, signal=sig, block=block, thread=thread,
                        line=line, details=died.log)
