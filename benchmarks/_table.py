@@ -1,5 +1,9 @@
-"""A tiny helper the benchmark scripts share: print rows as an aligned table."""
+"""Tiny helpers the benchmark scripts share: print rows as an aligned table,
+time a host call."""
 from __future__ import annotations
+
+import statistics
+import time
 
 
 def print_table(title: str, header: list[str], rows: list[list]) -> None:
@@ -11,3 +15,17 @@ def print_table(title: str, header: list[str], rows: list[list]) -> None:
         print("  ".join(c.rjust(w) if k else c.ljust(w) for c, w in zip(r, widths)))
         if k == 0:
             print("  ".join("-" * w for w in widths))
+
+
+def per_call_us(fn, calls: int, repeats: int = 7) -> float:
+    """Median over ``repeats`` of the mean host time per call, in µs (the
+    device is synchronised between repeats)."""
+    import workbench as wb  # lazy: print_table alone needs no workbench
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+        wb.synchronize()
+    return statistics.median(samples)

@@ -15,14 +15,12 @@ Run: ``python benchmarks/python_kernels.py``.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _table import print_table  # noqa: E402
+from _table import per_call_us, print_table  # noqa: E402
 
 import workbench as wb  # noqa: E402
 
@@ -30,18 +28,6 @@ import workbench as wb  # noqa: E402
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
 TARGET = 1.2
-
-
-def per_call_us(fn, calls: int, repeats: int = 7) -> float:
-    """Median over ``repeats`` of the mean host time per call, in µs."""
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-        wb.synchronize()
-    return statistics.median(samples)
 
 
 def _row(what, direct_us, wb_us, gpu):

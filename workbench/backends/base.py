@@ -94,6 +94,22 @@ class KernelResources:
     spill_stores: int | None = None
     spill_loads: int | None = None
 
+    def summary(self) -> str:
+        """One line for a kernel's repr (empty when the registers are unknown):
+        ``"32 registers, 0 B shared, 0 B local (spills), 0 B constant on sm_90"``."""
+        if self.registers is None:
+            return ""
+        constant = f", {self.const_bytes} B constant" if self.const_bytes is not None else ""
+        return (f"{self.registers} registers, {self.shared_bytes} B shared, "
+                f"{self.local_bytes} B local (spills){constant}"
+                f"{' on ' + self.arch if self.arch else ''}")
+
+    def fields(self) -> tuple:
+        """``(label, value)`` rows for a kernel's table (``None``: unknown)."""
+        return (("registers / thread", self.registers), ("static shared (B)", self.shared_bytes),
+                ("local / spills (B)", self.local_bytes), ("constant (B)", self.const_bytes),
+                ("max threads / block", self.max_threads_per_block), ("architecture", self.arch))
+
 
 @dataclass
 class DeviceProperties:

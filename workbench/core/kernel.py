@@ -455,21 +455,14 @@ class Kernel:
                 f"again, or switch back with wb.backend({b.name!r}).")
 
     def __repr__(self) -> str:
-        text = f"<wb.Kernel {self.signature}"
-        r = self.resources
-        if r.registers is not None:
-            text += (f" | {r.registers} registers, {r.shared_bytes} B shared, "
-                     f"{r.local_bytes} B local (spills), {r.const_bytes} B constant"
-                     f"{' on ' + r.arch if r.arch else ''}")
-        return text + f" | {self.backend.name}>"
+        summary = self.resources.summary()
+        return (f"<wb.Kernel {self.signature}{' | ' + summary if summary else ''}"
+                f" | {self.backend.name}>")
 
     def _repr_html_(self) -> str:
-        r = self.resources
-        return (f"<div><code>{html.escape(str(self.signature))}</code>" + html_fields((
-            ("registers / thread", r.registers), ("static shared (B)", r.shared_bytes),
-            ("local / spills (B)", r.local_bytes), ("constant (B)", r.const_bytes),
-            ("max threads / block", r.max_threads_per_block), ("architecture", r.arch),
-            ("backend", self.backend.name))) + "</div>")
+        return (f"<div><code>{html.escape(str(self.signature))}</code>"
+                + html_fields((*self.resources.fields(), ("backend", self.backend.name)))
+                + "</div>")
 
 
 class KernelTemplate:

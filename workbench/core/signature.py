@@ -133,7 +133,7 @@ class KernelSignature:
         m = re.fullmatch(r"\s*([A-Za-z_][\w:]*)\s*<(.*)>\s*", name_expression, re.S)
         if not m or m.group(1) not in (self.name, self.qualified_name):
             raise ValueError(f"{name_expression!r} is not an instantiation of {self.name}")
-        args = split_top_level(m.group(2))
+        args = cxx.split_top_level(m.group(2))
         mapping = {name: arg.strip() for (_, name), arg in zip(self.template_params, args)}
         params = tuple(parse_param(_substitute(p.ctype, mapping) + " " + p.name
                                    + (f" = {p.default}" if p.has_default else ""), i)
@@ -172,24 +172,6 @@ def _number(text: str):
     if _FLOAT_LITERAL.fullmatch(text) and any(c.isdigit() for c in text):
         return float(text.rstrip("fFlL"))
     raise ValueError(text)
-
-
-def split_top_level(text: str, sep: str = ",") -> list[str]:
-    """Split at ``sep`` outside (), <>, [] and {}."""
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "(<[{":
-            depth += 1
-        elif ch in ")>]}":
-            depth -= 1
-        if ch == sep and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        parts.append("".join(cur))
-    return parts
 
 
 def parse_param(text: str, index: int) -> Param:
@@ -294,7 +276,7 @@ def _find_kernels(source: str, defines: tuple) -> tuple[KernelSignature, ...]:
         name = name_match.group(1)
         close = cxx.matching(text, open_paren)
         params_text = text[open_paren + 1:close]
-        raw_params = [p for p in split_top_level(params_text) if p.strip() not in ("", "void")]
+        raw_params = [p for p in cxx.split_top_level(params_text) if p.strip() not in ("", "void")]
         params = tuple(parse_param(p, i) for i, p in enumerate(raw_params))
         # what stands in front of __global__ on the same declaration
         decl_start = max(text.rfind(c, 0, m.start()) for c in ";{}") + 1
@@ -302,7 +284,7 @@ def _find_kernels(source: str, defines: tuple) -> tuple[KernelSignature, ...]:
         template = _TEMPLATE_HEAD.search(re.sub(r'extern\s+"C"\s*$', "", prefix).rstrip())
         template_params: tuple = ()
         if template:
-            template_params = tuple(_template_param(p) for p in split_top_level(template.group(1)))
+            template_params = tuple(_template_param(p) for p in cxx.split_top_level(template.group(1)))
         extern_c = bool(re.search(r'extern\s+"C"', prefix)) or any(
             b.contains(m.start()) for b in extern_blocks)
         scope = "::".join(b.name for b in namespaces if b.contains(m.start()))

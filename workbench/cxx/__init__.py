@@ -11,7 +11,7 @@ the same code.
 from .conditional import Scan, scan
 from .globals import GlobalVariable, find_globals
 from .lexer import blank_comments_and_literals, line_col
-from .structure import Block, at_file_scope, blocks, matching
+from .structure import Block, at_file_scope, blocks, matching, split_top_level
 
 __all__ = ["Block", "GlobalVariable", "Scan", "find_globals", "at_file_scope", "blank_comments_and_literals", "blocks", "line_col",
-           "matching", "scan"]
+           "matching", "scan", "split_top_level"]

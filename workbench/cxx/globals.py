@@ -14,12 +14,13 @@ import re
 from dataclasses import dataclass
 
 from .conditional import scan
-from .structure import blocks, matching
+from .structure import blocks, matching, split_top_level
 
 _SPACE = re.compile(r"\b(__constant__|__device__)\b")
 _DECORATION = re.compile(r"__align__\s*\(\s*\d+\s*\)|alignas\s*\([^()]*\)|__attribute__\s*\(\(.*?\)\)")
 _DROP = {"static", "__constant__", "__device__", "__managed__", "inline", "__inline__",
          "volatile", "constexpr", "__restrict__"}
+_ATTRIBUTE_BEFORE = re.compile(r"(?:__align__|alignas|__attribute__|__launch_bounds__)\s*\($")
 _DECLARATOR = re.compile(r"(?P<stars>[*\s]*)(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\]]*\]\s*)*)$")
 
 
@@ -108,7 +109,7 @@ def _declaration(code: str, start: int):
     space = "constant" if "__constant__" in words else "device"
     static = "static" in words
     out, base = [], None
-    for k, part in enumerate(_split_declarators(statement)):
+    for k, part in enumerate(split_top_level(statement, angles=False)):
         decl = re.sub(r"\{.*", "", part.split("=", 1)[0], flags=re.S).strip()  # T x{1}
         m = _DECLARATOR.search(decl)
         if not m:
@@ -123,23 +124,3 @@ def _declaration(code: str, start: int):
         dims = tuple(d.strip() for d in re.findall(r"\[([^\[\]]*)\]", m.group("dims")))
         out.append((space, static, base, stars, m.group("name"), dims))
     return out
-
-
-_ATTRIBUTE_BEFORE = re.compile(r"(?:__align__|alignas|__attribute__|__launch_bounds__)\s*\($")
-
-
-def _split_declarators(statement: str) -> list[str]:
-    """``int a = 1, b[4]`` -> ``["int a = 1", " b[4]"]`` (commas outside brackets)."""
-    parts, depth, cur = [], 0, []
-    for ch in statement:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return parts

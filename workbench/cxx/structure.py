@@ -74,3 +74,24 @@ def at_file_scope(all_blocks: tuple[Block, ...], pos: int) -> bool:
     """True when ``pos`` lies outside every function or class body
     (namespaces and ``extern "C" { }`` blocks do not count as bodies)."""
     return all(b.kind != "body" for b in all_blocks if b.contains(pos))
+
+
+def split_top_level(text: str, sep: str = ",", angles: bool = True) -> list[str]:
+    """Split at ``sep`` outside (), [] and {} (and <> with ``angles``; leave
+    them out where ``<`` may be a comparison, as in an initialiser). A blank
+    last part (a trailing separator) is dropped."""
+    opening, closing = ("(<[{", ")>]}") if angles else ("([{", ")]}")
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in opening:
+            depth += 1
+        elif ch in closing:
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur))
+    return parts

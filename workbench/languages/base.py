@@ -232,17 +232,11 @@ class PyKernel:
         return ()
 
     def __repr__(self) -> str:
-        r = self.resources
-        text = f"<wb.{type(self).__name__} {self.name} ({self.language})"
-        if r.registers is not None:
-            text += (f" | {r.registers} registers, {r.shared_bytes} B shared, "
-                     f"{r.local_bytes} B local (spills){' on ' + r.arch if r.arch else ''}")
-        return text + f" | {self.backend.name}>"
+        summary = self.resources.summary()
+        return (f"<wb.{type(self).__name__} {self.name} ({self.language})"
+                f"{' | ' + summary if summary else ''} | {self.backend.name}>")
 
     def _repr_html_(self) -> str:
-        r = self.resources
-        return (f"<div><code>{html.escape(self.name)}</code> ({self.language})" + html_fields((
-            ("registers / thread", r.registers), ("static shared (B)", r.shared_bytes),
-            ("local / spills (B)", r.local_bytes), ("max threads / block", r.max_threads_per_block),
-            ("architecture", r.arch), *self._extra_fields(),
-            ("backend", self.backend.name))) + "</div>")
+        return (f"<div><code>{html.escape(self.name)}</code> ({self.language})"
+                + html_fields((*self.resources.fields(), *self._extra_fields(),
+                               ("backend", self.backend.name))) + "</div>")

@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 
 from ..core.compiler import compile as compile_source
-from ..errors import CompileError, KernelFault, WorkbenchError
+from ..errors import CompileError, WorkbenchError
 from ..runtime.session import backend as active_backend
 from . import codegen
 from .stats import RingStats
@@ -109,7 +109,7 @@ class Ring:
         self._launch = None
         self._finalizer = None
         self._ready: list[np.ndarray] = []
-        self._reset_stats()
+        self.reset_stats()
 
     # -- set-up ----------------------------------------------------------------------------
     def _grid(self, threads: int, blocks: int | None) -> tuple[int, int]:
@@ -464,14 +464,14 @@ class Ring:
         return b.to_host(d_out).view(self.response_dtype)
 
     # -- figures ---------------------------------------------------------------------------
-    def _reset_stats(self) -> None:
+    def reset_stats(self) -> None:
+        """Forget the figures so far (:meth:`stats` starts again)."""
         self._single: list[tuple[float, float]] = []  # (round trip, handler) of call()s
         self._host_latency: list[np.ndarray] = []
         self._device_time: list[np.ndarray] = []
         self._first_send_ns = None
         self._last_recv_ns = None
 
-    reset_stats = _reset_stats
 
     def stats(self) -> RingStats:
         """Messages answered, rate and latency percentiles so far."""
