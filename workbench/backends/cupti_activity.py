@@ -28,9 +28,12 @@ _instance = None
 _unavailable: str | None = None
 _lock = threading.Lock()
 
-#: Bytes of each buffer handed to CUPTI (kernel records are about 200 bytes:
-#: tens of thousands of launches fit before one comes back full).
-BUFFER_BYTES = 16 * 1024 * 1024
+#: Bytes of each buffer handed to CUPTI. Kernel records take a few hundred
+#: bytes, and turning one into Python costs microseconds: a buffer that comes
+#: back full in the middle of a loop of launches slows the loop down (CUPTI's
+#: thread takes the GIL), so buffers are large enough for a few hundred
+#: thousand launches and are normally read when the log is.
+BUFFER_BYTES = 64 * 1024 * 1024
 
 
 class KernelActivity:
