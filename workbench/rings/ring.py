@@ -128,7 +128,8 @@ class Ring:
         self._buffer = None
         self._launch = None
         self._finalizer = None
-        self._ready: list[np.ndarray] = []
+        self._ready: list[np.ndarray] = []  # answers collected, not yet returned by recv()
+        self._ready_count = 0
         self.reset_stats()
 
     # -- set-up ----------------------------------------------------------------------------
@@ -247,7 +248,7 @@ class Ring:
     @property
     def pending(self) -> int:
         """Answers collected by the host and not yet returned by :meth:`recv`."""
-        return sum(len(r) for r in self._ready)
+        return self._ready_count
 
     def _as_batch(self, batch) -> np.ndarray:
         if isinstance(batch, np.ndarray) and batch.dtype.names:
@@ -311,27 +312,40 @@ class Ring:
                            f"({self.depth} unanswered messages)") from None
 
     def _collect(self) -> int:
-        """Move answered messages, in order, from the queue to the host; how many."""
-        count = self.depth
+        """Move answered messages, in order, from the queue to the host; how many.
+
+        Cheap for the small batches a ring is for: slices, not index arrays,
+        unless the answers wrap around the queue's end; the latencies are
+        worked out only when :meth:`stats` asks."""
+        count = self._next_send - self._next_recv
         if count == 0:
             return 0
-        start = self._next_recv
-        if self._response_seq[start % self.capacity] != start:  # the common case while waiting
+        start, cap = self._next_recv, self.capacity
+        lo = start % cap
+        if self._answered_words[lo] != start:  # the common case while waiting
             return 0
-        seqs = np.arange(start, start + count, dtype=np.int64)
-        slots = seqs % self.capacity
-        answered = self._response_seq[slots] == seqs
-        n = count if answered.all() else int(np.argmin(answered))
-        if n == 0:
-            return 0
-        slots = slots[:n]
+        if lo + count <= cap:
+            if count <= 16:  # a few words: a Python loop beats building arrays
+                answered, n = self._answered_words, 1
+                while n < count and answered[lo + n] == start + n:
+                    n += 1
+            else:
+                done = self._response_seq[lo:lo + count] == np.arange(start, start + count)
+                n = count if done.all() else int(np.argmin(done))
+            taken = slice(lo, lo + n)
+        else:
+            seqs = np.arange(start, start + count, dtype=np.int64)
+            slots = seqs % cap
+            done = self._response_seq[slots] == seqs
+            n = count if done.all() else int(np.argmin(done))
+            taken = slots[:n]
         now = time.perf_counter_ns()
-        self._ready.append(self._responses[slots].copy())
-        self._host_latency.append((now - self._sent_ns[slots]) * 1e-9)
-        stamps = self._stamps[slots]
-        self._device_time.append((stamps[:, 1] - stamps[:, 0]).astype(np.float64) * 1e-9)
+        self._ready.append(self._responses[taken].copy())
+        self._ready_count += n
+        sent = self._sent_ns[taken].copy()
+        self._answered.append((now, sent, self._stamps[taken].copy()))
         if self._first_send_ns is None:
-            self._first_send_ns = int(self._sent_ns[slots[0]])
+            self._first_send_ns = int(sent[0])
         self._last_recv_ns = now
         self._next_recv += n
         self._progress_at = time.monotonic()
@@ -340,6 +354,7 @@ class Ring:
     def _take(self, count: int) -> np.ndarray:
         out = np.concatenate(self._ready) if len(self._ready) != 1 else self._ready[0]
         self._ready = [out[count:]] if count < len(out) else []
+        self._ready_count = len(out) - min(count, len(out))
         return out[:count]
 
     def _wait_for(self, count: int, timeout: float | None, collecting_only: bool = False) -> None:
@@ -498,8 +513,8 @@ class Ring:
     def reset_stats(self) -> None:
         """Forget the figures so far (:meth:`stats` starts again)."""
         self._single: list[tuple[float, float]] = []  # (round trip, handler) of call()s
-        self._host_latency: list[np.ndarray] = []
-        self._device_time: list[np.ndarray] = []
+        # (when collected, when each was sent, its device start/end stamps) per collection
+        self._answered: list[tuple[int, np.ndarray, np.ndarray]] = []
         self._first_send_ns = None
         self._last_recv_ns = None
 
@@ -507,8 +522,10 @@ class Ring:
     def stats(self) -> RingStats:
         """Messages answered, rate and latency percentiles so far."""
         single = np.array(self._single, dtype=np.float64).reshape(-1, 2)
-        host = np.concatenate([*self._host_latency, single[:, 0]])
-        device = np.concatenate([*self._device_time, single[:, 1]])
+        host = np.concatenate([*((now - sent) * 1e-9 for now, sent, _ in self._answered),
+                               single[:, 0]])
+        device = np.concatenate([*((st[:, 1] - st[:, 0]).astype(np.float64) * 1e-9
+                                   for _, _, st in self._answered), single[:, 1]])
         seconds = ((self._last_recv_ns - self._first_send_ns) * 1e-9
                    if self._first_send_ns is not None else 0.0)
         return RingStats(self.name, self.backend.name, host, device, seconds, self.workers,
