@@ -58,10 +58,10 @@ def run_kernel(spec: dict, folder: Path) -> None:
 
 
 def run_code(spec: dict, folder: Path) -> None:
-    import workbench
     from ..core.arrays import synchronize, to_device
     from ..runtime import nvtx
     modules = _compile_all(spec)
+    workbench = sys.modules[__package__.split(".")[0]]  # the package itself, for `wb.` in the cell
     ns: dict = {"__name__": "__main__", "wb": workbench, "workbench": workbench, "np": np,
                 "numpy": np}
     for module in modules.values():

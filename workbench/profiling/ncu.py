@@ -85,7 +85,8 @@ def read_report(ncu: str, path: str, **kwargs) -> NcuReport:
     """An :class:`NcuReport` from a ``.ncu-rep`` file, through ncu's CSV export."""
     base = [ncu, "--import", path, "--csv", "--page", "raw"]
     result = None
-    for cmd in (base + ["--print-units", "base"], base):  # without the option if this ncu lacks it
+    # base units and plain function names; without the options if this ncu lacks them
+    for cmd in (base + ["--print-units", "base", "--print-kernel-base", "function"], base):
         result = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300,
                                 env={**os.environ, "LC_ALL": "C"})
         if result.returncode == 0:

@@ -64,6 +64,12 @@ def number(text: str, unit: str = ""):
     return int(value) if value.is_integer() and abs(value) < 2**53 and "." not in text else value
 
 
+def short_name(name: str) -> str:
+    """``"void ns::scale<float>(float *, int)"`` -> ``"scale"``."""
+    name = re.sub(r"^void\s+", "", name.strip())
+    return name.split("(", 1)[0].split("<", 1)[0].split("::")[-1].strip()
+
+
 def _dims(text: str) -> tuple[int, ...] | None:
     """``"(256, 1, 1)"`` -> ``(256, 1, 1)``."""
     found = re.findall(r"\d+", text or "")
@@ -230,7 +236,7 @@ class NcuReport:
         """By position, or the first launch of the kernel named ``key``."""
         if isinstance(key, str):
             for k in self.kernels:
-                if k.name == key or k.name.split("(")[0].split("<")[0].split("::")[-1] == key:
+                if key in (k.name, short_name(k.name)):
                     return k
             raise KeyError(f"no kernel {key!r} in this report; it has: "
                            f"{', '.join(dict.fromkeys(k.name for k in self.kernels)) or 'none'}")

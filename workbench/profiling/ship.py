@@ -87,8 +87,8 @@ def write_kernel_spec(folder: Path, kernel, args, grid, block, shared_mem: int, 
     np.savez(folder / ARRAYS, **arrays)
     spec = {"mode": "kernel", "device": kernel.backend.current_device(),
             "modules": [module_spec(kernel.module)], "module": kernel.module.name,
-            "kernel": kernel_key(kernel), "args": entries, "grid": list(grid3),
-            "block": list(block3), "shared_mem": int(shared_mem), "warmup": int(warmup)}
+            "kernel": kernel_key(kernel), "args": entries, "grid": [int(v) for v in grid3],
+            "block": [int(v) for v in block3], "shared_mem": int(shared_mem), "warmup": int(warmup)}
     (folder / SPEC).write_text(json.dumps(spec))
     return kernel.signature.name
 
@@ -125,14 +125,18 @@ def _plain(value) -> bool:
 
 
 def write_code_spec(folder: Path, code: str, user_ns: dict | None, b) -> None:
-    """Write what the child needs to run ``code``: every module compiled in
-    this session, and the values ``code`` reads from ``user_ns`` (device
-    arrays, NumPy arrays, numbers, strings, containers of them, modules)."""
+    """Write what the child needs to run ``code``: the modules compiled in
+    this session whose kernels ``code`` names, and the values it reads from
+    ``user_ns`` (device arrays, NumPy arrays, numbers, strings, containers of
+    them, modules)."""
     user_ns = user_ns or {}
-    modules = list(session().modules.values())
+    read, stored = _names(code)
+    # the modules (of this backend) whose kernels the code names, compiled again there
+    wanted = set(read)
+    modules = [m for m in session().modules.values()
+               if m.backend is b and wanted & {*m.kernels, *m.templates}]
     kernel_names = {n for m in modules for n in (*m.kernels, *m.templates)}
     host, device, imports, refused = {}, {}, {}, []
-    read, stored = _names(code)
     for name in read:
         if name not in user_ns or name in kernel_names or name.startswith("__"):
             continue
