@@ -271,12 +271,19 @@ def test_wrong_arguments_fail_before_any_process_starts(simulator, tmp_path):
 
 
 def test_the_child_runs_a_cell_with_the_session_kernels_and_variables(simulator, tmp_path):
-    wb.compile(COPY)
+    module = wb.compile(COPY)
     x = wb.to_device(np.arange(32, dtype=np.float32))
-    user_ns = {"x": x, "n": 32, "scale": 2.0, "np": np, "unused": object()}
+    user_ns = {"x": x, "n": 32, "scale": 2.0, "np": np, "unused": object(),
+               "copy_kernel": module["copy_kernel"], "again": module["copy_kernel"], "mod": module}
     code = ("y = wb.allocate(n)\ncopy_kernel(x, y, n, n=n)\n"
-            "print('sum', float(wb.to_host(y).sum() * scale))\n")
+            "print('sum', float(wb.to_host(y).sum() * scale))\n"
+            "again(y, y, n, n=n)\nmod['copy_kernel'](y, y, n, n=n)\n")
     ship.write_code_spec(tmp_path, code, user_ns, simulator)
+    spec = json.loads((tmp_path / ship.SPEC).read_text())
+    assert len(spec["modules"]) == 1 and spec["modules"][0]["source"] == COPY
+    assert spec["bound"] == {"copy_kernel": [module.name, "kernel", "copy_kernel"],
+                             "again": [module.name, "kernel", "copy_kernel"],
+                             "mod": [module.name, "module", module.name]}
     result = _run_child(tmp_path)
     assert result.returncode == 0, result.stderr
     assert f"sum {2.0 * np.arange(32).sum():.1f}" in result.stdout

@@ -64,9 +64,9 @@ def run_code(spec: dict, folder: Path) -> None:
     workbench = sys.modules[__package__.split(".")[0]]  # the package itself, for `wb.` in the cell
     ns: dict = {"__name__": "__main__", "wb": workbench, "workbench": workbench, "np": np,
                 "numpy": np}
-    for module in modules.values():
-        ns.update(module.kernels)
-        ns.update(module.templates)
+    for name, (module, kind, key) in spec["bound"].items():
+        m = modules[module]
+        ns[name] = m if kind == "module" else m.templates[key] if kind == "template" else m[key]
     shipped = pickle.loads((folder / ship.VARIABLES).read_bytes())
     for name, module_name in shipped["imports"].items():
         ns[name] = __import__(module_name, fromlist=["_"])

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.compiler import Module
 from ..core.kernel import Kernel, KernelTemplate
 from ..errors import KernelArgumentError, ProfileFailed
 from ..runtime.session import session
@@ -124,24 +125,44 @@ def _plain(value) -> bool:
     return isinstance(value, type) and issubclass(value, np.generic)  # np.float32 itself
 
 
+def _owner(value, modules) -> tuple | None:
+    """``(module, kind, key)`` when ``value`` is a module, kernel or template
+    compiled in this session: how the child finds it again."""
+    for m in modules:
+        if value is m:
+            return m, "module", m.name
+        if isinstance(value, Kernel) and value.module is m:
+            return m, "kernel", kernel_key(value)
+        for name, template in m.templates.items():
+            if value is template:
+                return m, "template", name
+    return None
+
+
 def write_code_spec(folder: Path, code: str, user_ns: dict | None, b) -> None:
-    """Write what the child needs to run ``code``: the modules compiled in
-    this session whose kernels ``code`` names, and the values it reads from
-    ``user_ns`` (device arrays, NumPy arrays, numbers, strings, containers of
-    them, modules)."""
+    """Write what the child needs to run ``code``: the values it reads from
+    ``user_ns``, by what they are: kernels, templates and modules compiled in
+    this session (their modules are compiled again there), device arrays,
+    NumPy arrays, numbers, strings, containers of them, imported modules."""
     user_ns = user_ns or {}
     read, stored = _names(code)
-    # the modules (of this backend) whose kernels the code names, compiled again there
-    wanted = set(read)
-    modules = [m for m in session().modules.values()
-               if m.backend is b and wanted & {*m.kernels, *m.templates}]
-    kernel_names = {n for m in modules for n in (*m.kernels, *m.templates)}
+    compiled = [m for m in session().modules.values() if m.backend is b]
+    modules, bound = {}, {}
     host, device, imports, refused = {}, {}, {}, []
     for name in read:
-        if name not in user_ns or name in kernel_names or name.startswith("__"):
+        if name not in user_ns or name.startswith("__"):
             continue
         value = user_ns[name]
-        if isinstance(value, types.ModuleType):
+        owner = (_owner(value, compiled) if isinstance(value, (Kernel, KernelTemplate, Module))
+                 else None)
+        if owner is None and isinstance(value, (Kernel, KernelTemplate, Module)):
+            raise ProfileFailed(f"{name} was compiled on another backend than the active one "
+                                f"({b.name}); run its %%cuda cell (or wb.compile) again first.")
+        if owner is not None:
+            module, kind, key = owner
+            modules[module.name] = module
+            bound[name] = [module.name, kind, key]
+        elif isinstance(value, types.ModuleType):
             imports[name] = value.__name__
         elif b.is_device_array(value):
             device[name] = np.asarray(b.to_host(value))
@@ -153,10 +174,11 @@ def write_code_spec(folder: Path, code: str, user_ns: dict | None, b) -> None:
         raise ProfileFailed(
             f"the profiled cell runs in a new process, which cannot re-create "
             f"{', '.join(refused)} from this notebook: define {'it' if len(refused) == 1 else 'them'} "
-            f"inside the cell (device arrays, NumPy arrays, numbers, strings and %%cuda kernels "
-            f"are sent over).")
+            f"inside the cell (device arrays, NumPy arrays, numbers, strings and the kernels of "
+            f"this session are sent over).")
     np.savez(folder / ARRAYS, **device)
     (folder / VARIABLES).write_bytes(pickle.dumps({"host": host, "imports": imports}))
     spec = {"mode": "code", "device": b.current_device(), "code": code,
-            "modules": [module_spec(m) for m in modules], "device_names": list(device)}
+            "modules": [module_spec(m) for m in modules.values()], "bound": bound,
+            "device_names": list(device)}
     (folder / SPEC).write_text(json.dumps(spec))
