@@ -239,6 +239,85 @@ def test_the_ncu_command_filters_and_exports(tmp_path):
     assert "--export" in cmd and "--force-overwrite" in cmd
 
 
+# -- the plumbing from ncu's command line to the report, with a stand-in ncu --------------------
+
+FAKE_NCU = """#!{python}
+# A stand-in for ncu (the tool is what is replaced here, not CUDA): it runs the target as ncu
+# would, writes a report file, and answers --import with the stored CSV sample.
+import subprocess, sys
+args = sys.argv[1:]
+if "--import" in args:
+    print(open({sample!r}).read())
+    sys.exit(0)
+with_value = {{"--target-processes", "--metrics", "--export", "--kernel-name", "--launch-skip",
+              "--launch-count"}}
+options, i = {{}}, 0
+while args[i].startswith("--"):
+    if args[i] in with_value:
+        options[args[i]] = args[i + 1]
+        i += 2
+    else:
+        i += 1
+unknown = {unknown!r}
+if unknown and unknown in options["--metrics"].split(","):
+    print("==ERROR== Failed to find metric " + unknown)
+    sys.exit(1)
+print("==PROF== Connected to process 1")
+sys.stdout.flush()
+rc = subprocess.run(args[i:]).returncode
+open(options["--export"] + ".ncu-rep", "w").write("report")
+print("==PROF== Disconnected from process 1")
+sys.exit(rc)
+"""
+
+
+def _fake_ncu(tmp_path, monkeypatch, unknown=""):
+    fake = tmp_path / "ncu"
+    fake.write_text(FAKE_NCU.format(python=sys.executable, sample=str(SAMPLE), unknown=unknown))
+    fake.chmod(0o755)
+    monkeypatch.setenv("WORKBENCH_NCU", str(fake))
+
+
+def test_a_launch_goes_through_ncu_into_a_report(simulator, tmp_path, monkeypatch):
+    _fake_ncu(tmp_path, monkeypatch)
+    kernel = wb.compile(COPY)["copy_kernel"]
+    x, y = wb.to_device(np.ones(64, np.float32)), wb.allocate(64)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    name = ship.write_kernel_spec(folder, kernel, (x, y, 64), 1, 64, 0, None, 1)
+    report = ncu.profile_command(ncu._child(str(folder)), what="copy_kernel",
+                                 env=ncu.child_environment("simulator"),
+                                 kernel=ncu.kernel_filter(name), launch_skip=1, launch_count=1,
+                                 folder=str(folder))
+    assert isinstance(report, NcuReport) and report["copy_kernel"].limiter == "memory"
+    assert report.path == str(folder / "report.ncu-rep") and "==PROF== Connected" in report.output
+    cmd = report.command
+    assert cmd[cmd.index("--launch-skip") + 1] == "1" and cmd[cmd.index("--launch-count") + 1] == "1"
+    assert "workbench.profiling.child" in cmd
+
+
+def test_a_metric_this_ncu_lacks_is_left_out(tmp_path, monkeypatch):
+    missing = "sm__maximum_warps_per_active_cycle_pct"
+    _fake_ncu(tmp_path, monkeypatch, unknown=missing)
+    report = ncu.profile_command([sys.executable, "-c", "print('ran')"], what="a program",
+                                 folder=str(tmp_path))
+    metrics = report.command[report.command.index("--metrics") + 1].split(",")
+    assert missing not in metrics and "gpu__time_duration.sum" in metrics
+    assert "ran" in report.output and len(report) >= 1
+
+
+def test_a_program_that_launches_nothing_says_so(tmp_path, monkeypatch):
+    fake = tmp_path / "ncu"  # ncu's answer for a program without kernels: no launch in the report
+    fake.write_text(f"#!{sys.executable}\nimport sys\nargs = sys.argv[1:]\n"
+                    "if '--import' in args: print('\"ID\",\"Kernel Name\"'); sys.exit(0)\n"
+                    "open(args[args.index('--export') + 1] + '.ncu-rep', 'w').write('r')\n"
+                    "print('==WARNING== No kernels were profiled.')\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("WORKBENCH_NCU", str(fake))
+    with pytest.raises(wb.ProfileFailed, match="profiled no kernel launch(.|\n)*No kernels"):
+        ncu.profile_command(["true"], what="true", folder=str(tmp_path))
+
+
 # -- the profiling child re-creates a launch or a cell (run here on the simulator) --------------
 
 def _run_child(folder, backend="simulator"):
