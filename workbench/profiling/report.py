@@ -281,8 +281,13 @@ class NcuReport:
                  f"{LATENCY_BOUND_PCT:.0f}%: latency."]
         if self.path:
             notes.append(f"report: {self.path} (open it in Nsight Compute for every section)")
-        return html_table(self._table(), self._HEADER,
-                          title=f"Nsight Compute: {self.target}", notes=notes)
+        def r(value, digits=1):
+            return None if value is None else round(value, digits)
+        rows = [[k.name, r(k.duration and k.duration * 1e6, 2), r(k.memory_pct), r(k.compute_pct),
+                 k.bound(), r(k.occupancy_pct), k.registers, "x".join(map(str, k.block or ())) or None,
+                 "x".join(map(str, k.grid or ())) or None, r(k.dram_gbps), r(k.gflops)]
+                for k in self.kernels]
+        return html_table(rows, self._HEADER, title=f"Nsight Compute: {self.target}", notes=notes)
 
     def roofline_points(self) -> list[dict]:
         """Each launch with FLOPs and DRAM bytes as a roofline point
