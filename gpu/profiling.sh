@@ -26,11 +26,11 @@ echo "== tools" | tee "$OUT/profiling-tools.log"
 } 2>&1 | tee -a "$OUT/profiling-tools.log"
 
 echo "== tests/test_profiling.py"
-timeout 420 python3 -m pytest -q -p no:cacheprovider -rs tests/test_profiling.py 2>&1 | tee "$OUT/profiling-tests.log"
+timeout 240 python3 -m pytest -q -p no:cacheprovider -rs tests/test_profiling.py 2>&1 | tee "$OUT/profiling-tests.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== a raw ncu CSV of a copy kernel (fixture for tests/data/ncu_raw_sample.csv)"
-timeout 180 python3 - <<'PY' 2>&1 | tee "$OUT/profiling-sample.log"
+timeout 120 python3 - <<'PY' 2>&1 | tee "$OUT/profiling-sample.log"
 import os, shutil, subprocess
 import numpy as np
 import workbench as wb

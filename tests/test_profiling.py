@@ -440,7 +440,8 @@ def test_an_injected_tool_turns_the_ranges_on_in_a_new_process():
     pytest.importorskip("nvtx")
     code = ("import workbench.runtime.session as s, workbench.runtime.nvtx as n; s.backend(); "
             "print(n.enabled(), 'timed_launch' in vars(s.session().timing_log))")
-    env = {**os.environ, "WORKBENCH_BACKEND": "simulator", "PYTHONPATH": str(ROOT),
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "WORKBENCH_BACKEND": "simulator", "PYTHONPATH": path,
            "NVTX_INJECTION64_PATH": "/nonexistent/libinjection.so"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=120)
