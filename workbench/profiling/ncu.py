@@ -53,7 +53,7 @@ def kernel_filter(name: str) -> str:
     """An ncu ``--kernel-name`` regex for kernel ``name`` (a template instance
     ``scale<float>`` or a namespaced ``ns::k`` too) and nothing else."""
     base = re.escape(name.split("<", 1)[0].split("::")[-1].strip())
-    return rf"regex:^(\w+::)*{base}(<.*>)?(\(.*\))?$"
+    return rf"regex:^([A-Za-z0-9_]+::)*{base}(<.*>)?(\(.*\))?$"  # plain ECMAScript regex
 
 
 def ncu_command(ncu: str, target, report: str, metrics, *, kernel: str | None = None,
