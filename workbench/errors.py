@@ -90,3 +90,23 @@ class DeviceBusy(WorkbenchError, RuntimeError):
 
 class BackendUnavailable(WorkbenchError, RuntimeError):
     """The requested backend cannot run here (no GPU, CuPy missing...)."""
+
+
+class ProgramError(WorkbenchError, RuntimeError):
+    """A whole CUDA program (``wb.program``, ``%%cuda_program``) exited with
+    a non-zero code, faulted, or ran past its time limit.
+
+    ``returncode`` is its exit code (negative: the signal that ended it),
+    ``stdout`` and ``stderr`` what it wrote, ``fault`` the simulator's
+    description of a kernel fault (else None), ``timed_out`` whether the
+    workbench stopped it at its time limit.
+    """
+
+    def __init__(self, message: str, *, returncode: int | None = None, stdout: str = "",
+                 stderr: str = "", fault: str | None = None, timed_out: bool = False):
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.fault = fault
+        self.timed_out = timed_out
+        super().__init__(message)
