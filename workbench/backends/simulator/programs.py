@@ -65,6 +65,9 @@ def _match_back(code: str, j: int, opening: str, closing: str) -> int:
     """The offset of the bracket opening the one closed at ``j``, or -1."""
     depth = 0
     while j >= 0:
+        if opening == "<" and code[j] == ")":  # (4 > 2) inside template arguments
+            j = _match_back(code, j, "(", ")") - 1
+            continue
         if code[j] == closing:
             depth += 1
         elif code[j] == opening:

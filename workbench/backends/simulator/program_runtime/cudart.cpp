@@ -146,7 +146,9 @@ struct Heap {
     const char* what;
     bool always_open;
     uintptr_t base = 0, size = 0, top = 0, open_end = 0;
-    std::map<uintptr_t, size_t> live, freed;
+    std::map<uintptr_t, size_t> live;   // start -> bytes asked for (256-byte aligned spans)
+    std::map<uintptr_t, size_t> freed;  // start -> bytes of a free span
+    static size_t span(size_t n) { return n ? (n + 255) & ~(size_t)255 : 256; }
 
     bool contains(uintptr_t p) const { return p >= base && p < base + size; }
     // The live allocation holding p, or live.end().
@@ -154,7 +156,7 @@ struct Heap {
         auto it = live.upper_bound(p);
         if (it == live.begin()) return live.end();
         --it;
-        return p < it->first + it->second ? it : live.end();
+        return p < it->first + span(it->second) ? it : live.end();
     }
     void open_to(uintptr_t end) {
         end = (end + 4095) & ~(uintptr_t)4095;
@@ -164,28 +166,27 @@ struct Heap {
         if (open_end > base) mprotect((void*)base, open_end - base, PROT_NONE);
         open_end = base;
     }
-    void* allocate(size_t n) {
-        n = (n + 255) & ~(size_t)255;
-        if (n == 0) n = 256;
+    void* allocate(size_t bytes) {
+        size_t n = span(bytes);
         for (auto it = freed.begin(); it != freed.end(); ++it)
             if (it->second >= n) {
                 uintptr_t p = it->first;
                 size_t rest = it->second - n;
                 freed.erase(it);
                 if (rest) freed[p + n] = rest;
-                live[p] = n;
+                live[p] = bytes;
                 return (void*)p;
             }
         if (top + n > base + size) return nullptr;
         uintptr_t p = top;
         top += n;
-        live[p] = n;
+        live[p] = bytes;
         if (always_open) open_to(top);
         return (void*)p;
     }
     void release(std::map<uintptr_t, size_t>::const_iterator it) {
         uintptr_t p = it->first;
-        size_t n = it->second;
+        size_t n = span(it->second);
         live.erase(it);
         auto next = freed.find(p + n);
         if (next != freed.end()) { n += next->second; freed.erase(next); }
@@ -196,7 +197,7 @@ struct Heap {
         }
         freed[p] = n;
     }
-    size_t used() const { size_t u = 0; for (auto& a : live) u += a.second; return u; }
+    size_t used() const { size_t u = 0; for (auto& a : live) u += span(a.second); return u; }
 };
 
 static Heap g_device{"device", false}, g_managed{"managed", true};
