@@ -116,6 +116,9 @@ int main(int argc, char** argv) {
         float* d; float h[4] = {0};
         CHECK(cudaMalloc(&d, 4 * sizeof(float)));
         CHECK(cudaMemcpy(d, h, 64 * sizeof(float), cudaMemcpyHostToDevice));
+    } else if (!strcmp(mode, "nullcopy")) {
+        float h[4] = {0};
+        CHECK(cudaMemcpy(nullptr, h, sizeof h, cudaMemcpyHostToDevice));
     } else if (!strcmp(mode, "wild")) {
         float* d;
         CHECK(cudaMalloc(&d, 256));
@@ -207,6 +210,8 @@ def test_a_bad_cudaMemcpy_is_an_error_the_program_sees():
     assert err.returncode == 1
     assert "CUDA error: invalid argument" in err.stderr  # the program's own check
     assert "run past the end of its allocation" in err.stderr  # the simulator says why
+    with pytest.raises(wb.ProgramError, match="invalid argument"):
+        sim(args=["nullcopy"])
 
 
 def test_a_faulting_kernel_ends_the_program_with_where_and_what():
@@ -421,7 +426,7 @@ def test_gpu_textbook_programs():
 @needs_nvcc
 def test_gpu_program_errors():
     with pytest.raises(wb.ProgramError) as info:
-        gpu_run(args=["badcopy"])
+        gpu_run(args=["nullcopy"])
     assert "invalid argument" in info.value.stderr
     with pytest.raises(wb.ProgramError) as info:
         gpu_run(args=["wild"])
