@@ -67,6 +67,7 @@ static const int warpSize = 32;
 
 /* ---- printf, assert, trap -------------------------------------------------- */
 #define printf wbsim_printf
+namespace std { using ::wbsim_printf; }  /* std::printf, after the macro */
 
 static inline __attribute__((noreturn)) void __trap(void) { wbsim_trap("__trap() called"); }
 static inline __attribute__((noreturn)) void __brkpt(void) { wbsim_trap("__brkpt() called"); }
