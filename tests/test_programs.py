@@ -272,6 +272,31 @@ def test_managed_memory():
     assert sim(args=["managed", "10000"]).stdout.strip() == "max error 0"
 
 
+def test_pitched_memory_and_2d_copies():
+    source = r"""
+    #include <cstdio>
+    __global__ void inc(float* m, size_t pitch, int w, int h) {
+        int x = threadIdx.x, y = blockIdx.x;
+        if (x < w && y < h) ((float*)((char*)m + y * pitch))[x] += y * 10 + x;
+    }
+    int main() {
+        const int w = 5, h = 3;
+        float host[h][w] = {};
+        float* d; size_t pitch;
+        cudaMallocPitch(&d, &pitch, w * sizeof(float), h);
+        cudaMemset2D(d, pitch, 0, w * sizeof(float), h);
+        inc<<<h, 32>>>(d, pitch, w, h);
+        cudaMemcpy2D(host, w * sizeof(float), d, pitch, w * sizeof(float), h, cudaMemcpyDeviceToHost);
+        printf("pitch %zu, %g %g\n", pitch, host[2][4], host[1][0]);
+        cudaError_t e = cudaMemcpy2D(host, w * sizeof(float), d, pitch, w * sizeof(float), h + 1,
+                                     cudaMemcpyDeviceToHost);
+        printf("%s\n", cudaGetErrorString(e));
+    }
+    """
+    run = sim(source)
+    assert run.stdout == "pitch 512, 24 10\ninvalid argument\n"
+
+
 def test_device_properties_are_the_virtual_devices():
     out = sim(args=["props"]).stdout
     assert "1 device(s): NVIDIA H100 80GB HBM3 (simulated), compute capability 9.0, 132 SMs" in out

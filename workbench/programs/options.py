@@ -48,7 +48,8 @@ _GPU_ONLY = {"-arch", "-code", "-gencode", "-Xptxas", "-Xnvlink", "-maxrregcount
 
 
 class ProgramOptionError(WorkbenchError, ValueError):
-    """Options a program build cannot take (a missing value, ``-o``)."""
+    """What a program build cannot take: an option without its value, ``-o``, a
+    stored file that does not exist, an unknown backend."""
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from ..diagnostics import Diagnostic, parse_log
 from ..errors import BackendUnavailable, CompileError, ProgramError
 from ..runtime.session import backend as active_backend
 from . import runner, toolkit
-from .options import ProgramOptions, parse_options
+from .options import ProgramOptionError, ProgramOptions, parse_options
 from .result import ProgramBuild, ProgramRun
 
 #: Seconds a program may run unless told otherwise (``timeout=None``: no limit).
@@ -46,7 +46,7 @@ def add_file(name: str, text: str) -> None:
     ``include/vec.h``) for the programs built after this."""
     clean = os.path.normpath(name)
     if os.path.isabs(name) or clean.startswith("..") or not clean or clean == ".":
-        raise ValueError(f"{name!r} is not a file name inside the build folder; give a relative "
+        raise ProgramOptionError(f"{name!r} is not a file name inside the build folder; give a relative "
                          "name such as 'kernels.cuh' or 'include/vec.h'")
     _FILES[clean] = text
 
@@ -73,7 +73,7 @@ def _target(backend: str) -> str:
         return "simulator"
     if b == "auto":
         return "simulator" if active_backend().simulated else "gpu"
-    raise ValueError(f"backend={backend!r}: choose 'auto', 'gpu' or 'simulator'")
+    raise ProgramOptionError(f"backend={backend!r}: choose 'auto', 'gpu' or 'simulator'")
 
 
 def _sources(source: str | None, name: str, extra: Sequence[str] | Mapping[str, str] | None):
@@ -88,7 +88,7 @@ def _sources(source: str | None, name: str, extra: Sequence[str] | Mapping[str, 
         n = os.path.normpath(n)
         if n not in all_files:
             stored = ", ".join(sorted(_FILES)) or "none"
-            raise ValueError(f"no stored file {n!r} (stored: {stored}); store one with "
+            raise ProgramOptionError(f"no stored file {n!r} (stored: {stored}); store one with "
                              "%%cuda_program --name FILE or wb.programs.add_file(name, text)")
         if sim_programs.is_source(n):
             compiled.append(n)
@@ -96,7 +96,7 @@ def _sources(source: str | None, name: str, extra: Sequence[str] | Mapping[str, 
         all_files[name] = source
         compiled.insert(0, name)
     if not compiled:
-        raise ValueError("nothing to compile: give the program's source, or name stored source "
+        raise ProgramOptionError("nothing to compile: give the program's source, or name stored source "
                          "files with files=[...]")
     return all_files, compiled
 
@@ -158,10 +158,8 @@ def _build_simulator(all_files, compiled, opts: ProgramOptions, source, name, li
                            line_offset=line_offset, compiler="g++ (simulator)")
     compile_flags, link_flags = opts.gxx_args()
     start = time.perf_counter()
-    files_for_build = {n: t for n, t in all_files.items()
-                       if n in compiled or not sim_programs.is_source(n)}
     try:
-        built = sim_programs.build_program(files_for_build, defines=opts.defines, std=opts.std,
+        built = sim_programs.build_program(all_files, compiled, defines=opts.defines, std=opts.std,
                                            compile_flags=compile_flags, link_flags=link_flags)
     except CompileFailed as exc:
         raise _compile_error(exc.log, source, name, line_offset, "g++ (simulator)") from None

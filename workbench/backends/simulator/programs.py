@@ -217,20 +217,22 @@ class ProgramBinary:
     command: list[str] = field(default_factory=list)
 
 
-def build_program(files: Mapping[str, str], *, defines: Sequence[str] = (), std: str | None = None,
+def build_program(files: Mapping[str, str], sources: Sequence[str] | None = None, *,
+                  defines: Sequence[str] = (), std: str | None = None,
                   compile_flags: Sequence[str] = (), link_flags: Sequence[str] = ()) -> ProgramBinary:
-    """Build the program made of ``files`` (name -> text; the sources among
-    them are compiled, the others are headers they may include).
+    """Build the program made of ``files`` (name -> text): ``sources`` (by
+    default every source file among them) are compiled and linked, the other
+    files are there to be included.
 
     Raises :class:`CompileFailed` with g++'s log (file names as given)."""
-    sources = [n for n in files if is_source(n)]
+    sources = [n for n in files if is_source(n)] if sources is None else list(sources)
     problems = []
     for name in sources:
         for u in find_unsupported(files[name], None, program=True):
             problems.append(f"{name}:{u.line}:{u.column}: error: {u.message}")
     if problems:
         raise CompileFailed("\n".join(problems), compiler="g++")
-    texts = {n: (generate(n, t, defines) if is_source(n) else rewrite_launches(rewrite_dynamic_shared(t)))
+    texts = {n: (generate(n, t, defines) if n in sources else rewrite_launches(rewrite_dynamic_shared(t)))
              for n, t in files.items()}
     flags = [*PROGRAM_FLAGS, build.std_flag(std), *compile_flags]
     key_text = "\n".join([program_fingerprint(), " ".join(flags), " ".join(link_flags),
@@ -245,10 +247,10 @@ def build_program(files: Mapping[str, str], *, defines: Sequence[str] = (), std:
         folder = Path(tmp)
         units = []
         for name, text in texts.items():
-            path = folder / (name + ".wbsim.cpp" if is_source(name) else name)
+            path = folder / (name + ".wbsim.cpp" if name in sources else name)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-            if is_source(name):
+            if name in sources:
                 units.append(str(path))
         command = [exe, *flags, "-iquote", tmp, "-I", str(build.PRELUDE_DIR), "-I", str(RUNTIME_DIR),
                    "-x", "c++", *units, "-x", "none", str(archive), "-o", "{out}", "-pthread",
@@ -259,7 +261,9 @@ def build_program(files: Mapping[str, str], *, defines: Sequence[str] = (), std:
     if proc.returncode != 0:
         raise CompileFailed(explain_log(log) or f"g++ failed with exit code {proc.returncode}",
                             compiler="g++")
-    return ProgramBinary(target, log, False, [c if c != "{out}" else str(target) for c in command])
+    shown = [str(target) if c == "{out}" else re.sub(r"\.wbsim\.cpp$", "", c.replace(tmp + "/", ""))
+             for c in command]
+    return ProgramBinary(target, log, False, shown)
 
 
 _UNDECLARED = re.compile(r"^(?P<where>[^:\n]+:\d+:\d+): error: [‘'`](?P<name>(?:cuda|cu)[A-Za-z]\w*)[’'`] "

@@ -530,6 +530,39 @@ extern "C" cudaError_t cudaMemset(void* ptr, int value, size_t count) {
 extern "C" cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t) {
     return cudaMemset(ptr, value, count);
 }
+// Pitched memory: rows padded to 512 bytes, as a GPU's texture alignment.
+extern "C" cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
+    start();
+    if (!pitch) return fail(cudaErrorInvalidValue, "cudaMallocPitch: pitch is NULL");
+    *pitch = (width + 511) & ~(size_t)511;
+    return heap_alloc(g_device, ptr, *pitch * height, "cudaMallocPitch");
+}
+extern "C" cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                    size_t height, cudaMemcpyKind kind) {
+    start();
+    if (width > dpitch || width > spitch)
+        return fail(cudaErrorInvalidValue, "cudaMemcpy2D: width %zu is larger than a pitch (%zu, %zu)",
+                    width, dpitch, spitch);
+    for (size_t row = 0; row < height; ++row) {
+        cudaError_t e = cudaMemcpy((char*)dst + row * dpitch, (const char*)src + row * spitch, width, kind);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+extern "C" cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                         size_t width, size_t height, cudaMemcpyKind kind, cudaStream_t) {
+    return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+}
+extern "C" cudaError_t cudaMemset2D(void* ptr, size_t pitch, int value, size_t width, size_t height) {
+    start();
+    if (width > pitch) return fail(cudaErrorInvalidValue, "cudaMemset2D: width %zu is larger than the pitch %zu",
+                                   width, pitch);
+    for (size_t row = 0; row < height; ++row) {
+        cudaError_t e = cudaMemset((char*)ptr + row * pitch, value, width);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
 extern "C" cudaError_t cudaMemPrefetchAsync(const void*, size_t, int, cudaStream_t) { start(); return cudaSuccess; }
 cudaError_t cudaMemPrefetchAsync(const void*, size_t, cudaMemLocation, unsigned int, cudaStream_t) {
     start();

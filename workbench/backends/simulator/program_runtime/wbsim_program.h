@@ -179,6 +179,12 @@ cudaError_t cudaHostUnregister(void* ptr);
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream = 0);
+cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height);
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                         size_t height, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                              size_t height, enum cudaMemcpyKind kind, cudaStream_t stream = 0);
+cudaError_t cudaMemset2D(void* ptr, size_t pitch, int value, size_t width, size_t height);
 cudaError_t cudaMemset(void* ptr, int value, size_t count);
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream = 0);
 cudaError_t cudaMemPrefetchAsync(const void* ptr, size_t count, int device, cudaStream_t stream = 0);
@@ -257,6 +263,10 @@ template <class T> static inline cudaError_t cudaMalloc(T** ptr, size_t size) {
 template <class T> static inline cudaError_t cudaMallocManaged(T** ptr, size_t size,
                                                                unsigned int flags = cudaMemAttachGlobal) {
     return cudaMallocManaged((void**)ptr, size, flags);
+}
+template <class T> static inline cudaError_t cudaMallocPitch(T** ptr, size_t* pitch, size_t width,
+                                                             size_t height) {
+    return cudaMallocPitch((void**)ptr, pitch, width, height);
 }
 template <class T> static inline cudaError_t cudaMallocHost(T** ptr, size_t size) {
     return cudaMallocHost((void**)ptr, size);
