@@ -5,7 +5,7 @@
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=/tmp/site:$PWD WORKBENCH_BACKEND=cupy PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-export WORKBENCH_CACHE_DIR="$OUT/cache-programs"
+export WORKBENCH_CACHE_DIR=/tmp/wb-cache-programs  # executables stay off $OUT
 {
   echo "== tools"; for t in nvcc ncu nsys stdbuf g++; do printf '%-7s %s\n' "$t" "$(command -v $t || echo missing)"; done
   timeout 30 nvcc --version | tail -2

@@ -254,6 +254,7 @@ def test_vector_add_matches_numpy_and_prints_from_the_device():
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
     assert run.returncode == 0 and run.ok and run.build.backend == "simulator"
     assert "exit 0 on simulator" in repr(run) and "Program run" in run._repr_html_()
+    assert f"<summary>stdout ({n + 1} lines)</summary>" in run._repr_html_()
     assert run.to_pandas().loc[0, "exit code"] == 0
 
 

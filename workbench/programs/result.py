@@ -1,12 +1,21 @@
 """What building and running a program gives back."""
 from __future__ import annotations
 
+import html
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..present.tables import html_fields, pandas
 from .toolkit import ToolkitCheck
+
+
+def _tail(text: str, lines: int = 200) -> str:
+    """The last ``lines`` lines of ``text`` (a note says how many were left out)."""
+    parts = text.splitlines()
+    if len(parts) <= lines:
+        return text
+    return f"... {len(parts) - lines} lines left out ...\n" + "\n".join(parts[-lines:])
 
 
 @dataclass
@@ -79,7 +88,12 @@ class ProgramRun:
                 f"{len(self.stdout.splitlines())} lines of stdout>")
 
     def _repr_html_(self) -> str:
-        return html_fields(self._fields(), title="Program run", notes=self.notes)
+        table = html_fields(self._fields(), title="Program run", notes=self.notes)
+        streams = "".join(
+            f"<details><summary>{name} ({len(text.splitlines())} lines)</summary>"
+            f"<pre>{html.escape(_tail(text))}</pre></details>"
+            for name, text in (("stdout", self.stdout), ("stderr", self.stderr)) if text)
+        return table + streams
 
     def to_pandas(self):
         """One row: the run's and the build's fields."""
