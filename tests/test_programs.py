@@ -550,6 +550,18 @@ def test_gpu_program_errors():
     assert run.stdout.splitlines() == ["launch: invalid configuration argument", "after: no error"]
 
 
+@pytest.mark.gpu
+@needs_nvcc
+def test_gpu_magic_runs_a_program_through_nvcc(shell, capsys):
+    cell = ("%%cuda_program --backend gpu -O2 -- 3\n#include <cstdio>\n"
+            "__global__ void hi(int n) { if (threadIdx.x < n) printf(\"thread %d\\n\", threadIdx.x); }\n"
+            "int main(int argc, char** argv) { hi<<<1, 32>>>(atoi(argv[1]));\n"
+            "  return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1; }\n")
+    result = shell.run_cell(cell)
+    assert result.success, result.error_in_exec
+    assert sorted(capsys.readouterr().out.splitlines()) == ["thread 0", "thread 1", "thread 2"]
+
+
 # -- the magic --------------------------------------------------------------------------------
 def test_magic_runs_a_program_with_arguments_and_streams_its_output(shell, capsys):
     cell = "%%cuda_program --backend simulator -DGREETING=42 -- first 'second arg'\n" + \

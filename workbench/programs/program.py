@@ -180,8 +180,10 @@ def build_program(source: str | None = None, *, files: Sequence[str] | Mapping[s
 
 # -- running ------------------------------------------------------------------------------
 def _simulator_properties():
+    """The device a simulator program sees: the simulator's, or a simulated
+    copy of the active GPU."""
     b = active_backend()
-    return b.device_properties() if b.simulated else virtual_device()
+    return b.device_properties() if b.simulated else virtual_device(b.device_properties())
 
 
 def _failure(done: runner.Completed, fault: str | None, timeout_s) -> ProgramError:

@@ -269,8 +269,9 @@ def build_program(files: Mapping[str, str], sources: Sequence[str] | None = None
 _UNDECLARED = re.compile(r"^(?P<where>[^:\n]+:\d+:\d+): error: [‘'`](?P<name>(?:cuda|cu)[A-Za-z]\w*)[’'`] "
                          r"(?:was not declared in this scope|does not name a type|has not been declared)"
                          r"(?:; did you mean .*)?$", re.M)
-_NO_HEADER = re.compile(r"^(?P<where>[^:\n]+:\d+:\d+): fatal error: (?P<header>[\w/.]+): No such file or directory$",
-                        re.M)
+_NO_HEADER = re.compile(r"^(?P<where>[^:\n]+:\d+:\d+): fatal error: (?P<header>(?:cublas|cublasLt|curand|cufft"
+                        r"|cusparse|cusolver|cudnn|nccl|npp|nvjpeg|nvrtc|cudaProfiler|cuda_gl|cuda_egl|cutensor)"
+                        r"[\w.]*\.h|(?:thrust|cub|cuda)/[\w/.]+): No such file or directory$", re.M)
 
 
 def explain_log(log: str) -> str:
