@@ -18,6 +18,7 @@ import os
 import shlex
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -231,6 +232,8 @@ def program(source: str | None = None, *, files: Sequence[str] | Mapping[str, st
                           line_offset=line_offset)
     argv = shlex.split(args) if isinstance(args, str) else [str(a) for a in args]
     notes = []
+    if echo and built.log and not built.cache_hit:  # the compiler's warnings, once
+        sys.stderr.write(built.log.rstrip() + "\n")
     command = [str(built.executable), *argv]
     env: dict[str, str] = {}
     fault_dir = None
