@@ -298,6 +298,35 @@ def test_pitched_memory_and_2d_copies():
     assert run.stdout == "pitch 512, 24 10\ninvalid argument\n"
 
 
+def test_host_threads_each_with_a_stream():
+    source = r"""#include <cstdio>
+#include <thread>
+#include <vector>
+__global__ void fill(int* a, int v) { a[blockIdx.x * blockDim.x + threadIdx.x] = v; }
+int main() {
+    const int T = 4, n = 1 << 14;
+    std::vector<std::thread> ts;
+    std::vector<long> sums(T);
+    for (int t = 0; t < T; ++t) ts.emplace_back([&, t] {
+        cudaStream_t s; cudaStreamCreate(&s);
+        int* d; cudaMalloc(&d, n * sizeof(int));
+        std::vector<int> h(n);
+        for (int r = 0; r < 20; ++r) {
+            fill<<<n / 256, 256, 0, s>>>(d, t + 1);
+            cudaMemcpyAsync(h.data(), d, n * sizeof(int), cudaMemcpyDeviceToHost, s);
+            cudaStreamSynchronize(s);
+        }
+        long sum = 0; for (int x : h) sum += x; sums[t] = sum;
+        cudaFree(d); cudaStreamDestroy(s);
+    });
+    for (auto& t : ts) t.join();
+    for (int t = 0; t < T; ++t) printf("%ld\n", sums[t] / n);
+    printf("%s\n", cudaGetErrorString(cudaGetLastError()));
+}
+"""
+    assert sim(source).stdout == "1\n2\n3\n4\nno error\n"
+
+
 def test_device_properties_are_the_virtual_devices():
     out = sim(args=["props"]).stdout
     assert "1 device(s): NVIDIA H100 80GB HBM3 (simulated), compute capability 9.0, 132 SMs" in out

@@ -37,7 +37,7 @@
 wbsim_control* g_ctl = nullptr;
 
 // -- errors ------------------------------------------------------------------------
-static cudaError_t g_last_error = cudaSuccess;
+static thread_local cudaError_t g_last_error = cudaSuccess;  // per host thread, as CUDA's
 
 static cudaError_t fail(cudaError_t e, const char* fmt = nullptr, ...) {
     g_last_error = e;
@@ -219,7 +219,6 @@ static void reserve(Heap& h, size_t size) {
 
 // -- start, exit, faults -------------------------------------------------------------
 static bool g_started = false;
-static bool g_in_launch = false;
 static uint32_t g_launch_timeout_ms = 0;
 
 static void flush_device_printf(bool from_fault) {
@@ -318,8 +317,16 @@ static void at_exit(int status, void*) {
     _exit(status);
 }
 
-static void start() {
-    if (g_started) return;
+// Runtime calls from several host threads take turns (launches run one at a time).
+static std::recursive_mutex g_api;
+typedef std::unique_lock<std::recursive_mutex> ApiLock;
+
+[[nodiscard]] static ApiLock start() {
+    if (t_in_kernel)  // the host thread that launched the kernel holds the lock
+        fault_now(WBSIM_FAULT_UNSUPPORTED, "a CUDA runtime call in device code, which the simulator "
+                  "does not support");
+    ApiLock lock(g_api);
+    if (g_started) return lock;
     g_started = true;
     load_properties();
     void* page = mmap(nullptr, WBSIM_ARENA_RESERVED, PROT_READ | PROT_WRITE,
@@ -341,28 +348,29 @@ static void start() {
     }
     start_threads(threads - 1);
     on_exit(at_exit, nullptr);
+    return lock;
 }
 
 // Output appears line by line, as on a terminal, even into a pipe.
 __attribute__((constructor)) static void line_buffered() { setvbuf(stdout, nullptr, _IOLBF, 0); }
 
 // -- devices ---------------------------------------------------------------------------
-extern "C" cudaError_t cudaGetDeviceCount(int* count) { start(); *count = 1; return cudaSuccess; }
-extern "C" cudaError_t cudaGetDevice(int* device) { start(); *device = 0; return cudaSuccess; }
+extern "C" cudaError_t cudaGetDeviceCount(int* count) { ApiLock held = start(); *count = 1; return cudaSuccess; }
+extern "C" cudaError_t cudaGetDevice(int* device) { ApiLock held = start(); *device = 0; return cudaSuccess; }
 extern "C" cudaError_t cudaSetDevice(int device) {
-    start();
+    ApiLock held = start();
     return device == 0 ? cudaSuccess
                        : fail(cudaErrorInvalidDevice, "cudaSetDevice(%d): the simulator has one device, 0", device);
 }
-extern "C" cudaError_t cudaSetDeviceFlags(unsigned int) { start(); return cudaSuccess; }
+extern "C" cudaError_t cudaSetDeviceFlags(unsigned int) { ApiLock held = start(); return cudaSuccess; }
 extern "C" cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-    start();
+    ApiLock held = start();
     if (device != 0) return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties: no device %d", device);
     *prop = g_prop;
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
-    start();
+    ApiLock held = start();
     if (device != 0) return fail(cudaErrorInvalidDevice, "cudaDeviceGetAttribute: no device %d", device);
     const cudaDeviceProp& p = g_prop;
     switch (attr) {
@@ -387,9 +395,9 @@ extern "C" cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, i
     }
     return cudaSuccess;
 }
-extern "C" cudaError_t cudaDeviceSynchronize(void) { start(); return cudaSuccess; }
+extern "C" cudaError_t cudaDeviceSynchronize(void) { ApiLock held = start(); return cudaSuccess; }
 extern "C" cudaError_t cudaDeviceReset(void) {
-    start();
+    ApiLock held = start();
     for (Heap* h : {&g_device, &g_managed}) {
         while (!h->live.empty()) h->release(h->live.begin());
     }
@@ -398,7 +406,7 @@ extern "C" cudaError_t cudaDeviceReset(void) {
 extern "C" cudaError_t cudaDriverGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; }
 extern "C" cudaError_t cudaRuntimeGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; }
 extern "C" cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
-    start();
+    ApiLock held = start();
     *total = g_device.size;
     *free_bytes = g_device.size - g_device.used() - g_managed.used();
     return cudaSuccess;
@@ -406,7 +414,7 @@ extern "C" cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
 
 // -- allocation -----------------------------------------------------------------------
 static cudaError_t heap_alloc(Heap& h, void** ptr, size_t size, const char* api) {
-    start();
+    ApiLock held = start();
     if (!ptr) return fail(cudaErrorInvalidValue, "%s: the pointer to store the address in is NULL", api);
     void* p = h.allocate(size);
     if (!p) {
@@ -422,7 +430,7 @@ extern "C" cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int) 
     return heap_alloc(g_managed, ptr, size, "cudaMallocManaged");
 }
 extern "C" cudaError_t cudaFree(void* ptr) {
-    start();
+    ApiLock held = start();
     if (!ptr) return cudaSuccess;
     for (Heap* h : {&g_device, &g_managed}) {
         auto it = h->live.find((uintptr_t)ptr);
@@ -432,7 +440,7 @@ extern "C" cudaError_t cudaFree(void* ptr) {
                 "allocation (freed twice, or a host pointer?)", ptr);
 }
 extern "C" cudaError_t cudaMallocHost(void** ptr, size_t size) {
-    start();
+    ApiLock held = start();
     void* p = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
     if (!p) return fail(cudaErrorMemoryAllocation, "cudaMallocHost(%zu bytes): out of host memory", size);
     g_pinned.insert(p);
@@ -441,15 +449,15 @@ extern "C" cudaError_t cudaMallocHost(void** ptr, size_t size) {
 }
 extern "C" cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int) { return cudaMallocHost(ptr, size); }
 extern "C" cudaError_t cudaFreeHost(void* ptr) {
-    start();
+    ApiLock held = start();
     if (!ptr) return cudaSuccess;
     if (!g_pinned.erase(ptr))
         return fail(cudaErrorInvalidValue, "cudaFreeHost(%p): not memory from cudaMallocHost", ptr);
     free(ptr);
     return cudaSuccess;
 }
-extern "C" cudaError_t cudaHostRegister(void*, size_t, unsigned int) { start(); return cudaSuccess; }
-extern "C" cudaError_t cudaHostUnregister(void*) { start(); return cudaSuccess; }
+extern "C" cudaError_t cudaHostRegister(void*, size_t, unsigned int) { ApiLock held = start(); return cudaSuccess; }
+extern "C" cudaError_t cudaHostUnregister(void*) { ApiLock held = start(); return cudaSuccess; }
 
 // -- copies ------------------------------------------------------------------------------
 enum Side { HOST, DEVICE, MANAGED };
@@ -484,7 +492,7 @@ static const char* kKindNames[] = {"cudaMemcpyHostToHost", "cudaMemcpyHostToDevi
                                    "cudaMemcpyDefault"};
 
 extern "C" cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
-    start();
+    ApiLock held = start();
     if (count == 0) return cudaSuccess;
     if ((int)kind < 0 || (int)kind > 4)
         return fail(cudaErrorInvalidMemcpyDirection, "cudaMemcpy: kind %d is not a cudaMemcpyKind", (int)kind);
@@ -517,7 +525,7 @@ extern "C" cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count,
     return cudaMemcpy(dst, src, count, kind);
 }
 extern "C" cudaError_t cudaMemset(void* ptr, int value, size_t count) {
-    start();
+    ApiLock held = start();
     if (count == 0) return cudaSuccess;
     Side side;
     if (!locate(ptr, count, &side, "cudaMemset", "pointer")) return g_last_error;
@@ -532,14 +540,14 @@ extern "C" cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaS
 }
 // Pitched memory: rows padded to 512 bytes, as a GPU's texture alignment.
 extern "C" cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
-    start();
+    ApiLock held = start();
     if (!pitch) return fail(cudaErrorInvalidValue, "cudaMallocPitch: pitch is NULL");
     *pitch = (width + 511) & ~(size_t)511;
     return heap_alloc(g_device, ptr, *pitch * height, "cudaMallocPitch");
 }
 extern "C" cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                     size_t height, cudaMemcpyKind kind) {
-    start();
+    ApiLock held = start();
     if (width > dpitch || width > spitch)
         return fail(cudaErrorInvalidValue, "cudaMemcpy2D: width %zu is larger than a pitch (%zu, %zu)",
                     width, dpitch, spitch);
@@ -554,7 +562,7 @@ extern "C" cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* s
     return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
 }
 extern "C" cudaError_t cudaMemset2D(void* ptr, size_t pitch, int value, size_t width, size_t height) {
-    start();
+    ApiLock held = start();
     if (width > pitch) return fail(cudaErrorInvalidValue, "cudaMemset2D: width %zu is larger than the pitch %zu",
                                    width, pitch);
     for (size_t row = 0; row < height; ++row) {
@@ -563,16 +571,16 @@ extern "C" cudaError_t cudaMemset2D(void* ptr, size_t pitch, int value, size_t w
     }
     return cudaSuccess;
 }
-extern "C" cudaError_t cudaMemPrefetchAsync(const void*, size_t, int, cudaStream_t) { start(); return cudaSuccess; }
+extern "C" cudaError_t cudaMemPrefetchAsync(const void*, size_t, int, cudaStream_t) { ApiLock held = start(); return cudaSuccess; }
 cudaError_t cudaMemPrefetchAsync(const void*, size_t, cudaMemLocation, unsigned int, cudaStream_t) {
-    start();
+    ApiLock held = start();
     return cudaSuccess;
 }
-extern "C" cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, int) { start(); return cudaSuccess; }
+extern "C" cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, int) { ApiLock held = start(); return cudaSuccess; }
 
 extern "C" cudaError_t __wbsim_symbol_copy(void* symbol, size_t symbol_bytes, size_t offset, void* other,
                                            size_t count, int to_symbol) {
-    start();
+    ApiLock held = start();
     if (offset > symbol_bytes || count > symbol_bytes - offset)
         return fail(cudaErrorInvalidValue, "cudaMemcpy%sSymbol: %zu bytes at offset %zu do not fit the "
                     "variable's %zu bytes", to_symbol ? "To" : "From", count, offset, symbol_bytes);
@@ -593,45 +601,45 @@ static bool known_stream(cudaStream_t s) {
 }
 
 extern "C" cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
-    start();
+    ApiLock held = start();
     *s = new CUstream_st{flags};
     g_streams.insert(*s);
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
 extern "C" cudaError_t cudaStreamDestroy(cudaStream_t s) {
-    start();
+    ApiLock held = start();
     if (!g_streams.erase(s)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: unknown stream %p", (void*)s);
     delete s;
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    start();
+    ApiLock held = start();
     return known_stream(s) ? cudaSuccess
                            : fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: unknown stream %p", (void*)s);
 }
 extern "C" cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
 extern "C" cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
-    start();
+    ApiLock held = start();
     if (!known_stream(s) || !g_events.count(e))
         return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: unknown stream or event");
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
-    start();
+    ApiLock held = start();
     *e = new CUevent_st{0, false, flags};
     g_events.insert(*e);
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
 extern "C" cudaError_t cudaEventDestroy(cudaEvent_t e) {
-    start();
+    ApiLock held = start();
     if (!g_events.erase(e)) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: unknown event %p", (void*)e);
     delete e;
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-    start();
+    ApiLock held = start();
     if (!g_events.count(e) || !known_stream(s))
         return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: unknown event or stream");
     e->ns = now_ns();
@@ -639,13 +647,13 @@ extern "C" cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    start();
+    ApiLock held = start();
     return g_events.count(e) ? cudaSuccess
                              : fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: unknown event %p", (void*)e);
 }
 extern "C" cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
 extern "C" cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start_event, cudaEvent_t end_event) {
-    start();
+    ApiLock held = start();
     if (!g_events.count(start_event) || !g_events.count(end_event))
         return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: unknown event");
     if ((start_event->flags | end_event->flags) & cudaEventDisableTiming)
@@ -658,10 +666,10 @@ extern "C" cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start_event, 
 
 // -- launches ----------------------------------------------------------------------------
 extern "C" cudaError_t __wbsim_program_launch(const wbsim_kernel* k, const __wbsim_config* c) {
-    start();
-    if (g_in_launch)
+    if (t_in_kernel)  // before the lock, which the launching host thread holds
         fault_now(WBSIM_FAULT_UNSUPPORTED, "a kernel launched a kernel (dynamic parallelism), which "
                   "the simulator does not support");
+    ApiLock held = start();
     const cudaDeviceProp& p = g_prop;
     const dim3 g = c->grid, b = c->block;
     unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
@@ -684,11 +692,9 @@ extern "C" cudaError_t __wbsim_program_launch(const wbsim_kernel* k, const __wbs
     unsigned grid[3] = {g.x, g.y, g.z}, block[3] = {b.x, b.y, b.z};
     {
         DeviceOpen open;
-        g_in_launch = true;
         launch_begins(g_launch_timeout_ms);
         wbsim_run_grid(k, grid, block, c->shmem);
         launch_ends();
-        g_in_launch = false;
     }
     flush_device_printf(false);
     return cudaSuccess;
