@@ -119,7 +119,7 @@ def _gpu_device():
 
 def _build_gpu(all_files, compiled, opts: ProgramOptions, source, name, line_offset) -> ProgramBuild:
     nvcc = toolkit.require_nvcc()
-    version_text, version = toolkit.nvcc_version(nvcc)
+    _, version = toolkit.nvcc_version(nvcc)
     device = _gpu_device()
     args = opts.nvcc_args()
     check = None
