@@ -74,6 +74,11 @@ _LAZY = {
     "Ring": "workbench.rings",
     "rings": "workbench.rings:",
     "RingPanel": "workbench.widgets.ring_panel",
+    # whole CUDA programs (with main())
+    "program": "workbench.programs",
+    "build_program": "workbench.programs",
+    "programs": "workbench.programs:",
+    "ProgramError": "workbench.errors",
     # kernels written in Numba and Triton
     "kernel": "workbench.languages",
     "languages": "workbench.languages:",

@@ -50,10 +50,13 @@ def _is_header(filename: str) -> bool:
     return base.endswith(_HEADER_SUFFIXES) or "." not in base
 
 
-def parse_log(log: str, source: str, *, line_shift: int = 0, line_offset: int = 0) -> list[Diagnostic]:
+def parse_log(log: str, source: str, *, line_shift: int = 0, line_offset: int = 0,
+              main_file: str | None = None) -> list[Diagnostic]:
     """Diagnostics of ``log``. A message at compiled line ``L`` of the main
     file lands on cell line ``L - line_shift + line_offset``; messages inside
-    headers keep their file in the text and get no line."""
+    headers keep their file in the text and get no line, and so do messages
+    in any file but ``main_file`` where one is named (a program of several
+    source files)."""
     src_lines = source.splitlines()
     lines = log.splitlines()
     out: list[Diagnostic] = []
@@ -65,7 +68,8 @@ def parse_log(log: str, source: str, *, line_shift: int = 0, line_offset: int = 
         msg = m["msg"].strip()
         src_line = int(m["line"]) - line_shift
         col = int(m["col"]) if m.groupdict().get("col") else _caret_column(lines, i, src_lines, src_line)
-        if _is_header(m["file"]) or not (1 <= src_line <= max(len(src_lines), 1)):
+        other = main_file is not None and m["file"].strip().rsplit("/", 1)[-1] != main_file
+        if other or _is_header(m["file"]) or not (1 <= src_line <= max(len(src_lines), 1)):
             out.append(Diagnostic(sev, f"{msg} (in {m['file'].strip()}:{m['line']})"))
             continue
         if col is not None:

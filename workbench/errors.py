@@ -103,3 +103,23 @@ class ProfileFailed(WorkbenchError, RuntimeError):
     """The profiled program or cell failed (a non-zero exit, an exception in
     the profiling process) or the profiler measured no kernel; the message
     carries the exit code and the end of the output."""
+
+
+class ProgramError(WorkbenchError, RuntimeError):
+    """A whole CUDA program (``wb.program``, ``%%cuda_program``) exited with
+    a non-zero code, faulted, or ran past its time limit.
+
+    ``returncode`` is its exit code (negative: the signal that ended it),
+    ``stdout`` and ``stderr`` what it wrote, ``fault`` the simulator's
+    description of a kernel fault (else None), ``timed_out`` whether the
+    workbench stopped it at its time limit.
+    """
+
+    def __init__(self, message: str, *, returncode: int | None = None, stdout: str = "",
+                 stderr: str = "", fault: str | None = None, timed_out: bool = False):
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.fault = fault
+        self.timed_out = timed_out
+        super().__init__(message)

@@ -19,7 +19,8 @@ from ..core.compiler import compile as compile_source
 from ..diagnostics import format_diagnostics
 from ..runtime.session import backend
 from ..errors import (BackendUnavailable, CompileError, DeviceError, KernelArgumentError,
-                      KernelFault, LaunchConfigError, OutOfMemoryError)
+                      KernelFault, LaunchConfigError, OutOfMemoryError, ProgramError)
+from ..programs import ProgramOptionError
 
 #: MIME type of compile diagnostics (rendered by the JupyterLab extension).
 DIAGNOSTICS_MIME = "application/vnd.cuda-workbench.diagnostics+json"
@@ -146,7 +147,8 @@ def _show_workbench_error(shell, etype, evalue, tb, tb_offset=None):
 def register(ipython) -> None:
     ipython.register_magics(CudaMagics)
     ipython.set_custom_exc((CompileError, KernelArgumentError, LaunchConfigError, KernelFault,
-                            OutOfMemoryError, BackendUnavailable, DeviceError),
+                            OutOfMemoryError, BackendUnavailable, DeviceError, ProgramError,
+                            ProgramOptionError),
                            _show_workbench_error)
     b = backend()
     print(f"workbench: {b.name} backend — {b.describe()} ({b.reason})")

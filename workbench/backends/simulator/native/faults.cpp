@@ -34,8 +34,11 @@ bool begin_fault() {
     return g_faulted.compare_exchange_strong(expected, 1);
 }
 
+void (*g_fault_hook)(int kind) = nullptr;
+
 [[noreturn]] void end_fault(int kind) {
     __atomic_store_n(&g_ctl->fault.kind, kind, __ATOMIC_SEQ_CST);
+    if (g_fault_hook) g_fault_hook(kind);
     _exit(86);
 }
 

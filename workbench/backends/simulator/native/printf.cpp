@@ -10,6 +10,12 @@
 extern "C" int wbsim_printf(const char* fmt, ...) {
     char local[1024];
     va_list ap;
+    if (!t_in_kernel) {  // host code of a whole program: its own stdout, at once
+        va_start(ap, fmt);
+        int n = vprintf(fmt, ap);
+        va_end(ap);
+        return n;
+    }
     va_start(ap, fmt);
     int n = vsnprintf(local, sizeof local, fmt, ap);
     va_end(ap);

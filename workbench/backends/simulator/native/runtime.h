@@ -10,6 +10,8 @@
 //   warp.cpp    warp operations (shuffle, vote, match, reduce, __activemask)
 //   faults.cpp  the fault record, signal handlers, assert and __trap
 //   printf.cpp  device printf and the clocks
+// Whole programs link every part but worker.cpp with their own runtime API
+// (../program_runtime/cudart.cpp), which owns the control page instead.
 #ifndef WBSIM_RUNTIME_H
 #define WBSIM_RUNTIME_H
 #include <pthread.h>
@@ -35,6 +37,9 @@ void record_location(wbsim_fault* f);
 // Returns false when another thread already reported a fault.
 bool begin_fault();
 [[noreturn]] void end_fault(int kind);
+// Called by end_fault with the record complete, before the process ends (a
+// whole program reports the fault itself: program_runtime/cudart.cpp).
+extern void (*g_fault_hook)(int kind);
 [[noreturn]] void park_forever();
 [[noreturn]] void fault_now(int kind, const char* msg);
 void setup_thread_signals();

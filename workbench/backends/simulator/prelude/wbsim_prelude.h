@@ -67,6 +67,7 @@ static const int warpSize = 32;
 
 /* ---- printf, assert, trap -------------------------------------------------- */
 #define printf wbsim_printf
+namespace std { using ::wbsim_printf; }  /* std::printf, after the macro */
 
 static inline __attribute__((noreturn)) void __trap(void) { wbsim_trap("__trap() called"); }
 static inline __attribute__((noreturn)) void __brkpt(void) { wbsim_trap("__brkpt() called"); }
@@ -451,6 +452,20 @@ static inline __attribute__((always_inline)) void __wbsim_call(Tuple& t, std::in
     F(std::get<I>(t)...);
 }
 
+/* Runs every thread of the current block in turn ("direct mode"), until the
+ * first barrier or warp operation turns the block into fibers; the kernels
+ * of cells and of whole programs (program_runtime/) both run blocks so. */
+template <class Call> static inline __attribute__((always_inline)) void __wbsim_block_loop(Call call) {
+    const unsigned bx = blockDim.x, by = blockDim.y, bz = blockDim.z;
+    for (unsigned z = 0; z < bz; ++z)
+        for (unsigned y = 0; y < by; ++y)
+            for (unsigned x = 0; x < bx; ++x) {
+                threadIdx.x = x; threadIdx.y = y; threadIdx.z = z;
+                call();
+                if (__builtin_expect(__wbsim_fiber_mode, 0)) { wbsim_finish_block(); return; }
+            }
+}
+
 template <auto F, class... A> struct __wbsim_kernel_impl {
     typedef std::tuple<A...> Tuple;
     static void run_thread(void* p) {
@@ -458,14 +473,7 @@ template <auto F, class... A> struct __wbsim_kernel_impl {
     }
     static void run_block(void* p) {
         Tuple& t = *static_cast<Tuple*>(p);
-        const unsigned bx = blockDim.x, by = blockDim.y, bz = blockDim.z;
-        for (unsigned z = 0; z < bz; ++z)
-            for (unsigned y = 0; y < by; ++y)
-                for (unsigned x = 0; x < bx; ++x) {
-                    threadIdx.x = x; threadIdx.y = y; threadIdx.z = z;
-                    __wbsim_call<F>(t, std::index_sequence_for<A...>{});
-                    if (__builtin_expect(__wbsim_fiber_mode, 0)) { wbsim_finish_block(); return; }
-                }
+        __wbsim_block_loop([&t] { __wbsim_call<F>(t, std::index_sequence_for<A...>{}); });
     }
     template <size_t... I> static Tuple unpack(const wbsim_launch* L, std::index_sequence<I...>) {
         return Tuple(*reinterpret_cast<A*>(L->argv[I])...);
