@@ -575,8 +575,10 @@ def test_gpu_program_errors():
     with pytest.raises(wb.ProgramError) as info:
         gpu_run(args=["wild"])
     assert "illegal memory access" in info.value.stderr
-    run = gpu_run(args=["badlaunch"])
-    assert run.stdout.splitlines() == ["launch: invalid configuration argument", "after: no error"]
+    run = gpu_run(args=["badlaunch"])  # CUDA 13 says "invalid argument", older CUDA as the simulator
+    launch, after = run.stdout.splitlines()
+    assert launch in ("launch: invalid argument", "launch: invalid configuration argument")
+    assert after == "after: no error"
 
 
 @pytest.mark.gpu
