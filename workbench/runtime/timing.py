@@ -1,6 +1,8 @@
-"""The launch timing log: two events around every launch, read lazily.
+"""The launch timing log: two events around every launch and copy, read lazily.
 
-The launch path only records events: no host synchronisation, no query.
+Kernels, copies, memsets and graph launches go through the same log (``kind``),
+with the stream they were queued on. The launch path only records events and
+stores fields: no host synchronisation, no query, no look-up.
 Elapsed times are read when someone asks (``wb.timings()``), which returns
 the events to a pool for reuse; only after very many unread launches does
 the launch path read the finished ones itself (amortised, never waiting).
@@ -18,9 +20,16 @@ import time
 from ..present.tables import pandas
 
 
-# fields of a launch record (a list, built on the hot path)
-KERNEL, GRID, BLOCK, SHARED, CELL, WALL, START, END, MS, BACKEND, LANGUAGE = range(11)
-COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backend", "language"]
+# fields of a launch record (a list, built on the hot path); DEVICE and T0 are
+# filled when the record's events are read
+(KERNEL, GRID, BLOCK, SHARED, CELL, WALL, START, END, MS, BACKEND, LANGUAGE, KIND, STREAM,
+ NBYTES, DEVICE, T0) = range(16)
+COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backend", "language",
+           "kind", "stream", "device", "bytes", "gbps", "start_ms"]
+
+#: An anchor event is kept for at most this many ms of offsets (CUDA's elapsed
+#: times are single-precision milliseconds: 1 s keeps them to about 0.1 us).
+ANCHOR_SPAN_MS = 1000.0
 
 
 class TimingLog:
@@ -40,6 +49,13 @@ class TimingLog:
         self._backend = None
         self._lock = threading.Lock()
         self._session = session
+        #: device -> [event, absolute ms]: the start of a resolved record, from
+        #: which the start times of later ones are measured (the timeline's clock)
+        self._anchors: dict = {}
+        #: id(backend stream) -> [stream, label] for the ``stream`` column
+        self._stream_names: dict = {}
+        #: the graph being captured (core/graphs.py): launches are its nodes
+        self.capture = None
 
     #: False inside :meth:`paused`: launches run without events or records.
     enabled = True
@@ -61,6 +77,8 @@ class TimingLog:
         was written in: "cuda", "numba", "triton"). Nothing here waits for the
         device."""
         if not self.enabled:
+            if self.capture is not None:
+                self.capture.add_launch(name, grid, block, shared_mem, stream, launcher, args)
             launcher(grid, block, args, shared_mem, stream)
             return
         if b is not self._backend:
@@ -83,18 +101,78 @@ class TimingLog:
             raise
         b.record_event(end, stream)
         rec = [name, grid, block, shared_mem, self._session.cell, time.time(), start, end, None, b.name,
-               language]
+               language, "kernel", stream, None, None, None]
         self.records.append(rec)
         pending = self._pending
         pending.append(rec)
         if len(pending) > self.RESOLVE_AFTER:
             self.resolve_finished(b)
 
+    def timed_op(self, b, kind: str, name: str, nbytes, stream, op, *args):
+        """Run ``op(*args)`` (a copy, a memset, a graph launch queued on ``stream``)
+        between two events on ``stream`` and log it as ``kind`` with ``nbytes``;
+        returns what ``op`` returns. Inside a graph capture it becomes a node."""
+        if not self.enabled:
+            if self.capture is not None:
+                self.capture.add_op(kind, name, nbytes, stream, op, args)
+            return op(*args)
+        if b is not self._backend:
+            self._switch(b)
+        free = self._free
+        try:
+            start = free.pop()
+        except IndexError:
+            start = b.create_event()
+        try:
+            end = free.pop()
+        except IndexError:
+            end = b.create_event()
+        b.record_event(start, stream)
+        try:
+            result = op(*args)
+        except BaseException:
+            free.append(start)
+            free.append(end)
+            raise
+        b.record_event(end, stream)
+        rec = [name, None, None, None, self._session.cell, time.time(), start, end, None, b.name,
+               None, kind, stream, nbytes, None, None]
+        self.records.append(rec)
+        self._pending.append(rec)
+        if len(self._pending) > self.RESOLVE_AFTER:
+            self.resolve_finished(b)
+        return result
+
+    def name_stream(self, stream, label: str) -> None:
+        """Call ``stream`` (a backend stream) ``label`` in the ``stream`` column."""
+        self._stream_names[id(stream)] = [stream, label]
+
+    def stream_label(self, b, stream) -> str:
+        """The ``stream`` column's text for a backend stream: its name, "default",
+        or "stream N" in the order first seen."""
+        entry = self._stream_names.get(id(stream))
+        if entry is not None and entry[0] is stream:
+            return entry[1]
+        if b is not None and b.is_default_stream(stream):
+            label = "default"
+        else:
+            label = f"stream {sum(1 for e in self._stream_names.values() if e[1].startswith('stream ')) + 1}"
+        self._stream_names[id(stream)] = [stream, label]
+        return label
+
     def _switch(self, b) -> None:
         if self._backend is not None:
             self.resolve_all(self._backend)
         self._free = collections.deque()
+        self._anchors = {}
         self._backend = b
+
+    def device_changed(self, b) -> None:
+        """The current device changed: events are made per device, so the log
+        reads what it holds and takes fresh events from now on."""
+        if self._backend is not None:
+            self.resolve_all(self._backend)
+        self._free = collections.deque()
 
     def resolve_finished(self, b) -> int:
         """Read the times of the oldest launches that have finished, without
@@ -117,18 +195,52 @@ class TimingLog:
                 self._resolve(b, self._pending.popleft())
 
     def _resolve(self, b, rec: list) -> None:
+        keep_start = False
         try:
             rec[MS] = b.elapsed_ms(rec[START], rec[END])
         except Exception:  # e.g. a faulted launch: its time is unknown
             rec[MS] = float("nan")
+        else:
+            try:
+                keep_start = self._place(b, rec)
+            except Exception:  # no start time: the record stays off the timeline
+                rec[T0] = None
         if b is self._backend:
-            self._free.append(rec[START])
+            if not keep_start:
+                self._free.append(rec[START])
             self._free.append(rec[END])
         rec[START] = rec[END] = None
+
+    def _place(self, b, rec: list) -> bool:
+        """Set the record's device and start time (ms on the device's clock,
+        anchored to the host clock at the first record); True when its start
+        event becomes the new anchor (and must not be reused)."""
+        try:
+            device = rec[DEVICE] = b.stream_device(rec[STREAM])
+        except Exception:
+            device = rec[DEVICE] = 0
+        anchor = self._anchors.get(device)
+        if anchor is None:
+            self._anchors[device] = [rec[START], rec[WALL] * 1e3]
+            rec[T0] = rec[WALL] * 1e3
+            return True
+        offset = b.timeline_offset_ms(anchor[0], rec[START])
+        rec[T0] = anchor[1] + offset
+        if offset > ANCHOR_SPAN_MS:
+            if b is self._backend:
+                self._free.append(anchor[0])
+            self._anchors[device] = [rec[START], rec[T0]]
+            return True
+        return False
 
     def clear(self) -> None:
         self.resolve_all()
         self.records.clear()
+
+    def resolved(self) -> list:
+        """Every record, its events read (copies of the lists)."""
+        self.resolve_all()
+        return [list(r) for r in self.records]
 
     def to_pandas(self, kernel=None):
         """The log as a DataFrame (see :func:`timings`)."""
@@ -136,6 +248,7 @@ class TimingLog:
         self.resolve_all()
         name = getattr(kernel, "name", kernel)
         rows = [r for r in self.records if name is None or r[KERNEL] == name]
+        b = self._backend
         return pd.DataFrame({
             "kernel": [r[KERNEL] for r in rows],
             "grid": [r[GRID] for r in rows],
@@ -146,5 +259,18 @@ class TimingLog:
             "time": pd.to_datetime([_dt.datetime.fromtimestamp(r[WALL]) for r in rows]),
             "backend": [r[BACKEND] for r in rows],
             "language": [r[LANGUAGE] for r in rows],
+            "kind": [r[KIND] for r in rows],
+            "stream": [self.stream_label(b, r[STREAM]) for r in rows],
+            "device": pd.array([r[DEVICE] for r in rows], dtype="Int64"),
+            "bytes": pd.array([r[NBYTES] for r in rows], dtype="Int64"),
+            "gbps": [gbps(r[NBYTES], r[MS]) for r in rows],
+            "start_ms": [r[T0] for r in rows],
         }, columns=COLUMNS)
+
+
+def gbps(nbytes, ms) -> float:
+    """Achieved GB/s (10^9 bytes a second) of ``nbytes`` in ``ms``; NaN without both."""
+    if not nbytes or not ms or ms != ms or ms <= 0:
+        return float("nan")
+    return nbytes / ms / 1e6
 

@@ -22,7 +22,7 @@ from ..present.units import format_bytes, format_fraction
 from .static import StaticFallback, html_part
 
 _COLORS = {"in_use": "#d62728", "cached": "#ff9f40", "free": "#c7e9c0"}
-_LIVE_KEYS = ("line", "code", "bytes", "count", "held_by")   # of memory.live_rows()
+_LIVE_KEYS = ("line", "code", "bytes", "count", "held_by", "kind")   # of memory.live_rows()
 
 
 class MemoryPanel(StaticFallback, widgets.VBox):
@@ -110,12 +110,14 @@ class MemoryPanel(StaticFallback, widgets.VBox):
             empty="no cell has allocated device memory yet",
             align=["left", "right", "right", "right", "right"])
         self._live.value = _table_html(
-            f"Largest live allocations (top {self.top_n})", ["bytes", "count", "line", "code", "held by"],
+            f"Largest live allocations (top {self.top_n})",
+            ["bytes", "count", "kind", "line", "code", "held by"],
             [[format_bytes(r["bytes"]), "—" if r["count"] is None else str(r["count"]),
-              r["line"] or "—", r["code"] or "—", r["held_by"] or "—"] for r in self.top_live],
+              r.get("kind", "device"), r["line"] or "—", r["code"] or "—", r["held_by"] or "—"]
+             for r in self.top_live],
             empty="no live allocations" if self.tracking else
                   "allocations are not tracked: wb.memory.tracking(True)",
-            align=["right", "right", "left", "left", "left"])
+            align=["right", "right", "left", "left", "left", "left"])
 
     # -- static fallback ------------------------------------------------------------
     def _snapshot_title(self) -> str:
