@@ -46,6 +46,7 @@ class TimingLog:
         self.records: collections.deque = collections.deque(maxlen=self.MAX_RECORDS)
         self._pending: collections.deque = collections.deque()
         self._free: collections.deque = collections.deque()
+        self._pools: dict = {}  # device -> free events (``_free``: the current device's)
         self._backend = None
         self._lock = threading.Lock()
         self._session = session
@@ -163,16 +164,16 @@ class TimingLog:
     def _switch(self, b) -> None:
         if self._backend is not None:
             self.resolve_all(self._backend)
-        self._free = collections.deque()
+        self._pools = {}
+        self._free = self._pools.setdefault(_device_of(b), collections.deque())
         self._anchors = {}
         self._backend = b
 
     def device_changed(self, b) -> None:
-        """The current device changed: events are made per device, so the log
-        reads what it holds and takes fresh events from now on."""
-        if self._backend is not None:
-            self.resolve_all(self._backend)
-        self._free = collections.deque()
+        """The current device changed: CUDA events belong to one device, so the
+        launch path takes them from that device's pool from now on (nothing waits)."""
+        if b is self._backend:
+            self._free = self._pools.setdefault(_device_of(b), collections.deque())
 
     def resolve_finished(self, b) -> int:
         """Read the times of the oldest launches that have finished, without
@@ -205,10 +206,12 @@ class TimingLog:
                 keep_start = self._place(b, rec)
             except Exception:  # no start time: the record stays off the timeline
                 rec[T0] = None
-        if b is self._backend:
+        # events go back to the pool of the device they were made on
+        pool = self._pools.get(rec[DEVICE]) if b is self._backend else None
+        if pool is not None:
             if not keep_start:
-                self._free.append(rec[START])
-            self._free.append(rec[END])
+                pool.append(rec[START])
+            pool.append(rec[END])
         rec[START] = rec[END] = None
 
     def _place(self, b, rec: list) -> bool:
@@ -226,9 +229,7 @@ class TimingLog:
             return True
         offset = b.timeline_offset_ms(anchor[0], rec[START])
         rec[T0] = anchor[1] + offset
-        if offset > ANCHOR_SPAN_MS:
-            if b is self._backend:
-                self._free.append(anchor[0])
+        if offset > ANCHOR_SPAN_MS:  # (the old anchor event is dropped: one a second at most)
             self._anchors[device] = [rec[START], rec[T0]]
             return True
         return False
@@ -266,6 +267,13 @@ class TimingLog:
             "gbps": [gbps(r[NBYTES], r[MS]) for r in rows],
             "start_ms": [r[T0] for r in rows],
         }, columns=COLUMNS)
+
+
+def _device_of(b):
+    try:
+        return b.current_device()
+    except Exception:
+        return None
 
 
 def gbps(nbytes, ms) -> float:
