@@ -308,3 +308,18 @@ def test_two_gpus_peer_copy(backend):
     np.testing.assert_array_equal(wb.to_host(x1), data)
     bw = wb.peer_bandwidth(nbytes=16 << 20, repeat=3)
     assert bw[0, 1] > 1.0 and bw[1, 0] > 1.0
+
+
+def test_the_cell_level_graph_magic(shell, backend):
+    shell.user_ns["np"] = np
+    shell.run_cell('import workbench as wb\n'
+                   'k = wb.compile(r"""extern "C" __global__ void inc(float* x, int n) {'
+                   ' int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] += 1.0f; }""")["inc"]\n'
+                   'x = wb.to_device(np.zeros(64, np.float32))').raise_error()
+    shell.run_cell("%%cuda_graph g\nfor _ in range(3):\n    k(x, 64, grid=1, block=64)\n").raise_error()
+    g = shell.user_ns["g"]
+    assert len(g) == 3 and not wb.to_host(shell.user_ns["x"]).any()   # captured only
+    g.launch(sync=True)
+    np.testing.assert_array_equal(wb.to_host(shell.user_ns["x"]), np.full(64, 3, np.float32))
+    failed = shell.run_cell("%%cuda_graph h\nraise ValueError('in the cell')\n")
+    assert isinstance(failed.error_in_exec, ValueError) and "h" not in shell.user_ns
