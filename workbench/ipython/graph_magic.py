@@ -29,7 +29,6 @@ class GraphMagics(Magics):
         self.shell.user_ns[args.name] = g
         if args.launch:
             g.launch(sync=True)
-        return g
 
 
 def register(ipython) -> None:
