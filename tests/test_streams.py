@@ -323,3 +323,20 @@ def test_the_cell_level_graph_magic(shell, backend):
     np.testing.assert_array_equal(wb.to_host(shell.user_ns["x"]), np.full(64, 3, np.float32))
     failed = shell.run_cell("%%cuda_graph h\nraise ValueError('in the cell')\n")
     assert isinstance(failed.error_in_exec, ValueError) and "h" not in shell.user_ns
+
+
+def test_the_memory_panel_shows_pinned_and_managed_memory(backend):
+    pytest.importorskip("ipywidgets")
+    from workbench.widgets.memory_panel import MemoryPanel
+    wb.memory.tracking(True)
+    h, mm = wb.pinned((1024,), np.float32), wb.managed((2048,), np.float32)
+    d = wb.allocate((4096,), np.float32)
+    panel = MemoryPanel(auto_refresh=False, top_n=20)
+    try:
+        kinds = {r["kind"]: r for r in panel.get_state()["kinds"]}
+        assert kinds["pinned"]["arrays"] >= 1 and kinds["managed"]["arrays"] >= 1
+        assert "pinned" in panel._snapshot_html() and "managed" in panel._snapshot_html()
+        assert {"pinned", "managed", "device"} <= {r["kind"] for r in panel.top_live}
+    finally:
+        panel.close()
+    del h, mm, d

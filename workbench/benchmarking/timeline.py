@@ -170,15 +170,19 @@ def _as_seconds(when) -> float | None:
 
 def timeline(cell=None, *, since=None, until=None, last: int | None = None) -> Timeline:
     """The kernels, copies, memsets and graph launches of cell ``cell`` (an
-    execution count; default: the cell being run, or everything outside a
-    notebook), or of a window (``since``/``until``: ``time.time()`` values or
+    execution count; default: the cell being run, else the last cell that
+    queued work, or everything outside a notebook), or of a window (``since``/``until``: ``time.time()`` values or
     datetimes; ``last``: the last N records), as a :class:`Timeline`. Reading it
     waits for the work still running."""
     s = session()
     records = s.timing_log.resolved()
-    if cell is None and since is None and until is None and last is None and s.cell is not None:
-        if any(r[_t.CELL] == s.cell for r in records):
+    if cell is None and since is None and until is None and last is None and records:
+        # the cell being run if it queued work, else the last cell that did
+        cells = [r[_t.CELL] for r in records if r[_t.CELL] is not None]
+        if s.cell is not None and s.cell in cells:
             cell = s.cell
+        elif cells:
+            cell = cells[-1]
     lo, hi = _as_seconds(since), _as_seconds(until)
     chosen = [r for r in records
               if (cell is None or r[_t.CELL] == cell)
