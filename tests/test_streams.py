@@ -248,6 +248,7 @@ def test_overlap_of_a_known_schedule():
 
 def test_two_virtual_devices_on_the_simulator(private_simulator):
     b = private_simulator(devices=2)
+    since = time.time()
     assert b.device_count() == 2 and len(wb.devices()) == 2
     m = wb.compile(SOURCE, name="two_devices")
     n = 1000
@@ -269,8 +270,8 @@ def test_two_virtual_devices_on_the_simulator(private_simulator):
     host = wb.host_bandwidth(nbytes=1 << 16, repeat=2)
     assert {(r["device"], r["direction"]) for r in host.records()} == {
         (0, "H2D"), (0, "D2H"), (1, "H2D"), (1, "D2H")}
-    t = wb.timeline(last=2)
-    assert all(lane.startswith("GPU ") for lane in t.lanes)
+    t = wb.timeline(since=since)       # work on two devices: lanes name their device
+    assert set(t.lanes) == {"GPU 0 · default", "GPU 1 · on 1"}
     with pytest.raises(wb.DeviceError, match="2 devices"):
         with wb.device(2):
             pass
@@ -340,3 +341,15 @@ def test_the_memory_panel_shows_pinned_and_managed_memory(backend):
     finally:
         panel.close()
     del h, mm, d
+
+
+def test_the_timeline_defaults_to_the_last_cell_that_queued_work(shell, backend):
+    shell.user_ns["np"] = np
+    shell.run_cell("pass", store_history=True)   # a cell number of its own from here on
+    shell.run_cell('import workbench as wb\n'
+                   'x = wb.to_device(np.zeros(64, np.float32))\n'
+                   'wb.memset(x, 1, stream=wb.Stream(name="only"))', store_history=True).raise_error()
+    shell.run_cell("t = wb.timeline()", store_history=True).raise_error()  # queues nothing
+    t = shell.user_ns["t"]
+    assert [iv.name for iv in t.intervals] == ["to_device H2D", "memset"]
+    assert t.lanes == ["default", "only"]

@@ -194,7 +194,7 @@ def timeline(cell=None, *, since=None, until=None, last: int | None = None) -> T
     log = s.timing_log
     if not chosen:
         return Timeline([], simulated=bool(b and b.simulated))
-    several = len({r[_t.DEVICE] for r in chosen}) > 1 or (b is not None and b.device_count() > 1)
+    several = len({r[_t.DEVICE] for r in chosen}) > 1  # lanes say their device when two are in it
     origin = min(r[_t.T0] for r in chosen)
     intervals = []
     for r in chosen:

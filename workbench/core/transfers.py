@@ -49,7 +49,7 @@ def _check_copy(b, dst, src) -> str:
     if dst.nbytes != src.nbytes:
         raise WorkbenchError(f"wb.copy(): dst holds {dst.nbytes} bytes and src {src.nbytes}; "
                              "copies take arrays of the same size in bytes")
-    if not dst.flags.writeable:
+    if isinstance(dst, np.ndarray) and not b.is_device_array(dst) and not dst.flags.writeable:
         raise WorkbenchError("wb.copy(): dst is read-only")
     return direction(b, dst, src)
 
