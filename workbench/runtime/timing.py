@@ -149,15 +149,15 @@ class TimingLog:
         self._stream_names[id(stream)] = [stream, label]
 
     def stream_label(self, b, stream) -> str:
-        """The ``stream`` column's text for a backend stream: its name, "default",
-        or "stream N" in the order first seen."""
+        """The ``stream`` column's text for a backend stream: its name (``wb.Stream``),
+        "default", or "other N" (a stream made outside the workbench) in the order first seen."""
         entry = self._stream_names.get(id(stream))
         if entry is not None and entry[0] is stream:
             return entry[1]
         if b is not None and b.is_default_stream(stream):
             label = "default"
         else:
-            label = f"stream {sum(1 for e in self._stream_names.values() if e[1].startswith('stream ')) + 1}"
+            label = f"other {sum(1 for e in self._stream_names.values() if e[1].startswith('other ')) + 1}"
         self._stream_names[id(stream)] = [stream, label]
         return label
 
