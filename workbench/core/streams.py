@@ -18,6 +18,7 @@ import contextlib
 import itertools
 
 from ..errors import DeviceError, WorkbenchError
+from ..present.tables import html_fields
 from ..runtime.session import backend, session
 
 _numbers = itertools.count(1)
@@ -97,7 +98,6 @@ class Stream:
         return f"<wb.Stream {self.name!r} on device {self.device}{extra} | {self.backend.name}>"
 
     def _repr_html_(self) -> str:
-        from ..present.tables import html_fields
         return html_fields((("stream", self.name), ("device", self.device),
                             ("priority", self.priority), ("backend", self.backend.name)))
 
