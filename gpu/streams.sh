@@ -26,11 +26,11 @@ print(wb.timings().tail(6)[["kernel", "kind", "stream", "device", "bytes", "gbps
 print(wb.timeline(last=6))
 PY
 echo "== gpu tests (streams, backend streams, memory, rings)"
-timeout 150 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/test_streams.py tests/test_backend_streams.py \
+timeout 120 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/test_streams.py tests/test_backend_streams.py \
   tests/test_memory.py tests/test_rings.py 2>&1 | tee "$out/streams-pytest.log" | tail -30 || status=1
 echo "== notebook 06 under nbval"
-timeout 120 python3 -m pytest -q -p no:cacheprovider --nbval --nbval-sanitize-with notebooks/sanitize.cfg \
+timeout 90 python3 -m pytest -q -p no:cacheprovider --nbval --nbval-sanitize-with notebooks/sanitize.cfg \
   notebooks/06-streams-and-graphs.ipynb 2>&1 | tee "$out/streams-nbval.log" | tail -20 || status=1
 echo "== benchmarks/streams.py"
-timeout 150 python3 benchmarks/streams.py 2>&1 | tee "$out/streams-bench.log" | tail -45 || status=1
+timeout 120 python3 benchmarks/streams.py 2>&1 | tee "$out/streams-bench.log" | tail -45 || status=1
 exit $status
