@@ -3,6 +3,7 @@
 # under nbval, benchmarks/streams.py and a probe of the pieces each needs.
 # Run from the repository root on the GPU machine; logs under $OUT.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=/tmp/site:$PWD WORKBENCH_BACKEND=cupy PYTHONUNBUFFERED=1
+set -o pipefail
 out=${OUT:-build/gpu}
 mkdir -p "$out"
 status=0
