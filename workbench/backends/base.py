@@ -373,6 +373,9 @@ class Backend(abc.ABC):
         address it; the driver moves pages on demand."""
         raise NotImplementedError(f"the {self.name} backend has no managed memory")
 
+    #: True where managed arrays come from the device pool (and count in its figures).
+    managed_in_pool: bool = False
+
     def managed_prefetch_supported(self, index: int | None = None) -> bool:
         """Whether device ``index`` takes prefetch and advice for managed memory
         (``cudaDevAttrConcurrentManagedAccess``)."""

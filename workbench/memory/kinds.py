@@ -120,18 +120,18 @@ class MemoryKinds:
 def memory_kinds(tracker, backend) -> MemoryKinds:
     """Device, pinned and managed bytes now."""
     totals = registry().totals()
-    managed_in_pool = sum(e[2] for e in registry().entries()
-                          if e[1] == "managed" and e[0] in tracker.live)
-    in_use = tracker.in_use if tracker.enabled and tracker.backend is backend else None
-    if in_use is None:
+    tracked = tracker.enabled and tracker.backend is backend
+    if tracked:
+        managed = [e for e in registry().entries() if e[1] == "managed" and e[0] in tracker.live]
+        in_use, arrays = tracker.in_use, max(0, len(tracker.live) - len(managed))
+        managed_in_pool = sum(e[2] for e in managed)
+    else:
         try:
             in_use = int(backend.pool_stats().get("used_bytes") or 0)
         except Exception:
             in_use = 0
         arrays = None
-    else:
-        arrays = max(0, len(tracker.live) - sum(1 for e in registry().entries()
-                                                if e[1] == "managed" and e[0] in tracker.live))
+        managed_in_pool = totals["managed"][1] if backend.managed_in_pool else 0
     rows = [{"kind": "device", "arrays": arrays, "bytes": max(0, in_use - managed_in_pool),
              "where": MemoryKinds._WHERE["device"]}]
     for kind in KINDS[1:]:

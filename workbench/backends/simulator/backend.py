@@ -492,6 +492,8 @@ class SimulatorBackend(Backend):
         """Device memory that the host reads and writes: the arena is both."""
         return self.allocate(shape, dtype)
 
+    managed_in_pool = True
+
     def managed_prefetch_supported(self, index: int | None = None) -> bool:
         return True
 
