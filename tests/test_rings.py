@@ -74,6 +74,30 @@ def test_messages_are_answered_once_and_in_order(backend):
     assert not r.running
 
 
+def test_call_takes_a_tuple_a_record_or_refuses_clearly(backend):
+    padded = """
+    struct Request { char tag; double x; short n; };
+    struct Response { double y; int id; int pad; };
+    __device__ void handle(const Request& in, Response& out) {
+        out.y = in.x * in.n + in.tag;
+        out.id = in.tag;
+    }
+    """
+    request = np.dtype([("tag", "i1"), ("x", "f8"), ("n", "i2")], align=True)  # C's padding
+    response = np.dtype([("y", "f8"), ("id", "i4"), ("pad", "i4")])
+    with wb.ring(padded, request=request, response=response, capacity=32, threads=64) as r:
+        for tag, x, n in ((3, 0.1, -7), (-5, 1e300, 2)):  # a tuple: packed into the slot
+            got = r.call((tag, x, n))
+            assert got["id"] == tag and got["y"] == np.float64(x) * n + tag
+        record = np.array([(9, 2.5, 4)], dtype=request)[0]  # a record: NumPy converts it
+        assert r.call(record)["y"] == 19.0
+        with pytest.raises(RingLayoutError, match="cannot make a message"):
+            r.call((1, 2.0))  # a field short
+        with pytest.raises(RingLayoutError, match="cannot make a message"):
+            r.call((300, 2.0, 1))  # 300 does not fit a char
+        assert r.call((1, 0.5, 2))["y"] == 2.0  # and the ring still answers
+
+
 def test_async_call_and_the_batch_launch_agree(backend):
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as r:
         answer = asyncio.run(r.acall((1.0, 2.0, 7, 0), timeout=30))

@@ -31,6 +31,8 @@ _LAZY = {
     "BackendUnavailable": "workbench.errors",
     "DeviceError": "workbench.errors",
     "DeviceBusy": "workbench.errors",
+    "ProfilerUnavailable": "workbench.errors",
+    "ProfileFailed": "workbench.errors",
     # backend selection
     "backend": "workbench.runtime.session",
     "use_backend": "workbench.runtime.session",
@@ -93,6 +95,12 @@ _LAZY = {
     # kernels written in Numba and Triton
     "kernel": "workbench.languages",
     "languages": "workbench.languages:",
+    # Nsight Compute / Nsight Systems profiles, NVTX
+    "profile": "workbench.profiling",
+    "profile_executable": "workbench.profiling",
+    "profile_code": "workbench.profiling",
+    "NcuReport": "workbench.profiling",
+    "profiling": "workbench.profiling:",
     # devices, kernels, occupancy
     "devices": "workbench.hardware.properties",
     "use_device": "workbench.hardware.properties",

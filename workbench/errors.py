@@ -90,3 +90,16 @@ class DeviceBusy(WorkbenchError, RuntimeError):
 
 class BackendUnavailable(WorkbenchError, RuntimeError):
     """The requested backend cannot run here (no GPU, CuPy missing...)."""
+
+
+class ProfilerUnavailable(WorkbenchError, RuntimeError):
+    """A profiler (Nsight Compute ``ncu``, Nsight Systems ``nsys``) cannot run
+    here: not installed, no GPU (the simulator backend), or the driver does
+    not let this user read the performance counters. The message is one line
+    that says which, and what to install or do."""
+
+
+class ProfileFailed(WorkbenchError, RuntimeError):
+    """The profiled program or cell failed (a non-zero exit, an exception in
+    the profiling process) or the profiler measured no kernel; the message
+    carries the exit code and the end of the output."""

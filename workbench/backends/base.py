@@ -406,6 +406,22 @@ class Backend(abc.ABC):
         """Queue every node of ``graph`` on ``stream``, in one launch."""
         raise NotImplementedError(f"the {self.name} backend cannot launch graphs")
 
+    def kernel_activity(self):
+        """Where kernel start and end times come from without events on the
+        launch path: an object with ``take()``, ``pause()`` and ``resume()``
+        (see :mod:`.cupti_activity`), or None: the timing log records two
+        events around each launch."""
+        return None
+
+    def kernel_symbol(self, function) -> str | None:
+        """The name ``function`` (from :meth:`CompiledModule.get_function`) has
+        in the compiled code, as profilers report it (mangled for C++)."""
+        return None
+
+    def timing_source(self) -> str:
+        """In words: what times the launches of the timing log."""
+        return "events"
+
     # -- memory accounting --------------------------------------------------
     def add_allocation_listener(self, on_alloc: Callable[[int, int], None],
                                 on_free: Callable[[int, int], None]) -> Callable[[], None]:

@@ -28,7 +28,7 @@ from .. import cxx
 from ..errors import DeviceError, KernelFault, LaunchConfigError
 from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
                    DeviceProperties, KernelResources, normalise_arch)
-from . import cupy_persistent
+from . import cupti_activity, cupy_persistent
 from .nvrtc import check_with_nvrtc
 from .nvrtc.headers import standin_include_dir
 
@@ -589,6 +589,17 @@ class CupyBackend(Backend):
         with _faults_as_kernel_faults():
             graph.launch(stream=stream if stream is not None else cupy.cuda.get_current_stream())
 
+    def kernel_activity(self):
+        return cupti_activity.kernel_activity()
+
+    def kernel_symbol(self, function) -> str | None:
+        return getattr(function, "name", None)
+
+    def timing_source(self) -> str:
+        if cupti_activity.kernel_activity() is not None:
+            return "CUPTI activity records"
+        return f"CUDA events ({cupti_activity.unavailable_reason()})"
+
     # -- persistent kernels (cupy_persistent.py) ----------------------------------------
     def alloc_mapped(self, nbytes: int):
         return cupy_persistent.alloc_mapped(nbytes)
@@ -630,4 +641,5 @@ class CupyBackend(Backend):
     def describe(self) -> str:
         p = self.device_properties()
         major, minor = p.compute_capability
-        return f"GPU {p.index}: {p.name} (sm_{major}{minor}, {p.total_memory / 2**30:.0f} GiB) via CuPy {cupy.__version__}"
+        return (f"GPU {p.index}: {p.name} (sm_{major}{minor}, {p.total_memory / 2**30:.0f} GiB) via "
+                f"CuPy {cupy.__version__}; launches timed by {self.timing_source()}")

@@ -187,7 +187,8 @@ def plot_speedup(table, baseline, *, x: str | None = None, by=None, ax=None, log
 
 def roofline_points(results) -> list[dict]:
     """(label, intensity, gflops, simulated) for every result that has both
-    bytes and flops: from BenchResults or a sweep table."""
+    bytes and flops: from BenchResults or a sweep table, and the points of
+    anything with a ``roofline_points()`` method (a profiler's report)."""
     points = []
     if hasattr(results, "columns"):  # a sweep table
         keys = _series_keys(results, "", None)
@@ -202,7 +203,9 @@ def roofline_points(results) -> list[dict]:
                                "simulated": bool(row.get("simulated", False))})
         return points
     for r in results:
-        if r.bytes and r.flops is not None:
+        if hasattr(r, "roofline_points"):  # a profile (NcuReport): its measured kernels
+            points += r.roofline_points()
+        elif r.bytes and r.flops is not None:
             extra = " ".join(f"{k}={v}" for k, v in r.params.items())
             points.append({"label": f"{r.name} {extra}".strip(), "name": r.name,
                            "intensity": r.intensity, "gflops": r.gflops,
@@ -223,15 +226,16 @@ def plot_roofline(results=None, ceilings=None, *, ax=None, annotate: bool = Fals
     kernel and each GEMM as flat roofs, and every benchmarked kernel that
     has ``bytes`` and ``flops`` as a point (arithmetic intensity, GFLOP/s).
 
-    ``results``: BenchResults, a sweep table, or None for every result of the
-    session. ``ceilings``: a :class:`~workbench.benchmarking.ceilings.Ceilings`
+    ``results``: BenchResults (and profiler reports, whose kernels are points
+    of measured FLOPs and DRAM bytes), a sweep table, or None for every result
+    of the session. ``ceilings``: a :class:`~workbench.benchmarking.ceilings.Ceilings`
     (default: this device's, measured once and cached).
     """
     if ceilings is None:
         ceilings = measured_ceilings()
     if results is None:
         results = history.results()
-    elif hasattr(results, "times"):  # one BenchResult
+    elif hasattr(results, "times") or hasattr(results, "roofline_points"):  # one result or report
         results = [results]
     points = roofline_points(results)
     fig, ax = figure_axes(ax)

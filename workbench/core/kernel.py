@@ -291,6 +291,7 @@ class Kernel:
         self._block_for_shared: dict[int, int] = {}
         self._configs: dict = {}  # (grid, block, shared_mem, n) -> checked (grid3, block3)
         self._launcher = self.backend.make_launcher(function, signature.params)
+        self._symbol = self.backend.kernel_symbol(function)  # as CUPTI's records name it
         self._coop_launcher = None
         self._session = session()
         self._resources = None
@@ -416,7 +417,7 @@ class Kernel:
             self._session.timing_log.timed_launch(
                 b, self.name, grid3, block3, shared_mem,
                 _raw_stream(stream) if stream is not None else b.current_stream(), launcher,
-                converted)
+                converted, "cuda", self._symbol)
         except KernelFault as exc:
             if not self.module.line_offset:
                 raise

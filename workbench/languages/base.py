@@ -37,8 +37,24 @@ def describe(value) -> str:
     return f"the {type(value).__name__} {value!r}"
 
 
+#: Grids and blocks already checked (the same few recur on every launch of a loop).
+_DIMS: dict = {}
+
+
 def dim3(value, what: str, kernel: str) -> tuple[int, ...]:
     """``value`` (an int or 1-3 ints) as a tuple of positive ints."""
+    try:
+        if value.__class__ is not bool:
+            return _DIMS[value]
+    except (KeyError, TypeError):  # not seen yet, or a list (unhashable)
+        pass
+    dims = _check_dim3(value, what, kernel)
+    if type(value) in (int, tuple) and len(_DIMS) < 4096:
+        _DIMS[value] = dims
+    return dims
+
+
+def _check_dim3(value, what: str, kernel: str) -> tuple[int, ...]:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         dims = (int(value),)
     elif isinstance(value, (tuple, list)) and 1 <= len(value) <= 3 and all(
@@ -73,6 +89,7 @@ class PyKernel:
             self.backend = backend()
         self._dtypes = {k: np.dtype(v) for k, v in (dtypes or {}).items()}
         self._resources: KernelResources | None = None
+        self._counts: dict = {}  # keyword names of a call -> the positional counts it takes
 
     # -- what a subclass says -----------------------------------------------------
     def _params(self) -> list[str]:
@@ -105,7 +122,11 @@ class PyKernel:
         """Count, device memory and (where declared) dtype of ``args``; the
         converted arguments the language launches with."""
         params = self._params()
-        lo, hi = self._required(kwargs or {})
+        key = tuple(kwargs) if kwargs else ()
+        try:
+            lo, hi = self._counts[key]
+        except KeyError:
+            lo, hi = self._counts[key] = self._required(kwargs or {})
         if not lo <= len(args) <= hi:
             count = str(lo) if lo == hi else f"{lo} to {hi}"
             raise KernelArgumentError(

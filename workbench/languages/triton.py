@@ -197,7 +197,9 @@ class TritonKernel(PyKernel):
         self._provided = provided
         params = getattr(self._jit, "params", None)
         self._defaults = {p.name for p in params if p.has_default} if params else set()
-        self._last = None
+        self._last = None  # the compiled kernel of the last launch (Triton returns it)
+        self._warps = None  # its num_warps
+        self._device = None
         self._torch_streams: dict = {}
         if not self.simulated:
             from triton.runtime import driver  # lazy: see module docstring (the kernel imported it)
@@ -229,7 +231,7 @@ class TritonKernel(PyKernel):
                                     f"grid=(triton.cdiv(n, BLOCK),)).")
         if not callable(grid):
             grid = dim3(grid, "grid", self.name)
-        warps = meta.get("num_warps") or getattr(getattr(self._last, "metadata", None), "num_warps", None)
+        warps = meta.get("num_warps") or self._warps
         return grid, ((32 * warps,) if warps else None)
 
     def _log_grid(self, grid):
@@ -244,14 +246,17 @@ class TritonKernel(PyKernel):
             return
         want = self.backend.stream_pointer(stream)
         active = self._driver.active
-        have = active.get_current_stream(active.get_current_device())
+        if self._device is None:  # Triton launches on PyTorch's current device: asked once
+            self._device = active.get_current_device()
+        have = active.get_current_stream(self._device)
         if have == want or (want in _DEFAULT_STREAMS and have in _DEFAULT_STREAMS):
             ret = self.fn[grid](*args, **meta)
         else:
             with self._torch_stream(want):
                 ret = self.fn[grid](*args, **meta)
-        if ret is not None and hasattr(ret, "metadata"):
+        if ret is not self._last and ret is not None and hasattr(ret, "metadata"):
             self._last = ret
+            self._warps = getattr(ret.metadata, "num_warps", None)
 
     def _torch_stream(self, ptr: int):
         import torch  # lazy: Triton's GPU driver itself needs PyTorch, only on this path

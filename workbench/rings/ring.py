@@ -14,6 +14,7 @@ more than the round trip a ring is for.
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 import weakref
 
@@ -60,6 +61,24 @@ def _structured(dtype, what: str) -> np.dtype:
     return dtype
 
 
+_STRUCT_CODES = {"f2": "e", "f4": "f", "f8": "d", "i1": "b", "u1": "B", "i2": "h", "u2": "H", "i4": "i",
+                 "u4": "I", "i8": "q", "u8": "Q", "b1": "?"}
+
+
+def _packer(dtype: np.dtype):
+    """``pack_into(buffer, offset, *values)`` writing one message of ``dtype``
+    (little-endian scalar fields only), or None where NumPy must convert."""
+    fmt, at = "<", 0
+    for name in dtype.names:  # the tuple's order: offsets must increase along it
+        t, offset = dtype.fields[name][:2]
+        code = _STRUCT_CODES.get(f"{t.kind}{t.itemsize}")
+        if code is None or t.shape or t.byteorder == ">" or offset < at:
+            return None
+        fmt += "x" * (offset - at) + code
+        at = offset + t.itemsize
+    return struct.Struct(fmt).pack_into
+
+
 def _offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, tuple[int, int]]:
     """Byte (offset, size) of each part of the shared buffer."""
     parts = {"control": _CONTROL_BYTES,
@@ -100,6 +119,7 @@ class Ring:
         if not isinstance(text, str):
             raise RingError("source must be CUDA C++ text or a compiled module (wb.modules[...]), "
                             f"got {type(source).__name__}")
+        self._pack = _packer(self.request_dtype)
         self.module = _compile(text, handler, request_type, self.request_dtype, response_type,
                                self.response_dtype, f"ring:{self.name}", max_backoff_ns)
         self._serve = self.module["wb_ring_serve"]
@@ -108,7 +128,8 @@ class Ring:
         self._buffer = None
         self._launch = None
         self._finalizer = None
-        self._ready: list[np.ndarray] = []
+        self._ready: list[np.ndarray] = []  # answers collected, not yet returned by recv()
+        self._ready_count = 0
         self.reset_stats()
 
     # -- set-up ----------------------------------------------------------------------------
@@ -146,6 +167,13 @@ class Ring:
         self._response_seq = view("response_seq", np.int64)
         self._stamps = view("stamps", np.uint64).reshape(self.capacity, 2)
         self._requests = view("requests", self.request_dtype)
+        # call()'s fast path reads and writes words through memoryviews: a
+        # Python int per access, several times cheaper than NumPy scalars
+        self._head_words = memoryview(self._control)
+        self._answered_words = memoryview(self._response_seq)
+        self._stamp_words = memoryview(self._stamps.reshape(-1))
+        start, size = lay["requests"]
+        self._request_bytes = memoryview(buffer.host[start:start + size])
         self._responses = view("responses", self.response_dtype)
         self._sent_ns = np.zeros(self.capacity, dtype=np.int64)
         base = buffer.device_ptr
@@ -220,7 +248,7 @@ class Ring:
     @property
     def pending(self) -> int:
         """Answers collected by the host and not yet returned by :meth:`recv`."""
-        return sum(len(r) for r in self._ready)
+        return self._ready_count
 
     def _as_batch(self, batch) -> np.ndarray:
         if isinstance(batch, np.ndarray) and batch.dtype.names:
@@ -284,27 +312,40 @@ class Ring:
                            f"({self.depth} unanswered messages)") from None
 
     def _collect(self) -> int:
-        """Move answered messages, in order, from the queue to the host; how many."""
-        count = self.depth
+        """Move answered messages, in order, from the queue to the host; how many.
+
+        Cheap for the small batches a ring is for: slices, not index arrays,
+        unless the answers wrap around the queue's end; the latencies are
+        worked out only when :meth:`stats` asks."""
+        count = self._next_send - self._next_recv
         if count == 0:
             return 0
-        start = self._next_recv
-        if self._response_seq[start % self.capacity] != start:  # the common case while waiting
+        start, cap = self._next_recv, self.capacity
+        lo = start % cap
+        if self._answered_words[lo] != start:  # the common case while waiting
             return 0
-        seqs = np.arange(start, start + count, dtype=np.int64)
-        slots = seqs % self.capacity
-        answered = self._response_seq[slots] == seqs
-        n = count if answered.all() else int(np.argmin(answered))
-        if n == 0:
-            return 0
-        slots = slots[:n]
+        if lo + count <= cap:
+            if count <= 16:  # a few words: a Python loop beats building arrays
+                answered, n = self._answered_words, 1
+                while n < count and answered[lo + n] == start + n:
+                    n += 1
+            else:
+                done = self._response_seq[lo:lo + count] == np.arange(start, start + count)
+                n = count if done.all() else int(np.argmin(done))
+            taken = slice(lo, lo + n)
+        else:
+            seqs = np.arange(start, start + count, dtype=np.int64)
+            slots = seqs % cap
+            done = self._response_seq[slots] == seqs
+            n = count if done.all() else int(np.argmin(done))
+            taken = slots[:n]
         now = time.perf_counter_ns()
-        self._ready.append(self._responses[slots].copy())
-        self._host_latency.append((now - self._sent_ns[slots]) * 1e-9)
-        stamps = self._stamps[slots]
-        self._device_time.append((stamps[:, 1] - stamps[:, 0]).astype(np.float64) * 1e-9)
+        self._ready.append(self._responses[taken].copy())
+        self._ready_count += n
+        sent = self._sent_ns[taken].copy()
+        self._answered.append((now, sent, self._stamps[taken].copy()))
         if self._first_send_ns is None:
-            self._first_send_ns = int(self._sent_ns[slots[0]])
+            self._first_send_ns = int(sent[0])
         self._last_recv_ns = now
         self._next_recv += n
         self._progress_at = time.monotonic()
@@ -313,6 +354,7 @@ class Ring:
     def _take(self, count: int) -> np.ndarray:
         out = np.concatenate(self._ready) if len(self._ready) != 1 else self._ready[0]
         self._ready = [out[count:]] if count < len(out) else []
+        self._ready_count = len(out) - min(count, len(out))
         return out[:count]
 
     def _wait_for(self, count: int, timeout: float | None, collecting_only: bool = False) -> None:
@@ -397,8 +439,9 @@ class Ring:
         """Send one message and return its answer (a record of the response dtype).
 
         The fast path of a ring: one slot written, the head published, one
-        word polled; nothing is allocated until the answer is there."""
-        if self.pending or self.depth:
+        word polled; nothing is allocated until the answer is there. A tuple
+        of field values is packed straight into the slot."""
+        if self._ready or self._next_send != self._next_recv:
             raise RingError(f"ring {self.name!r}: call() needs an empty queue; receive the "
                             f"{self.pending + self.depth} outstanding answers first")
         if self._launch is None:
@@ -406,26 +449,29 @@ class Ring:
         seq = self._next_send
         slot = seq % self.capacity
         try:
-            self._requests[slot] = message
-        except (TypeError, ValueError) as exc:
+            if self._pack is not None and type(message) is tuple:
+                self._pack(self._request_bytes, slot * self.request_dtype.itemsize, *message)
+            else:
+                self._requests[slot] = message
+        except (TypeError, ValueError, struct.error) as exc:
             raise RingLayoutError(f"cannot make a message of dtype {self.request_dtype} from "
                                   f"{message!r}: {exc}") from None
         sent = time.perf_counter_ns()
-        self._progress_at = time.monotonic()
-        self._sent_ns[slot] = sent
         self._next_send = seq + 1
-        self._control[1] = seq  # the head, after the payload: publishes it
-        answered = self._response_seq
+        self._head_words[1] = seq  # the head, after the payload: publishes it
+        answered = self._answered_words
         for _ in range(_SPIN_POLLS):
             if answered[slot] == seq:
                 break
-        else:
+        else:  # slow: wait with the watchdog and fault checks of recv()
+            self._sent_ns[slot] = sent
+            self._progress_at = time.monotonic()
             return self.recv(1, timeout)[0]
         now = time.perf_counter_ns()
         answer = self._responses[slot].copy()
-        start, end = self._stamps[slot]
+        stamps = self._stamp_words
         self._next_recv = seq + 1
-        self._single.append(((now - sent) * 1e-9, (int(end) - int(start)) * 1e-9))
+        self._single.append(((now - sent) * 1e-9, (stamps[2 * slot + 1] - stamps[2 * slot]) * 1e-9))
         if self._first_send_ns is None:
             self._first_send_ns = sent
         self._last_recv_ns = now
@@ -467,8 +513,8 @@ class Ring:
     def reset_stats(self) -> None:
         """Forget the figures so far (:meth:`stats` starts again)."""
         self._single: list[tuple[float, float]] = []  # (round trip, handler) of call()s
-        self._host_latency: list[np.ndarray] = []
-        self._device_time: list[np.ndarray] = []
+        # (when collected, when each was sent, its device start/end stamps) per collection
+        self._answered: list[tuple[int, np.ndarray, np.ndarray]] = []
         self._first_send_ns = None
         self._last_recv_ns = None
 
@@ -476,8 +522,10 @@ class Ring:
     def stats(self) -> RingStats:
         """Messages answered, rate and latency percentiles so far."""
         single = np.array(self._single, dtype=np.float64).reshape(-1, 2)
-        host = np.concatenate([*self._host_latency, single[:, 0]])
-        device = np.concatenate([*self._device_time, single[:, 1]])
+        host = np.concatenate([*((now - sent) * 1e-9 for now, sent, _ in self._answered),
+                               single[:, 0]])
+        device = np.concatenate([*((st[:, 1] - st[:, 0]).astype(np.float64) * 1e-9
+                                   for _, _, st in self._answered), single[:, 1]])
         seconds = ((self._last_recv_ns - self._first_send_ns) * 1e-9
                    if self._first_send_ns is not None else 0.0)
         return RingStats(self.name, self.backend.name, host, device, seconds, self.workers,

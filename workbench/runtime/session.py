@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ..backends import Backend, canonical_name, choose_backend, create_backend
+from . import nvtx
 from .timing import TimingLog
 
 
@@ -96,6 +97,8 @@ def _install(b: Backend, reason: str) -> None:
     _SESSION.reason = reason
     if old is not None and old is not b:
         _SESSION.timing_log.resolve_all(old)
+    # NVTX ranges around launches only under a profiler (an environment lookup otherwise)
+    nvtx.enable_if_profiled(_SESSION.timing_log)
     for listener in list(_BACKEND_LISTENERS):
         listener(b)
 

@@ -1,29 +1,44 @@
-"""The launch timing log: two events around every launch and copy, read lazily.
+"""The launch timing log: every launch's (and copy's) device time, read lazily.
 
 Kernels, copies, memsets and graph launches go through the same log (``kind``),
-with the stream they were queued on. The launch path only records events and
-stores fields: no host synchronisation, no query, no look-up.
-Elapsed times are read when someone asks (``wb.timings()``), which returns
-the events to a pool for reuse; only after very many unread launches does
-the launch path read the finished ones itself (amortised, never waiting).
-Records are plain lists on the launch path (the cheapest thing to build) and
-become a DataFrame on demand.
+with the stream they were queued on. Kernel times come from one of two
+sources, chosen by the backend (:meth:`Backend.kernel_activity`):
+
+- **CUPTI activity records** (on a GPU with ``cupti-python``): the launch path
+  records nothing on the device; CUPTI writes each kernel's start and end
+  timestamps into its buffers, and reading the log matches them to the
+  entries, in launch order, by the kernel's symbol (other kernels of the
+  process, CuPy's own say, are passed over).
+- **Two events around every launch** (elsewhere, and always for copies,
+  memsets and graph launches): the launch path only records them, no host
+  synchronisation, no query; reading the log returns them to a pool for reuse.
+
+Elapsed times are read when someone asks (``wb.timings()``); only after very
+many unread launches does the launch path read the finished ones itself
+(amortised, never waiting). Records are plain lists on the launch path (the
+cheapest thing to build) and become a DataFrame on demand.
 """
 from __future__ import annotations
 
 import collections
 import contextlib
 import datetime as _dt
+import math
 import threading
 import time
 
 from ..present.tables import pandas
 
 
-# fields of a launch record (a list, built on the hot path); DEVICE and T0 are
-# filled when the record's events are read
+# fields of a launch record (a list, built on the hot path); START and END
+# hold the two events, or, timed by CUPTI, the symbol the records name and
+# whether it is exact (else a part of the symbol: Numba and Triton kernels);
+# DEVICE and T0 are filled when the record's time is read
 (KERNEL, GRID, BLOCK, SHARED, CELL, WALL, START, END, MS, BACKEND, LANGUAGE, KIND, STREAM,
  NBYTES, DEVICE, T0) = range(16)
+#: Launches looked ahead for a CUPTI record's entry once every kernel has
+#: finished (a record CUPTI dropped then costs its own entry its time only).
+_LOOKAHEAD = 64
 COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backend", "language",
            "kind", "stream", "device", "bytes", "gbps", "start_ms"]
 
@@ -48,6 +63,10 @@ class TimingLog:
         self._free: collections.deque = collections.deque()
         self._pools: dict = {}  # device -> free events (``_free``: the current device's)
         self._backend = None
+        self._activity = None  # the backend's CUPTI records (None: events)
+        self._awaiting: collections.deque = collections.deque()  # launches CUPTI times
+        self._held: list = []  # CUPTI records that came before their launch's turn
+        self._cupti_offset = None  # host ms - CUPTI ms, set at the first CUPTI record
         self._lock = threading.Lock()
         self._session = session
         #: device -> [event, absolute ms]: the start of a resolved record, from
@@ -66,17 +85,39 @@ class TimingLog:
         """Launch without logging inside the block (benchmarks time their own
         repeats and would otherwise flood the log)."""
         previous, self.enabled = self.enabled, False
+        activity = self._activity if previous else None
+        if activity is not None:
+            activity.pause()  # the launches in the block make no records to pass over
         try:
             yield self
         finally:
             self.enabled = previous
+            if activity is not None:
+                activity.resume()
+
+    @contextlib.contextmanager
+    def timed_by_events(self):
+        """Time launches with events inside the block even where CUPTI could
+        (benchmarks compare the two)."""
+        self.resolve_all()
+        activity, self._activity = self._activity, None
+        if activity is not None:
+            activity.pause()
+        try:
+            yield self
+        finally:
+            self.resolve_all()
+            self._activity = activity
+            if activity is not None:
+                activity.resume()
 
     def timed_launch(self, b, name: str, grid, block, shared_mem: int, stream, launcher, args,
-                     language: str = "cuda") -> None:
-        """Launch ``launcher(grid, block, args, shared_mem, stream)`` between two
-        recorded events on ``stream`` and log it (``language``: what the kernel
-        was written in: "cuda", "numba", "triton"). Nothing here waits for the
-        device."""
+                     language: str = "cuda", symbol: str | None = None) -> None:
+        """Launch ``launcher(grid, block, args, shared_mem, stream)`` and log it
+        with its device time (``language``: what the kernel was written in:
+        "cuda", "numba", "triton"; ``symbol``: the kernel's name in the
+        compiled code, where it differs from ``name`` or is not known: then a
+        symbol containing ``name``). Nothing here waits for the device."""
         if not self.enabled:
             if self.capture is not None:
                 self.capture.add_launch(name, grid, block, shared_mem, stream, launcher, args)
@@ -84,6 +125,17 @@ class TimingLog:
             return
         if b is not self._backend:
             self._switch(b)
+        if self._activity is not None:
+            launcher(grid, block, args, shared_mem, stream)
+            rec = [name, grid, block, shared_mem, self._session.cell, time.time(),
+                   symbol or name, symbol is not None, None, b.name, language, "kernel", stream,
+                   None, None, None]
+            self.records.append(rec)
+            awaiting = self._awaiting
+            awaiting.append(rec)
+            if len(awaiting) > self.RESOLVE_AFTER:
+                self.resolve_finished(b)
+            return
         free = self._free
         try:  # (another thread may take the last free event between a check and a pop)
             start = free.pop()
@@ -129,12 +181,20 @@ class TimingLog:
         except IndexError:
             end = b.create_event()
         b.record_event(start, stream)
+        # CUPTI would report a graph's kernels as kernels: none must be taken
+        # for a kernel call's record (the events time the graph)
+        quiet = self._activity if kind == "graph" else None
+        if quiet is not None:
+            quiet.pause()
         try:
             result = op(*args)
         except BaseException:
             free.append(start)
             free.append(end)
             raise
+        finally:
+            if quiet is not None:
+                quiet.resume()
         b.record_event(end, stream)
         rec = [name, None, None, None, self._session.cell, time.time(), start, end, None, b.name,
                None, kind, stream, nbytes, None, None]
@@ -168,6 +228,12 @@ class TimingLog:
         self._free = self._pools.setdefault(_device_of(b), collections.deque())
         self._anchors = {}
         self._backend = b
+        self._activity = b.kernel_activity()
+
+    @property
+    def source(self) -> str:
+        """What times the launches: "CUPTI activity records" or "events"."""
+        return "CUPTI activity records" if self._activity is not None else "events"
 
     def device_changed(self, b) -> None:
         """The current device changed: CUDA events belong to one device, so the
@@ -184,6 +250,8 @@ class TimingLog:
             while pending and b.event_done(pending[0][END]):
                 self._resolve(b, pending.popleft())
                 done += 1
+            if self._awaiting and b is self._backend:
+                done += self._match(self._activity.take(), final=False)
         return done
 
     def resolve_all(self, b=None) -> None:
@@ -194,6 +262,60 @@ class TimingLog:
         with self._lock:
             while self._pending:
                 self._resolve(b, self._pending.popleft())
+            if self._awaiting and b is self._backend:
+                try:
+                    b.synchronize()  # CUPTI writes a kernel's record once it has finished
+                except Exception:  # a faulted launch: the fault is raised where it is waited for
+                    pass
+                self._match(self._activity.take(), final=True)
+
+    def _match(self, records: list, final: bool) -> int:
+        """Give the awaiting launches, in order, the times of CUPTI's records
+        (sorted by correlation id, that is in launch order). Before every
+        kernel has finished, only the next awaiting launch can take a record,
+        and records that came early are held; once all have (``final``), a
+        launch whose record never came gets NaN."""
+        if self._held:
+            records = sorted(self._held + records)
+            self._held = []
+        awaiting = self._awaiting
+        matched, last, kept = 0, -1, []
+        for rec in records:
+            corr, symbol = rec[0], rec[1]
+            depth = min(len(awaiting), _LOOKAHEAD if final else 1)
+            for i in range(depth):
+                entry = awaiting[i]
+                if (symbol == entry[START]) if entry[END] else (entry[START] in symbol):
+                    break
+            else:
+                kept.append(rec)
+                continue
+            for _ in range(i):  # launches CUPTI reported no record for
+                self._time(awaiting.popleft(), math.nan)
+            self._time(awaiting.popleft(), (rec[3] - rec[2]) / 1e6, rec[2])
+            matched, last = matched + 1, corr
+        if final:
+            while awaiting:
+                self._time(awaiting.popleft(), math.nan)
+        else:  # a record before the last matched one belongs to no awaiting launch
+            self._held = [r for r in kept if r[0] > last][-self.MAX_RECORDS:]
+        return matched
+
+    def _time(self, rec: list, ms: float, start_ns: int | None = None) -> None:
+        """A CUPTI-timed launch's time; its start on the timeline from CUPTI's
+        clock, which is aligned to the host clock at the first record (events
+        time copies: the two clocks agree to about a launch's latency)."""
+        rec[MS] = ms
+        rec[START] = rec[END] = None
+        if start_ns is None:
+            return
+        try:
+            rec[DEVICE] = self._backend.stream_device(rec[STREAM])
+        except Exception:
+            rec[DEVICE] = 0
+        if self._cupti_offset is None:
+            self._cupti_offset = rec[WALL] * 1e3 - start_ns / 1e6
+        rec[T0] = start_ns / 1e6 + self._cupti_offset
 
     def _resolve(self, b, rec: list) -> None:
         keep_start = False

@@ -1,0 +1,191 @@
+"""Where the timing log's device times come from: CUPTI's kernel records on a
+GPU with ``cupti-python``, events elsewhere.
+
+The first tests give the log records the way CUPTI delivers them (sorted by
+correlation id within a flush, a kernel's record only once it finished,
+kernels the workbench did not launch among them, now and then one lost) and
+check that every logged launch gets its own kernel's time. The GPU test runs
+real kernels under real CUPTI.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench.runtime.timing import TimingLog
+
+
+class Records:
+    """Kernel records as CUPTI hands them over: ``finish`` makes a launched
+    kernel's record available; ``take`` returns those in correlation order."""
+
+    def __init__(self):
+        self.correlation = 0
+        self.launched = {}
+        self.finished = []
+        self.paused = False
+
+    def launch(self, symbol: str, ms: float) -> int:
+        self.correlation += 1
+        if not self.paused:
+            self.launched[self.correlation] = (symbol, ms)
+        return self.correlation
+
+    def finish(self, *correlations, drop=()):
+        for c in correlations:
+            symbol, ms = self.launched.pop(c)
+            if c not in drop:
+                self.finished.append((c, symbol, 1_000_000, 1_000_000 + int(ms * 1e6)))
+
+    def take(self):
+        got, self.finished = sorted(self.finished), []
+        return got
+
+    def pause(self):
+        self.paused = True
+
+    def resume(self):
+        self.paused = False
+
+
+class RecordsBackend:
+    name = "records"
+
+    def __init__(self):
+        self.records = Records()
+
+    def kernel_activity(self):
+        return self.records
+
+    def synchronize(self):
+        self.records.finish(*list(self.records.launched))
+
+
+class Cell:
+    cell = 3
+
+
+def launch(log, b, name, ms, symbol=None):
+    """One logged launch of a kernel that will run ``ms``; its correlation id."""
+    out = []
+    log.timed_launch(b, name, (1,), (32,), 0, None,
+                     lambda *a: out.append(b.records.launch(symbol or name, ms)), None, "cuda",
+                     symbol)
+    return out[0]
+
+
+def times(log):
+    return [(r[0], r[8]) for r in log.records]
+
+
+def test_records_reach_their_launches_in_order_past_other_kernels():
+    log, b = TimingLog(Cell()), RecordsBackend()
+    a = launch(log, b, "scale", 0.5, "_Z5scalePfi")
+    other = b.records.launch("cupy_copy", 9.0)  # a kernel the workbench did not launch
+    c = launch(log, b, "scale", 0.25, "_Z5scalePfi")
+    b.records.finish(a, other, c)
+    log.resolve_all()
+    assert times(log) == [("scale", 0.5), ("scale", 0.25)]
+    assert log.source == "CUPTI activity records"
+
+
+def test_a_record_that_comes_early_waits_for_its_launch():
+    log, b = TimingLog(Cell()), RecordsBackend()
+    first = launch(log, b, "slow", 2.0)   # still running on one stream ...
+    second = launch(log, b, "fast", 0.1)  # ... while this one, on another, is done
+    b.records.finish(second)
+    assert log.resolve_finished(b) == 0   # the first launch has no time yet: nothing read
+    b.records.finish(first)
+    assert log.resolve_finished(b) == 2
+    assert times(log) == [("slow", 2.0), ("fast", 0.1)]
+
+
+def test_a_lost_record_costs_only_its_own_launch():
+    log, b = TimingLog(Cell()), RecordsBackend()
+    ids = [launch(log, b, name, ms) for name, ms in (("a", 1.0), ("b", 2.0), ("c", 3.0))]
+    b.records.finish(*ids, drop={ids[1]})
+    log.resolve_all()
+    got = times(log)
+    assert got[0] == ("a", 1.0) and got[2] == ("c", 3.0)
+    assert got[1][0] == "b" and math.isnan(got[1][1])
+
+
+def test_numba_and_triton_kernels_match_by_a_part_of_the_symbol():
+    log, b = TimingLog(Cell()), RecordsBackend()
+    log.timed_launch(b, "touch", (1,), None, 0, None,
+                     lambda *a: b.records.launch("_ZN8__main__9touch_241B96c8tJTC", 0.75), None,
+                     "numba")
+    log.resolve_all()
+    assert times(log) == [("touch", 0.75)]
+
+
+def test_paused_launches_make_no_records_and_no_entries():
+    log, b = TimingLog(Cell()), RecordsBackend()
+    launch(log, b, "k", 1.0)  # the log knows its source from its first launch
+    with log.paused():
+        assert b.records.paused
+        for _ in range(3):
+            launch(log, b, "k", 5.0)
+    assert not b.records.paused
+    launch(log, b, "k", 2.0)
+    log.resolve_all()
+    assert times(log) == [("k", 1.0), ("k", 2.0)]
+
+
+SPIN = r"""
+extern "C" __global__ void spin(long long ns) {
+    long long t0; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    for (;;) { long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+               if (t - t0 > ns) break; }
+}
+template <typename T> __global__ void fill(T* x, T v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = v;
+}
+"""
+
+
+@pytest.fixture
+def gpu():
+    from workbench.runtime import session
+    previous = session.active_backend_or_none()
+    try:
+        yield session.use_backend("cupy")
+    finally:
+        session.restore_backend(previous)
+
+
+@pytest.mark.gpu
+def test_cupti_times_every_launch_on_the_gpu(gpu):
+    from workbench.backends import cupti_activity
+    if cupti_activity.kernel_activity() is None:
+        pytest.skip(f"CUPTI cannot time launches here: {cupti_activity.unavailable_reason()}")
+    assert "CUPTI" in wb.backend().describe()
+    module = wb.compile(SPIN, instantiate=["fill<float>"])
+    spin, fill = module["spin"], module["fill<float>"]
+    x = wb.xp.zeros(1000, dtype=np.float32)
+    start = len(wb.timings())
+    for us in (20, 40, 80):
+        spin(np.int64(us * 1000), grid=1, block=1)
+        (x * 2).sum()  # CuPy's own kernels in between: not in the log
+        fill(x, np.float32(us), 1000, n=1000)
+    df = wb.timings().iloc[start:]
+    assert len(df) == 6 and list(df["kernel"])[0::2] == ["spin"] * 3
+    np.testing.assert_allclose(df["ms"].to_numpy()[0::2], [0.02, 0.04, 0.08], rtol=0.15)
+    assert (df["ms"].to_numpy()[1::2] > 0).all()  # the template's mangled symbol matched too
+    assert float(wb.to_host(x)[0]) == 80.0
+
+
+def test_cupti_timed_launches_get_a_place_on_the_timeline():
+    from workbench.runtime import timing
+    log, b = TimingLog(Cell()), RecordsBackend()
+    ids = [launch(log, b, "k", 1.0), launch(log, b, "k", 2.0)]
+    b.records.finish(*ids)
+    log.resolve_all()
+    first, second = log.records
+    # CUPTI's clock aligned to the host's at the first record: both started at the same ns
+    assert first[timing.T0] == pytest.approx(first[timing.WALL] * 1e3)
+    assert second[timing.T0] == pytest.approx(first[timing.T0])
+    assert first[timing.KIND] == "kernel" and first[timing.DEVICE] == 0

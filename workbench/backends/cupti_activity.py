@@ -1,0 +1,116 @@
+"""Kernel start and end times from CUPTI's activity API (``cupti-python``),
+for the launch timing log: no event records on the launch path.
+
+CUPTI writes a record for every kernel that runs (``CONCURRENT_KERNEL``
+activity) into buffers it hands back when they are full or flushed. A launch
+through the log then costs the launch alone plus CUPTI's own bookkeeping
+(under a microsecond on an H100, where two event records cost several), and
+the durations come from the GPU's own timestamps. The price is paid when the
+log is read: ``cupti-python`` turns each record into a Python object.
+
+The records name the kernel by its symbol (mangled for C++), carry a
+correlation id that grows with every CUDA call, and come back in no
+particular order across buffers; :meth:`KernelActivity.take` sorts what
+arrived. Matching records to log entries is the log's business
+(:mod:`workbench.runtime.timing`).
+
+CUPTI is process-wide and admits one subscriber: under Nsight (which injects
+its own CUPTI client through ``CUDA_INJECTION64_PATH``), or with
+``WORKBENCH_TIMING=events``, the log keeps using events.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+#: One per process (CUPTI's callbacks are process-wide): made on first use.
+_instance = None
+_unavailable: str | None = None
+_lock = threading.Lock()
+
+#: Bytes of each buffer handed to CUPTI. Kernel records take a few hundred
+#: bytes, and turning one into Python costs microseconds: a buffer that comes
+#: back full in the middle of a loop of launches slows the loop down (CUPTI's
+#: thread takes the GIL), so buffers are large enough for a few hundred
+#: thousand launches and are normally read when the log is.
+BUFFER_BYTES = 64 * 1024 * 1024
+
+
+class KernelActivity:
+    """CUPTI's kernel records, collected in the background, taken in launch order."""
+
+    def __init__(self, cupti):
+        self._cupti = cupti
+        self._kind = cupti.ActivityKind.CONCURRENT_KERNEL
+        self._arrived: list[tuple[int, str, int, int]] = []
+        self._arrived_lock = threading.Lock()
+        cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+        cupti.activity_enable(self._kind)
+        self.enabled = True
+
+    # CUPTI's threads call these two
+    @staticmethod
+    def _buffer_requested():
+        return BUFFER_BYTES, 0
+
+    def _buffer_completed(self, activities) -> None:
+        kind = self._kind
+        got = [(a.correlation_id, a.name, a.start, a.end) for a in activities if a.kind == kind]
+        if got:
+            with self._arrived_lock:
+                self._arrived.extend(got)
+
+    def pause(self) -> None:
+        """Stop recording kernels launched from now on (benchmarks time their own)."""
+        if self.enabled:
+            self._cupti.activity_disable(self._kind)
+            self.enabled = False
+
+    def resume(self) -> None:
+        if not self.enabled:
+            self._cupti.activity_enable(self._kind)
+            self.enabled = True
+
+    def take(self) -> list[tuple[int, str, int, int]]:
+        """Records of the kernels that have finished since the last call, as
+        ``(correlation id, symbol, start ns, end ns)`` in launch order. Flushes
+        CUPTI's buffers; does not wait for running kernels."""
+        self._cupti.activity_flush_all(1)  # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
+        with self._arrived_lock:
+            got, self._arrived = self._arrived, []
+        got.sort()
+        return got
+
+
+def kernel_activity() -> KernelActivity | None:
+    """The process's :class:`KernelActivity`, or None where CUPTI cannot time
+    launches here (see :func:`unavailable_reason`)."""
+    global _instance, _unavailable
+    if _instance is not None or _unavailable is not None:
+        return _instance
+    with _lock:
+        if _instance is None and _unavailable is None:
+            _instance, _unavailable = _start()
+    return _instance
+
+
+def unavailable_reason() -> str | None:
+    """Why launches are timed with events instead (None: CUPTI times them, or
+    :func:`kernel_activity` was not asked yet)."""
+    return _unavailable
+
+
+def _start() -> tuple[KernelActivity | None, str | None]:
+    choice = os.environ.get("WORKBENCH_TIMING", "").strip().lower()
+    if choice == "events":
+        return None, "WORKBENCH_TIMING=events"
+    if os.environ.get("CUDA_INJECTION64_PATH"):
+        return None, "a profiler (Nsight) holds CUPTI in this process"
+    try:
+        from cupti import cupti  # lazy: an optional package (the [cupti] extra)
+    except Exception as exc:  # not installed, or no libcupti it can load
+        return None, f"cupti-python is not usable ({type(exc).__name__}: {exc}".splitlines()[0] + ")"
+    try:
+        return KernelActivity(cupti), None
+    except Exception as exc:  # e.g. CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+        return None, f"CUPTI refused kernel activity ({exc})".splitlines()[0]

@@ -1,0 +1,98 @@
+"""The process a profiler starts: ``python -m workbench.profiling.child FOLDER``.
+
+It re-creates what :mod:`.ship` wrote to ``FOLDER`` and runs it on the GPU
+backend: the modules are compiled again from their sources, then either one
+kernel is launched ``warmup`` times and once more (the profiler measures
+only that last launch), or a cell's code is run with the kernels and the
+values it reads bound by name. The workbench is imported from the same
+source tree as the notebook's (``PYTHONPATH``). An error prints its
+traceback and exits with status 1; the parent reports it.
+"""
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import ship
+
+
+def _compile_all(spec: dict) -> dict:
+    from ..core.compiler import compile as wb_compile
+    return {m["name"]: wb_compile(**m) for m in spec["modules"]}
+
+
+def _argument(entry: dict, arrays, device: dict):
+    from ..core.arrays import to_device
+    kind = entry["kind"]
+    if kind == "null":
+        return None
+    if kind == "device":
+        key = entry["key"]
+        if key not in device:
+            device[key] = to_device(arrays[key])
+        return device[key]
+    if kind == "tuple":
+        return tuple(entry["value"])
+    value = entry["value"]
+    return np.dtype(entry["dtype"]).type(value) if entry.get("dtype") else value
+
+
+def run_kernel(spec: dict, folder: Path) -> None:
+    from ..core.arrays import synchronize
+    modules = _compile_all(spec)
+    kernel = modules[spec["module"]][spec["kernel"]]
+    with np.load(folder / ship.ARRAYS) as arrays:
+        device: dict = {}
+        args = [_argument(e, arrays, device) for e in spec["args"]]
+    launch = {"grid": tuple(spec["grid"]), "block": tuple(spec["block"]),
+              "shared_mem": spec["shared_mem"]}
+    for _ in range(spec["warmup"]):  # skipped by the profiler's --launch-skip
+        kernel(*args, **launch)
+    synchronize()
+    kernel(*args, **launch)
+    synchronize()
+
+
+def run_code(spec: dict, folder: Path) -> None:
+    from ..core.arrays import synchronize, to_device
+    from ..runtime import nvtx
+    modules = _compile_all(spec)
+    workbench = sys.modules[__package__.split(".")[0]]  # the package itself, for `wb.` in the cell
+    ns: dict = {"__name__": "__main__", "wb": workbench, "workbench": workbench, "np": np,
+                "numpy": np}
+    for name, (module, kind, key) in spec["bound"].items():
+        m = modules[module]
+        ns[name] = m if kind == "module" else m.templates[key] if kind == "template" else m[key]
+    shipped = pickle.loads((folder / ship.VARIABLES).read_bytes())
+    for name, module_name in shipped["imports"].items():
+        ns[name] = __import__(module_name, fromlist=["_"])
+    ns.update(shipped["host"])
+    with np.load(folder / ship.ARRAYS) as arrays:
+        for name in spec["device_names"]:
+            ns[name] = to_device(arrays[name])
+    code = compile(spec["code"], "<profiled cell>", "exec")
+    nvtx.push("profiled cell")
+    try:
+        exec(code, ns)  # noqa: S102 -- the user's own cell, run as the notebook would
+        synchronize()
+    finally:
+        nvtx.pop()
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    folder = Path(argv[0])
+    spec = json.loads((folder / ship.SPEC).read_text())
+    if spec.get("device"):
+        from ..hardware.properties import use_device
+        use_device(spec["device"])
+    (run_kernel if spec["mode"] == "kernel" else run_code)(spec, folder)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
