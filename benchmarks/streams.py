@@ -166,7 +166,7 @@ def recording_rows(m, calls: int) -> list[list]:
     ev = b.create_event()
     event_us = per_call_us(lambda: b.record_event(ev, s.raw), calls)
     wb.timings()
-    return [["kernel call, logged (kind, stream, events)", on, "µs host", ""],
+    return [[f"kernel call, logged (timed by {log.source})", on, "µs host", ""],
             ["kernel call, log paused", off, f"+{on - off:.2f} µs logged",
              f"<= 2 event records ({2 * event_us:.2f} µs) + a list"],
             ["copy D2D 128 B, logged", copy_on, "µs host", ""],

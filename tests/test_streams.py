@@ -268,6 +268,9 @@ def test_two_virtual_devices_on_the_simulator(private_simulator):
     assert peers[0, 1] and peers[1, 0] and peers[0, 0]
     bw = wb.peer_bandwidth(nbytes=1 << 16, repeat=2)
     assert bw.devices == 2 and all(v > 0 for row in bw.values for v in row)
+    assert list(bw.to_pandas().columns) == ["GPU 0", "GPU 1"] and "GB/s" in repr(bw)
+    pytest.importorskip("matplotlib")
+    assert len(bw.plot().axes[0].texts) == 4                  # the heatmap's four cells
     host = wb.host_bandwidth(nbytes=1 << 16, repeat=2)
     assert {(r["device"], r["direction"]) for r in host.records()} == {
         (0, "H2D"), (0, "D2H"), (1, "H2D"), (1, "D2H")}
