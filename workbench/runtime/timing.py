@@ -133,7 +133,7 @@ class TimingLog:
             self.records.append(rec)
             awaiting = self._awaiting
             awaiting.append(rec)
-            if len(awaiting) > self.RESOLVE_AFTER:
+            if len(awaiting) > self.MAX_RECORDS:  # (CUPTI's buffers hold as many: read at the end)
                 self.resolve_finished(b)
             return
         free = self._free
