@@ -15,7 +15,7 @@ echo "== notebooks under nbval on the GPU"
 $py -m pytest -q -p no:cacheprovider --nbval --nbval-sanitize-with notebooks/sanitize.cfg notebooks 2>&1 \
   | tee "$out/nbval-gpu.log" | tail -25 || status=1
 echo "== benchmarks"
-for b in ${BENCHMARKS:-launch_overhead cell_turnaround memory bench_accuracy occupancy_check kernel_library python_kernels rings}; do
+for b in ${BENCHMARKS:-launch_overhead cell_turnaround memory bench_accuracy occupancy_check kernel_library python_kernels rings streams}; do
   [ -f "benchmarks/$b.py" ] || continue
   echo "-- $b"
   timeout 300 $py "benchmarks/$b.py" 2>&1 | tee "$out/bench-$b.log" | tail -30 || status=1

@@ -117,9 +117,9 @@ def test_launch_on_workbench_arrays_in_place_and_logged(on, language):
     host, x, y = _inputs()
     before = len(wb.timings())
     _launch_scale(language, k, x, y, 2.5, x.size)
+    log = wb.timings()
     out = wb.to_host(y)
     np.testing.assert_allclose(out, 2.5 * host.astype(np.float64), rtol=1e-6)
-    log = wb.timings()
     assert len(log) == before + 1
     row = log.iloc[-1]
     assert row["kernel"] == "scale" and row["language"] == language

@@ -93,7 +93,8 @@ def test_live_groups_by_allocating_line_largest_first(backend, tracking):
     small = [make_small() for _ in range(4)]
     big = wb.allocate((1 << 18,), np.float32)      # the big line
     table = wb.memory.live()
-    assert list(table.columns) == ["line", "code", "bytes", "count", "cells", "held_by", "stack"]
+    assert list(table.columns) == ["line", "code", "bytes", "count", "cells", "held_by", "stack", "kind"]
+    assert set(table["kind"]) == {"device"}
     assert list(table["bytes"]) == sorted(table["bytes"], reverse=True)
     big_row = table[table["code"].str.contains("the big line", regex=False)].iloc[0]
     assert big_row["bytes"] >= big.nbytes and big_row["count"] == 1

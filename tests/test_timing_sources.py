@@ -176,3 +176,16 @@ def test_cupti_times_every_launch_on_the_gpu(gpu):
     np.testing.assert_allclose(df["ms"].to_numpy()[0::2], [0.02, 0.04, 0.08], rtol=0.15)
     assert (df["ms"].to_numpy()[1::2] > 0).all()  # the template's mangled symbol matched too
     assert float(wb.to_host(x)[0]) == 80.0
+
+
+def test_cupti_timed_launches_get_a_place_on_the_timeline():
+    from workbench.runtime import timing
+    log, b = TimingLog(Cell()), RecordsBackend()
+    ids = [launch(log, b, "k", 1.0), launch(log, b, "k", 2.0)]
+    b.records.finish(*ids)
+    log.resolve_all()
+    first, second = log.records
+    # CUPTI's clock aligned to the host's at the first record: both started at the same ns
+    assert first[timing.T0] == pytest.approx(first[timing.WALL] * 1e3)
+    assert second[timing.T0] == pytest.approx(first[timing.T0])
+    assert first[timing.KIND] == "kernel" and first[timing.DEVICE] == 0

@@ -332,8 +332,79 @@ class Backend(abc.ABC):
     def elapsed_ms(self, start, end) -> float:
         """Milliseconds between two recorded events (blocks until ``end``)."""
 
+    def timeline_offset_ms(self, anchor, event) -> float:
+        """Milliseconds from event ``anchor`` to ``event`` on the device's clock
+        (both recorded on one device, in any order): where the timeline places work."""
+        return self.elapsed_ms(anchor, event)
+
     @abc.abstractmethod
     def synchronize(self) -> None: ...
+
+    def stream_device(self, stream) -> int:
+        """The device ``stream`` belongs to (``None``: the current stream's)."""
+        return self.current_device()
+
+    def is_default_stream(self, stream) -> bool:
+        """True for the stream a thread uses when it chose none."""
+        return False
+
+    # -- copies, memory kinds, graphs (workbench/core/streams.py, copies.py, graphs.py) ---
+    def copy(self, dst, src, stream=None) -> None:
+        """Queue a copy of ``src`` into ``dst`` on ``stream`` (``None``: the current
+        one). Each is a C-contiguous host NumPy array or a device array (of any
+        device) of the same number of bytes; the core has checked that. A copy from
+        or to pageable host memory may return only when it is done (as CUDA's)."""
+        raise NotImplementedError(f"the {self.name} backend cannot copy")
+
+    def memset(self, array, value: int, stream=None) -> None:
+        """Queue setting every byte of the device array ``array`` to ``value``."""
+        raise NotImplementedError(f"the {self.name} backend cannot memset")
+
+    def array_device(self, array) -> int:
+        """The device whose memory holds the device array ``array``."""
+        return self.current_device()
+
+    def alloc_pinned(self, shape, dtype):
+        """A NumPy array in page-locked host memory (faster, asynchronous copies)."""
+        raise NotImplementedError(f"the {self.name} backend has no pinned host memory")
+
+    def alloc_managed(self, shape, dtype):
+        """A device array in managed (unified) memory: the host and every device
+        address it; the driver moves pages on demand."""
+        raise NotImplementedError(f"the {self.name} backend has no managed memory")
+
+    #: True where managed arrays come from the device pool (and count in its figures).
+    managed_in_pool: bool = False
+
+    def managed_prefetch_supported(self, index: int | None = None) -> bool:
+        """Whether device ``index`` takes prefetch and advice for managed memory
+        (``cudaDevAttrConcurrentManagedAccess``)."""
+        return False
+
+    def prefetch(self, array, device: int, stream=None) -> None:
+        """Queue moving managed ``array``'s pages to ``device`` (-1: the host)."""
+        raise NotImplementedError(f"the {self.name} backend cannot prefetch managed memory")
+
+    def advise(self, array, advice: str, device: int) -> None:
+        """``cudaMemAdvise``: ``advice`` is ``"read_mostly"``,
+        ``"preferred_location"`` or ``"accessed_by"`` (``unset_...`` too)."""
+        raise NotImplementedError(f"the {self.name} backend cannot advise managed memory")
+
+    def enable_peer_access(self, index: int, peer: int) -> bool:
+        """Let device ``index`` address device ``peer``'s memory; False where it cannot."""
+        return False
+
+    def begin_capture(self, stream) -> None:
+        """Work queued on ``stream`` from now on is recorded into a graph, not run."""
+        raise NotImplementedError(f"the {self.name} backend cannot capture graphs")
+
+    def end_capture(self, stream):
+        """End a capture on ``stream``: a graph handle for :meth:`graph_launch`."""
+        raise NotImplementedError(f"the {self.name} backend cannot capture graphs")
+
+    def graph_launch(self, graph, stream=None) -> None:
+        """Queue every node of ``graph`` on ``stream``, in one launch."""
+        raise NotImplementedError(f"the {self.name} backend cannot launch graphs")
 
     def kernel_activity(self):
         """Where kernel start and end times come from without events on the

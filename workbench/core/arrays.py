@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import WorkbenchError
 from ..memory.oom import is_out_of_memory, out_of_memory
-from ..runtime.session import backend
+from ..runtime.session import backend, session
 
 
 def allocate(shape, dtype=np.float32):
@@ -40,8 +41,10 @@ def to_device(array):
     if host.dtype.kind not in "biufcV":
         raise TypeError(f"wb.to_device takes numeric data; this is an array of dtype "
                         f"{host.dtype} ({host.dtype.kind!r}); convert it with .astype(...)")
-    try:
-        return b.to_device(host)
+    _not_in_capture("to_device")
+    try:  # logged as a copy (kind "copy", its bytes) on the current stream
+        return session().timing_log.timed_op(b, "copy", "to_device H2D", int(host.nbytes),
+                                             b.current_stream(), b.to_device, host)
     except Exception as exc:
         if is_out_of_memory(exc, b):
             raise out_of_memory(host.nbytes, exc) from None
@@ -50,7 +53,20 @@ def to_device(array):
 
 def to_host(array) -> np.ndarray:
     """Copy a device array to a new NumPy array (waits for pending work)."""
-    return backend().to_host(array)
+    b = backend()
+    if not b.is_device_array(array):
+        return b.to_host(array)
+    _not_in_capture("to_host")
+    return session().timing_log.timed_op(b, "copy", "to_host D2H", int(array.nbytes),
+                                         b.current_stream(), b.to_host, array)
+
+
+def _not_in_capture(what: str) -> None:
+    if session().timing_log.capture is not None:
+        raise WorkbenchError(
+            f"wb.{what}() inside wb.graph(): a graph cannot hold a synchronous copy (nor the "
+            f"allocation it makes). Make the arrays before the graph and copy with "
+            f"wb.copy(dst, src) from or to a wb.pinned() host array.")
 
 
 def synchronize() -> None:

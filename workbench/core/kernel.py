@@ -16,6 +16,7 @@ from ..present.tables import html_fields
 from ..memory.oom import is_out_of_memory, out_of_memory as _out_of_memory
 from ..runtime.session import session
 from .signature import KernelSignature, Param
+from .streams import raw_stream as _raw_stream
 
 _PY_NUMBERS = (bool, int, float)
 
@@ -415,8 +416,8 @@ class Kernel:
         try:
             self._session.timing_log.timed_launch(
                 b, self.name, grid3, block3, shared_mem,
-                stream if stream is not None else b.current_stream(), launcher, converted, "cuda",
-                self._symbol)
+                _raw_stream(stream) if stream is not None else b.current_stream(), launcher,
+                converted, "cuda", self._symbol)
         except KernelFault as exc:
             if not self.module.line_offset:
                 raise

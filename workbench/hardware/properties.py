@@ -16,7 +16,7 @@ from ..errors import DeviceError
 from ..present.na import NA, formatted_fields, or_na
 from ..present.tables import html_fields, pandas
 from ..present.units import format_bytes
-from ..runtime.session import backend
+from ..runtime.session import backend, session
 from . import live
 
 # capability -> (key in the CUDA runtime's device properties, cudaDevAttr name)
@@ -241,5 +241,7 @@ def use_device(index: int) -> DeviceInfo:
         raise DeviceError(f"No device {index!r}: this {b.name} backend has {count} "
                              f"device{'s' if count != 1 else ''} ({names}); "
                              f"pass an index from 0 to {count - 1}.")
-    b.set_device(index)
+    if index != b.current_device():
+        b.set_device(index)
+        session().timing_log.device_changed(b)  # CUDA events belong to one device
     return device_info(index, b)

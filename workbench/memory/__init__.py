@@ -17,6 +17,7 @@ from ..present.units import parse_size
 from ..runtime.session import active_backend_or_none as _active_backend_or_none
 from ..runtime.session import backend as _backend
 from ..runtime.session import on_backend_change as _on_backend_change
+from . import kinds as _kinds
 from . import pool, reports, snapshot
 from .tracker import tracker as _tracker
 
@@ -137,6 +138,13 @@ def timeline():
     return reports.timeline_table(_tracker())
 
 
+def kinds():
+    """Bytes and arrays of each memory kind now: device (the pool), pinned
+    (page-locked host arrays, ``wb.pinned``) and managed (``wb.managed``), as
+    a :class:`~workbench.memory.kinds.MemoryKinds` (``to_pandas()``)."""
+    return _kinds.memory_kinds(_tracker(), _backend())
+
+
 def plot(ax=None):
     """The timeline as a matplotlib Figure (in use and reserved; cell starts
     marked). Draws into ``ax`` when given."""
@@ -144,4 +152,4 @@ def plot(ax=None):
 
 
 __all__ = ["tracking", "stats", "set_limit", "empty_cache", "reset_peak", "live", "live_rows",
-           "leaks", "per_cell", "timeline", "plot"]
+           "leaks", "per_cell", "timeline", "kinds", "plot"]

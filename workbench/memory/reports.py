@@ -16,8 +16,9 @@ from ..present.tables import html_table, pandas
 from ..present.units import format_bytes
 from . import sources
 from .holders import holder_names, summarize
+from .kinds import registry as kind_registry
 
-LIVE_COLUMNS = ["line", "code", "bytes", "count", "cells", "held_by", "stack"]
+LIVE_COLUMNS = ["line", "code", "bytes", "count", "cells", "held_by", "stack", "kind"]
 LEAK_COLUMNS = ["cell", "line", "code", "bytes", "count", "held_by"]
 TIMELINE_COLUMNS = ["time", "in_use", "reserved", "event", "size", "cell"]
 UNTRACKED = "(allocated before tracking started)"
@@ -44,6 +45,7 @@ class LineGroup:
     count: int = 0
     cells: set = field(default_factory=set)
     held_by: list = field(default_factory=list)
+    kind: str = "device"            # device, pinned or managed (memory/kinds.py)
 
     @property
     def site(self) -> sources.SourceSite:
@@ -54,16 +56,27 @@ def group_by_line(tracker, backend) -> list[LineGroup]:
     """Live allocations grouped by allocating line, largest first, with the
     names of the variables holding them."""
     holders = holder_names(backend, tracker)
+    kinds = kind_registry()
     groups: dict = {}
-    for record in tracker.allocations():
-        group = groups.get(_site_key(record))
+
+    def add(ptr, size, cell, frames, kind):
+        key = (frames[0] if frames else None, kind)
+        group = groups.get(key)
         if group is None:
-            group = groups[_site_key(record)] = LineGroup(record.frames)
-        group.bytes += record.size
+            group = groups[key] = LineGroup(frames, kind=kind)
+        group.bytes += size
         group.count += 1
-        if record.cell is not None:
-            group.cells.add(record.cell)
-        group.held_by += [n for n in holders.get(record.ptr, []) if n not in group.held_by]
+        if cell is not None:
+            group.cells.add(cell)
+        group.held_by += [n for n in holders.get(ptr, []) if n not in group.held_by]
+
+    for record in tracker.allocations():
+        add(record.ptr, record.size, record.cell, record.frames,
+            kinds.kind_of(record.ptr) or "device")
+    live = tracker.live
+    for ptr, kind, nbytes, _device, cell, _t, frames in kinds.entries():
+        if ptr not in live:  # pinned host arrays; managed ones outside the pool (GPU)
+            add(ptr, nbytes, cell, frames, kind)
     return sorted(groups.values(), key=lambda g: -g.bytes)
 
 
@@ -76,10 +89,10 @@ def live_rows(tracker, backend) -> list[dict]:
         location, code, stack = _describe(group.frames)
         rows.append({"line": location, "code": code, "bytes": group.bytes,
                      "count": group.count, "cells": ", ".join(map(str, sorted(group.cells))),
-                     "held_by": summarize(group.held_by), "stack": stack})
+                     "held_by": summarize(group.held_by), "stack": stack, "kind": group.kind})
     if tracker.untracked_bytes:
         rows.append({"line": UNTRACKED, "code": "", "bytes": tracker.untracked_bytes,
-                     "count": None, "cells": "", "held_by": "", "stack": ""})
+                     "count": None, "cells": "", "held_by": "", "stack": "", "kind": "device"})
     rows.sort(key=lambda row: -row["bytes"])   # stable: equal sizes keep their order
     return rows
 

@@ -1,15 +1,17 @@
-"""The launch timing log: every launch's device time, read lazily.
+"""The launch timing log: every launch's (and copy's) device time, read lazily.
 
-Two sources, chosen by the backend (:meth:`Backend.kernel_activity`):
+Kernels, copies, memsets and graph launches go through the same log (``kind``),
+with the stream they were queued on. Kernel times come from one of two
+sources, chosen by the backend (:meth:`Backend.kernel_activity`):
 
 - **CUPTI activity records** (on a GPU with ``cupti-python``): the launch path
   records nothing on the device; CUPTI writes each kernel's start and end
   timestamps into its buffers, and reading the log matches them to the
   entries, in launch order, by the kernel's symbol (other kernels of the
   process, CuPy's own say, are passed over).
-- **Two events around every launch** (elsewhere): the launch path only
-  records them, no host synchronisation, no query; reading the log returns
-  them to a pool for reuse.
+- **Two events around every launch** (elsewhere, and always for copies,
+  memsets and graph launches): the launch path only records them, no host
+  synchronisation, no query; reading the log returns them to a pool for reuse.
 
 Elapsed times are read when someone asks (``wb.timings()``); only after very
 many unread launches does the launch path read the finished ones itself
@@ -30,12 +32,19 @@ from ..present.tables import pandas
 
 # fields of a launch record (a list, built on the hot path); START and END
 # hold the two events, or, timed by CUPTI, the symbol the records name and
-# whether it is exact (else a part of the symbol: Numba and Triton kernels)
-KERNEL, GRID, BLOCK, SHARED, CELL, WALL, START, END, MS, BACKEND, LANGUAGE = range(11)
+# whether it is exact (else a part of the symbol: Numba and Triton kernels);
+# DEVICE and T0 are filled when the record's time is read
+(KERNEL, GRID, BLOCK, SHARED, CELL, WALL, START, END, MS, BACKEND, LANGUAGE, KIND, STREAM,
+ NBYTES, DEVICE, T0) = range(16)
 #: Launches looked ahead for a CUPTI record's entry once every kernel has
 #: finished (a record CUPTI dropped then costs its own entry its time only).
 _LOOKAHEAD = 64
-COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backend", "language"]
+COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backend", "language",
+           "kind", "stream", "device", "bytes", "gbps", "start_ms"]
+
+#: An anchor event is kept for at most this many ms of offsets (CUDA's elapsed
+#: times are single-precision milliseconds: 1 s keeps them to about 0.1 us).
+ANCHOR_SPAN_MS = 1000.0
 
 
 class TimingLog:
@@ -52,12 +61,21 @@ class TimingLog:
         self.records: collections.deque = collections.deque(maxlen=self.MAX_RECORDS)
         self._pending: collections.deque = collections.deque()
         self._free: collections.deque = collections.deque()
+        self._pools: dict = {}  # device -> free events (``_free``: the current device's)
         self._backend = None
         self._activity = None  # the backend's CUPTI records (None: events)
         self._awaiting: collections.deque = collections.deque()  # launches CUPTI times
         self._held: list = []  # CUPTI records that came before their launch's turn
+        self._cupti_offset = None  # host ms - CUPTI ms, set at the first CUPTI record
         self._lock = threading.Lock()
         self._session = session
+        #: device -> [event, absolute ms]: the start of a resolved record, from
+        #: which the start times of later ones are measured (the timeline's clock)
+        self._anchors: dict = {}
+        #: id(backend stream) -> [stream, label] for the ``stream`` column
+        self._stream_names: dict = {}
+        #: the graph being captured (core/graphs.py): launches are its nodes
+        self.capture = None
 
     #: False inside :meth:`paused`: launches run without events or records.
     enabled = True
@@ -101,6 +119,8 @@ class TimingLog:
         compiled code, where it differs from ``name`` or is not known: then a
         symbol containing ``name``). Nothing here waits for the device."""
         if not self.enabled:
+            if self.capture is not None:
+                self.capture.add_launch(name, grid, block, shared_mem, stream, launcher, args)
             launcher(grid, block, args, shared_mem, stream)
             return
         if b is not self._backend:
@@ -108,7 +128,8 @@ class TimingLog:
         if self._activity is not None:
             launcher(grid, block, args, shared_mem, stream)
             rec = [name, grid, block, shared_mem, self._session.cell, time.time(),
-                   symbol or name, symbol is not None, None, b.name, language]
+                   symbol or name, symbol is not None, None, b.name, language, "kernel", stream,
+                   None, None, None]
             self.records.append(rec)
             awaiting = self._awaiting
             awaiting.append(rec)
@@ -133,17 +154,79 @@ class TimingLog:
             raise
         b.record_event(end, stream)
         rec = [name, grid, block, shared_mem, self._session.cell, time.time(), start, end, None, b.name,
-               language]
+               language, "kernel", stream, None, None, None]
         self.records.append(rec)
         pending = self._pending
         pending.append(rec)
         if len(pending) > self.RESOLVE_AFTER:
             self.resolve_finished(b)
 
+    def timed_op(self, b, kind: str, name: str, nbytes, stream, op, *args):
+        """Run ``op(*args)`` (a copy, a memset, a graph launch queued on ``stream``)
+        between two events on ``stream`` and log it as ``kind`` with ``nbytes``;
+        returns what ``op`` returns. Inside a graph capture it becomes a node."""
+        if not self.enabled:
+            if self.capture is not None:
+                self.capture.add_op(kind, name, nbytes, stream, op, args)
+            return op(*args)
+        if b is not self._backend:
+            self._switch(b)
+        free = self._free
+        try:
+            start = free.pop()
+        except IndexError:
+            start = b.create_event()
+        try:
+            end = free.pop()
+        except IndexError:
+            end = b.create_event()
+        b.record_event(start, stream)
+        # CUPTI would report a graph's kernels as kernels: none must be taken
+        # for a kernel call's record (the events time the graph)
+        quiet = self._activity if kind == "graph" else None
+        if quiet is not None:
+            quiet.pause()
+        try:
+            result = op(*args)
+        except BaseException:
+            free.append(start)
+            free.append(end)
+            raise
+        finally:
+            if quiet is not None:
+                quiet.resume()
+        b.record_event(end, stream)
+        rec = [name, None, None, None, self._session.cell, time.time(), start, end, None, b.name,
+               None, kind, stream, nbytes, None, None]
+        self.records.append(rec)
+        self._pending.append(rec)
+        if len(self._pending) > self.RESOLVE_AFTER:
+            self.resolve_finished(b)
+        return result
+
+    def name_stream(self, stream, label: str) -> None:
+        """Call ``stream`` (a backend stream) ``label`` in the ``stream`` column."""
+        self._stream_names[id(stream)] = [stream, label]
+
+    def stream_label(self, b, stream) -> str:
+        """The ``stream`` column's text for a backend stream: its name (``wb.Stream``),
+        "default", or "other N" (a stream made outside the workbench) in the order first seen."""
+        entry = self._stream_names.get(id(stream))
+        if entry is not None and entry[0] is stream:
+            return entry[1]
+        if b is not None and b.is_default_stream(stream):
+            label = "default"
+        else:
+            label = f"other {sum(1 for e in self._stream_names.values() if e[1].startswith('other ')) + 1}"
+        self._stream_names[id(stream)] = [stream, label]
+        return label
+
     def _switch(self, b) -> None:
         if self._backend is not None:
             self.resolve_all(self._backend)
-        self._free = collections.deque()
+        self._pools = {}
+        self._free = self._pools.setdefault(_device_of(b), collections.deque())
+        self._anchors = {}
         self._backend = b
         self._activity = b.kernel_activity()
 
@@ -151,6 +234,12 @@ class TimingLog:
     def source(self) -> str:
         """What times the launches: "CUPTI activity records" or "events"."""
         return "CUPTI activity records" if self._activity is not None else "events"
+
+    def device_changed(self, b) -> None:
+        """The current device changed: CUDA events belong to one device, so the
+        launch path takes them from that device's pool from now on (nothing waits)."""
+        if b is self._backend:
+            self._free = self._pools.setdefault(_device_of(b), collections.deque())
 
     def resolve_finished(self, b) -> int:
         """Read the times of the oldest launches that have finished, without
@@ -203,7 +292,7 @@ class TimingLog:
                 continue
             for _ in range(i):  # launches CUPTI reported no record for
                 self._time(awaiting.popleft(), math.nan)
-            self._time(awaiting.popleft(), (rec[3] - rec[2]) / 1e6)
+            self._time(awaiting.popleft(), (rec[3] - rec[2]) / 1e6, rec[2])
             matched, last = matched + 1, corr
         if final:
             while awaiting:
@@ -212,24 +301,69 @@ class TimingLog:
             self._held = [r for r in kept if r[0] > last][-self.MAX_RECORDS:]
         return matched
 
-    @staticmethod
-    def _time(rec: list, ms: float) -> None:
+    def _time(self, rec: list, ms: float, start_ns: int | None = None) -> None:
+        """A CUPTI-timed launch's time; its start on the timeline from CUPTI's
+        clock, which is aligned to the host clock at the first record (events
+        time copies: the two clocks agree to about a launch's latency)."""
         rec[MS] = ms
         rec[START] = rec[END] = None
+        if start_ns is None:
+            return
+        try:
+            rec[DEVICE] = self._backend.stream_device(rec[STREAM])
+        except Exception:
+            rec[DEVICE] = 0
+        if self._cupti_offset is None:
+            self._cupti_offset = rec[WALL] * 1e3 - start_ns / 1e6
+        rec[T0] = start_ns / 1e6 + self._cupti_offset
 
     def _resolve(self, b, rec: list) -> None:
+        keep_start = False
         try:
             rec[MS] = b.elapsed_ms(rec[START], rec[END])
         except Exception:  # e.g. a faulted launch: its time is unknown
             rec[MS] = float("nan")
-        if b is self._backend:
-            self._free.append(rec[START])
-            self._free.append(rec[END])
+        else:
+            try:
+                keep_start = self._place(b, rec)
+            except Exception:  # no start time: the record stays off the timeline
+                rec[T0] = None
+        # events go back to the pool of the device they were made on
+        pool = self._pools.get(rec[DEVICE]) if b is self._backend else None
+        if pool is not None:
+            if not keep_start:
+                pool.append(rec[START])
+            pool.append(rec[END])
         rec[START] = rec[END] = None
+
+    def _place(self, b, rec: list) -> bool:
+        """Set the record's device and start time (ms on the device's clock,
+        anchored to the host clock at the first record); True when its start
+        event becomes the new anchor (and must not be reused)."""
+        try:
+            device = rec[DEVICE] = b.stream_device(rec[STREAM])
+        except Exception:
+            device = rec[DEVICE] = 0
+        anchor = self._anchors.get(device)
+        if anchor is None:
+            self._anchors[device] = [rec[START], rec[WALL] * 1e3]
+            rec[T0] = rec[WALL] * 1e3
+            return True
+        offset = b.timeline_offset_ms(anchor[0], rec[START])
+        rec[T0] = anchor[1] + offset
+        if offset > ANCHOR_SPAN_MS:  # (the old anchor event is dropped: one a second at most)
+            self._anchors[device] = [rec[START], rec[T0]]
+            return True
+        return False
 
     def clear(self) -> None:
         self.resolve_all()
         self.records.clear()
+
+    def resolved(self) -> list:
+        """Every record, its events read (copies of the lists)."""
+        self.resolve_all()
+        return [list(r) for r in self.records]
 
     def to_pandas(self, kernel=None):
         """The log as a DataFrame (see :func:`timings`)."""
@@ -237,6 +371,7 @@ class TimingLog:
         self.resolve_all()
         name = getattr(kernel, "name", kernel)
         rows = [r for r in self.records if name is None or r[KERNEL] == name]
+        b = self._backend
         return pd.DataFrame({
             "kernel": [r[KERNEL] for r in rows],
             "grid": [r[GRID] for r in rows],
@@ -247,5 +382,25 @@ class TimingLog:
             "time": pd.to_datetime([_dt.datetime.fromtimestamp(r[WALL]) for r in rows]),
             "backend": [r[BACKEND] for r in rows],
             "language": [r[LANGUAGE] for r in rows],
+            "kind": [r[KIND] for r in rows],
+            "stream": [self.stream_label(b, r[STREAM]) for r in rows],
+            "device": pd.array([r[DEVICE] for r in rows], dtype="Int64"),
+            "bytes": pd.array([r[NBYTES] for r in rows], dtype="Int64"),
+            "gbps": [gbps(r[NBYTES], r[MS]) for r in rows],
+            "start_ms": [r[T0] for r in rows],
         }, columns=COLUMNS)
+
+
+def _device_of(b):
+    try:
+        return b.current_device()
+    except Exception:
+        return None
+
+
+def gbps(nbytes, ms) -> float:
+    """Achieved GB/s (10^9 bytes a second) of ``nbytes`` in ``ms``; NaN without both."""
+    if not nbytes or not ms or ms != ms or ms <= 0:
+        return float("nan")
+    return nbytes / ms / 1e6
 

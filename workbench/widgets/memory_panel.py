@@ -22,7 +22,7 @@ from ..present.units import format_bytes, format_fraction
 from .static import StaticFallback, html_part
 
 _COLORS = {"in_use": "#d62728", "cached": "#ff9f40", "free": "#c7e9c0"}
-_LIVE_KEYS = ("line", "code", "bytes", "count", "held_by")   # of memory.live_rows()
+_LIVE_KEYS = ("line", "code", "bytes", "count", "held_by", "kind")   # of memory.live_rows()
 
 
 class MemoryPanel(StaticFallback, widgets.VBox):
@@ -52,6 +52,7 @@ class MemoryPanel(StaticFallback, widgets.VBox):
     top_live = List(help="largest live allocations by line: line, code, bytes, count, "
                          "held_by").tag(sync=True)
     top_n = Int(5, help="how many lines the live table lists").tag(sync=True)
+    kinds = List(help="memory by kind: kind, arrays, bytes (device, pinned, managed)").tag(sync=True)
     refreshes = Int(0, help="how many times the panel has refreshed").tag(sync=True)
 
     def __init__(self, top_n: int = 5, auto_refresh: bool = True, **kwargs):
@@ -77,7 +78,10 @@ class MemoryPanel(StaticFallback, widgets.VBox):
         stats = memory.stats()
         cells = memory.per_cell().records()
         live = memory.live_rows()[:self.top_n]
+        kinds = [{"kind": r["kind"], "arrays": r["arrays"], "bytes": r["bytes"]}
+                 for r in memory.kinds().records()]
         with self.hold_sync():
+            self.kinds = kinds
             self.backend_name = stats.backend
             self.simulated = stats.simulated
             self.tracking = stats.tracking
@@ -110,12 +114,14 @@ class MemoryPanel(StaticFallback, widgets.VBox):
             empty="no cell has allocated device memory yet",
             align=["left", "right", "right", "right", "right"])
         self._live.value = _table_html(
-            f"Largest live allocations (top {self.top_n})", ["bytes", "count", "line", "code", "held by"],
+            f"Largest live allocations (top {self.top_n})",
+            ["bytes", "count", "kind", "line", "code", "held by"],
             [[format_bytes(r["bytes"]), "—" if r["count"] is None else str(r["count"]),
-              r["line"] or "—", r["code"] or "—", r["held_by"] or "—"] for r in self.top_live],
+              r.get("kind", "device"), r["line"] or "—", r["code"] or "—", r["held_by"] or "—"]
+             for r in self.top_live],
             empty="no live allocations" if self.tracking else
                   "allocations are not tracked: wb.memory.tracking(True)",
-            align=["right", "right", "left", "left", "left"])
+            align=["right", "right", "left", "left", "left", "left"])
 
     # -- static fallback ------------------------------------------------------------
     def _snapshot_title(self) -> str:
@@ -190,6 +196,11 @@ def _bar_html(p: MemoryPanel) -> str:
     extra = (f"reserved {format_bytes(p.reserved)} &nbsp; peak {format_bytes(p.peak)} &nbsp; "
              f"limit {'none' if p.limit is None else format_bytes(p.limit)} &nbsp; "
              f"device {format_bytes(p.device_total)}{fragmentation}")
+    others = [r for r in p.kinds if r["kind"] != "device" and r["arrays"]]
+    if others:  # pinned host and managed arrays (wb.pinned, wb.managed), outside the bar
+        extra += "<br>" + " &nbsp; ".join(
+            f"{r['kind']} {format_bytes(r['bytes'])} in {r['arrays']} array"
+            f"{'s' if r['arrays'] != 1 else ''}" for r in others)
     return (f"<div style='position:relative;display:flex;height:18px;border:1px solid #888;"
             f"margin:4px 0'>{segments}{limit}</div><div style='font-size:90%'>{legend}<br>"
             f"{extra}</div>")

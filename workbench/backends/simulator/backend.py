@@ -22,6 +22,7 @@ printf buffer and the fault record they share stay one launch's.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import struct
@@ -46,7 +47,7 @@ from .launch import argument_bytes, check_config, dims, launch_request
 from .module import SimFunction, SimModule
 from .protocol import Op
 from .source import SOURCE_NAME, find_unsupported, generate, simulator_lacks
-from .streams import CurrentStream, SimEvent, SimStream, elapsed_ms
+from .streams import DEFAULT_STREAM, CurrentStream, SimEvent, SimStream, elapsed_ms
 from .worker import Worker, WorkerDied, WorkerError
 from .xp import ArrayNamespace, DeviceArray, empty_in, in_arena
 
@@ -79,13 +80,29 @@ class SimulatorBackend(Backend):
         Size of the virtual device memory (default: the device's).
     threads:
         OS threads that run blocks (default: every CPU this process may use).
+    devices:
+        How many virtual devices to present (default: ``$WORKBENCH_SIM_DEVICES``,
+        else 1), so that multi-GPU code runs here: they share one arena and one
+        worker, every pair are peers, and a copy between them is a memcpy.
     """
 
     name = "simulator"
     simulated = True
 
     def __init__(self, checked: bool = False, timeout_s: float = 60.0, device=None,
-                 memory_bytes: int | None = None, threads: int = 0):
+                 memory_bytes: int | None = None, threads: int = 0, devices: int | None = None):
+        if devices is None:
+            devices = os.environ.get("WORKBENCH_SIM_DEVICES", "") or 1
+        try:
+            self.devices = int(devices)
+        except ValueError:
+            raise ValueError(f"devices (or WORKBENCH_SIM_DEVICES) must be a whole number from 1 "
+                             f"to 16, got {devices!r}") from None
+        if not 1 <= self.devices <= 16:
+            raise ValueError(f"devices (or WORKBENCH_SIM_DEVICES) must be from 1 to 16, got {devices!r}")
+        self._default_streams = [DEFAULT_STREAM] + [SimStream(device=i) for i in range(1, self.devices)]
+        self._device_local = threading.local()  # the current device, per thread as in CUDA
+        self._array_devices: dict[int, int] = {}  # allocation address -> device (devices > 1)
         self.checked = bool(checked)
         self.timeout_s = float(timeout_s)
         self.threads = int(threads)
@@ -102,12 +119,14 @@ class SimulatorBackend(Backend):
         self.lock = threading.RLock()
 
     def configure(self, checked=None, timeout_s=None, device=None, memory_bytes=None,
-                  threads=None) -> bool:
+                  threads=None, devices=None) -> bool:
         """Change ``checked``, ``timeout_s`` and ``threads`` in place (device
         arrays, modules and kernels stay; modules built before keep their own
         build: re-run a cell to build it checked). ``device`` and
         ``memory_bytes`` change the device memory itself: only their current
         values are accepted here (False otherwise)."""
+        if devices is not None and int(devices) != self.devices:
+            return False
         if device is not None or memory_bytes is not None:
             wanted = virtual_device(device, memory_bytes)
             if (wanted.name, wanted.total_memory) != (self._properties.name,
@@ -150,7 +169,20 @@ class SimulatorBackend(Backend):
         return self._xp
 
     def allocate(self, shape, dtype):
-        return empty_in(self.array_class, shape, dtype)
+        array = empty_in(self.array_class, shape, dtype)
+        if self.devices > 1:
+            self._tag_device(array)
+        return array
+
+    def _tag_device(self, array) -> None:
+        device = self.current_device()
+        if device:
+            self._array_devices[self.device_pointer(array)] = device
+        else:
+            self._array_devices.pop(self.device_pointer(array), None)
+
+    def array_device(self, array) -> int:
+        return self._array_devices.get(self.device_pointer(array), 0) if self.devices > 1 else 0
 
     def to_device(self, host_array):
         if self.is_device_array(host_array):
@@ -159,7 +191,7 @@ class SimulatorBackend(Backend):
         if arr.dtype == object:
             raise TypeError("cannot copy an array of Python objects to the device; "
                             "give a numeric NumPy array")
-        dest = empty_in(self.array_class, arr.shape, arr.dtype)
+        dest = self.allocate(arr.shape, arr.dtype)
         np.copyto(dest.view(np.ndarray), arr)
         return dest
 
@@ -171,19 +203,32 @@ class SimulatorBackend(Backend):
 
     # -- devices ---------------------------------------------------------------------
     def device_count(self) -> int:
-        return 1
+        return self.devices
 
     def current_device(self) -> int:
-        return 0
+        return getattr(self._device_local, "index", 0)
 
     def set_device(self, index: int) -> None:
-        if int(index) != 0:
-            raise ValueError(f"the simulator has one device (index 0), not {index}")
+        if not 0 <= int(index) < self.devices:
+            raise ValueError(f"the simulator has {self.devices} device{'s' if self.devices != 1 else ''}"
+                             f" (index 0 to {self.devices - 1}), not {index}; more: "
+                             f"wb.backend('simulator', devices=N) or WORKBENCH_SIM_DEVICES=N")
+        self._device_local.index = int(index)
 
     def device_properties(self, index: int | None = None) -> DeviceProperties:
-        if index not in (None, 0):
-            raise ValueError(f"the simulator has one device (index 0), not {index}")
-        return self._properties
+        i = self.current_device() if index is None else index
+        if not 0 <= int(i) < self.devices:
+            raise ValueError(f"the simulator has {self.devices} device{'s' if self.devices != 1 else ''}"
+                             f" (index 0 to {self.devices - 1}), not {index}")
+        if i == 0:
+            return self._properties
+        return dataclasses.replace(self._properties, index=int(i))
+
+    def can_access_peer(self, index: int, peer: int) -> bool | None:
+        return index != peer and 0 <= index < self.devices and 0 <= peer < self.devices
+
+    def enable_peer_access(self, index: int, peer: int) -> bool:
+        return bool(self.can_access_peer(index, peer))
 
     def memory_info(self) -> tuple[int, int]:
         """``(free, total)`` as cudaMemGetInfo gives them: what the pool has
@@ -290,6 +335,10 @@ class SimulatorBackend(Backend):
         grid = dims(grid, "grid")
         block = dims(block, "block")
         check_config(self._properties, grid, block, shared_mem)
+        if stream is not None and stream.capture is not None:  # recorded for a graph, not run
+            stream.capture.append((self.launch, (function, grid, block, tuple(args), shared_mem,
+                                                 None, cooperative)))
+            return
         if cooperative:
             threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
             if threads > COOPERATIVE_THREADS:
@@ -369,10 +418,19 @@ class SimulatorBackend(Backend):
 
     # -- streams and events ------------------------------------------------------------------
     def current_stream(self) -> SimStream:
-        return self._current.stream
+        stream = self._current.stream
+        if stream is None:
+            return self._default_streams[self.current_device()] if self.devices > 1 else DEFAULT_STREAM
+        return stream
+
+    def stream_device(self, stream) -> int:
+        return (stream if stream is not None else self.current_stream()).device
+
+    def is_default_stream(self, stream) -> bool:
+        return stream in self._default_streams
 
     def create_stream(self, priority: int | None = None, non_blocking: bool = False) -> SimStream:
-        return SimStream(priority or 0, non_blocking)
+        return SimStream(priority or 0, non_blocking, self.current_device())
 
     def use_stream(self, stream):
         return self._current.use(stream if stream is not None else self.current_stream())
@@ -400,8 +458,72 @@ class SimulatorBackend(Backend):
         the round trip to it); wall-clock time when no kernel ran between them."""
         return elapsed_ms(start, end)
 
+    def timeline_offset_ms(self, anchor, event) -> float:
+        """Wall-clock time between the events: launches run one after another
+        on the CPU, so work placed by it never overlaps."""
+        return (event.wall - anchor.wall) * 1e3
+
     def synchronize(self) -> None:
         pass
+
+    # -- copies, memory kinds, graphs ----------------------------------------------------------
+    def copy(self, dst, src, stream=None) -> None:
+        stream = stream if stream is not None else self.current_stream()
+        if stream.capture is not None:
+            stream.capture.append((self.copy, (dst, src, None)))
+            return
+        with self.lock:  # not while a kernel of another thread runs over the same memory
+            np.copyto(np.asarray(dst).view(np.ndarray).reshape(-1).view(np.uint8),
+                      np.asarray(src).view(np.ndarray).reshape(-1).view(np.uint8))
+
+    def memset(self, array, value: int, stream=None) -> None:
+        stream = stream if stream is not None else self.current_stream()
+        if stream.capture is not None:
+            stream.capture.append((self.memset, (array, value, None)))
+            return
+        with self.lock:
+            np.asarray(array).view(np.ndarray).reshape(-1).view(np.uint8)[...] = int(value) & 0xFF
+
+    def alloc_pinned(self, shape, dtype):
+        """Host memory is all alike on the simulator: a NumPy array."""
+        return np.empty(shape, dtype=dtype)
+
+    def alloc_managed(self, shape, dtype):
+        """Device memory that the host reads and writes: the arena is both."""
+        return self.allocate(shape, dtype)
+
+    managed_in_pool = True
+
+    def managed_prefetch_supported(self, index: int | None = None) -> bool:
+        return True
+
+    def prefetch(self, array, device: int, stream=None) -> None:
+        if not -1 <= int(device) < self.devices:
+            raise ValueError(f"prefetch to device {device}: the simulator has {self.devices}")
+
+    def advise(self, array, advice: str, device: int) -> None:
+        if advice.replace("unset_", "") not in ("read_mostly", "preferred_location", "accessed_by"):
+            raise ValueError(f"unknown advice {advice!r}; one of read_mostly, preferred_location, "
+                             "accessed_by (and unset_...)")
+
+    def begin_capture(self, stream) -> None:
+        if stream.capture is not None:
+            raise RuntimeError("this stream is capturing already")
+        stream.capture = []
+
+    def end_capture(self, stream):
+        ops, stream.capture = stream.capture, None
+        return tuple(ops or ())
+
+    def graph_launch(self, graph, stream=None) -> None:
+        """Run the captured operations in order (on the simulator, as the
+        GPU does, a graph launched while a stream captures is captured)."""
+        stream = stream if stream is not None else self.current_stream()
+        if stream.capture is not None:
+            stream.capture.append((self.graph_launch, (graph, None)))
+            return
+        for op, args in graph:
+            op(*args)
 
     # -- memory accounting ------------------------------------------------------------------
     def add_allocation_listener(self, on_alloc, on_free):

@@ -4,7 +4,9 @@ Launches are synchronous: when one returns, its kernel has finished. So work
 on every stream runs in the order it was queued, every stream is idle, and
 an event's work is done when it is recorded: the ordering CUDA promises
 holds trivially and waiting never blocks. What remains is which stream is
-current, per Python thread as in CUDA, and what an event measured.
+current, per Python thread as in CUDA, what an event measured, and graph
+capture: while a stream captures, kernels and copies queued on it are kept
+(``capture``), not run, and a graph launch runs them in order.
 """
 from __future__ import annotations
 
@@ -16,17 +18,21 @@ import time
 class SimStream:
     """A simulator stream (see the module docstring)."""
 
-    __slots__ = ("priority", "non_blocking")
+    __slots__ = ("priority", "non_blocking", "device", "capture")
 
-    def __init__(self, priority: int = 0, non_blocking: bool = False):
+    def __init__(self, priority: int = 0, non_blocking: bool = False, device: int = 0):
         self.priority = priority
         self.non_blocking = non_blocking
+        self.device = device
+        #: While capturing: the operations queued, ``(callable, args)`` each.
+        self.capture = None
 
     def synchronize(self) -> None:
         """Nothing to wait for: launches are synchronous."""
 
     def __repr__(self) -> str:
-        return f"<simulator stream{' (default)' if self is DEFAULT_STREAM else ''}>"
+        return (f"<simulator stream{' (default)' if self is DEFAULT_STREAM else ''}"
+                f"{f' (device {self.device})' if self.device else ''}>")
 
 
 #: The stream current in a thread that chose none (CUDA's legacy default stream).
@@ -53,7 +59,7 @@ class SimEvent:
 class CurrentStream(threading.local):
     """The current stream of each Python thread."""
 
-    stream: SimStream = DEFAULT_STREAM
+    stream: SimStream | None = None  # None: the default stream of the current device
 
     @contextlib.contextmanager
     def use(self, stream: SimStream):
