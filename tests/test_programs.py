@@ -382,7 +382,6 @@ def test_the_build_is_cached():
     first = wb.build_program(TEXTBOOK + "\n// cache test\n", backend="simulator")
     second = wb.build_program(TEXTBOOK + "\n// cache test\n", backend="simulator")
     assert second.cache_hit and second.executable == first.executable
-    assert second.seconds < 0.5
     other = wb.build_program(TEXTBOOK + "\n// cache test\n", backend="simulator", options="-DOTHER=1")
     assert not other.cache_hit or other.executable != first.executable
 

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .. import subprocesses
 from ..errors import ProfileFailed
 from . import ship, tools
 from .report import ALL_METRICS, METRICS, NcuReport
@@ -72,7 +73,7 @@ def ncu_command(ncu: str, target, report: str, metrics, *, kernel: str | None = 
 
 def _run(cmd, env, timeout: float, what: str, cwd=None) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        return subprocesses.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               errors="replace", env=env, timeout=timeout, cwd=cwd)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -87,7 +88,7 @@ def read_report(ncu: str, path: str, **kwargs) -> NcuReport:
     result = None
     # base units and plain function names; without the options if this ncu lacks them
     for cmd in (base + ["--print-units", "base", "--print-kernel-base", "function"], base):
-        result = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300,
+        result = subprocesses.run(cmd, text=True, errors="replace", timeout=300,
                                 env={**os.environ, "LC_ALL": "C"})
         if result.returncode == 0:
             return NcuReport.from_csv(result.stdout, path=path, **kwargs)

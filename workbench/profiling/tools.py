@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 
+from .. import subprocesses
 from ..backends import gpu_unavailable_reason
 from ..errors import ProfilerUnavailable
 from ..runtime.session import backend as active_backend
@@ -123,7 +124,7 @@ def version(tool: str) -> str | None:
     if path is None:
         return None
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+        out = subprocesses.run([path, "--version"], text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"unknown ({type(exc).__name__})"
     lines = [ln.strip() for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from .. import subprocesses
 from ..cache import DiskCache
 from ..errors import BackendUnavailable
 
@@ -60,7 +61,7 @@ def require_nvcc() -> str:
 def nvcc_version(nvcc: str) -> tuple[str, tuple[int, int] | None]:
     """``(the text of nvcc --version, (major, minor))``."""
     try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+        out = subprocesses.run([nvcc, "--version"], text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         raise BackendUnavailable(f"{nvcc} --version failed: {exc}") from None
     m = re.search(r"release (\d+)\.(\d+)", out)
@@ -169,7 +170,7 @@ def build_with_nvcc(nvcc: str, files: Mapping[str, str], sources: Sequence[str],
         out = Path(tmp) / "program"
         command = [nvcc, *args, "-o", str(out), *(str(Path(tmp) / s) for s in sources)]
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocesses.run(command, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise NvccFailed(f"nvcc did not finish within {timeout_s:g} s", command) from None
         log = (proc.stdout + proc.stderr).replace(tmp + "/", "")

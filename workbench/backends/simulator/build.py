@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import subprocesses
 from ...cache import DiskCache, write_atomic
 from ...errors import BackendUnavailable
 from ..base import CompileFailed
@@ -56,7 +57,7 @@ def compiler_version() -> str | None:
     version = None
     if exe is not None:
         try:
-            out = subprocess.run([exe, "-dumpfullversion"], capture_output=True, text=True,
+            out = subprocesses.run([exe, "-dumpfullversion"], text=True,
                                  timeout=30)
             version = out.stdout.strip() or None
         except (OSError, subprocess.SubprocessError):
@@ -113,8 +114,8 @@ def _atomic_build(target: Path, command: list[str]) -> subprocess.CompletedProce
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
     os.close(fd)
     try:
-        proc = subprocess.run([c.replace("{out}", tmp) for c in command],
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocesses.run([c.replace("{out}", tmp) for c in command],
+                              text=True, timeout=600)
         if proc.returncode == 0:
             os.replace(tmp, target)
         return proc
@@ -141,8 +142,8 @@ def worker_executable(checked: bool = False) -> Path:
         objects = [os.path.join(tmp, part.stem + ".o") for part in parts]
         with ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0))) as pool:
             compiled = list(pool.map(
-                lambda part, obj: subprocess.run([exe, *flags, "-c", str(part), "-o", obj],
-                                                 capture_output=True, text=True, timeout=600),
+                lambda part, obj: subprocesses.run([exe, *flags, "-c", str(part), "-o", obj],
+                                                 text=True, timeout=600),
                 parts, objects))
         failed = [proc.stderr for proc in compiled if proc.returncode != 0]
         if not failed:

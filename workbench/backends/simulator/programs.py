@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from ... import subprocesses
 from ... import cxx
 from ..base import CompileFailed, DeviceProperties
 from . import build
@@ -191,14 +192,14 @@ def runtime_archive() -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=target.name + ".") as tmp:
         objects = [str(Path(tmp) / (p.stem + ".o")) for p in parts]
         with ThreadPoolExecutor(max_workers=4) as pool:
-            done = list(pool.map(lambda p, o: subprocess.run([exe, *flags, "-c", str(p), "-o", o],
-                                                             capture_output=True, text=True, timeout=600),
+            done = list(pool.map(lambda p, o: subprocesses.run([exe, *flags, "-c", str(p), "-o", o],
+                                                             text=True, timeout=600),
                                  parts, objects))
         failed = [d.stderr for d in done if d.returncode != 0]
         if failed:
             raise RuntimeError("building the simulator's program runtime failed:\n" + "\n".join(failed))
         archive = str(Path(tmp) / "runtime.a")
-        made = subprocess.run(["ar", "rcs", archive, *objects], capture_output=True, text=True,
+        made = subprocesses.run(["ar", "rcs", archive, *objects], text=True,
                               timeout=120)
         if made.returncode != 0:
             raise RuntimeError(f"ar failed: {made.stderr}")
