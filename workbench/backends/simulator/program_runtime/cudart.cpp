@@ -167,6 +167,7 @@ struct Heap {
         open_end = base;
     }
     void* allocate(size_t bytes) {
+        if (bytes > size) return nullptr;  // before rounding: span() would wrap near SIZE_MAX
         size_t n = span(bytes);
         for (auto it = freed.begin(); it != freed.end(); ++it)
             if (it->second >= n) {
@@ -177,7 +178,7 @@ struct Heap {
                 live[p] = bytes;
                 return (void*)p;
             }
-        if (top + n > base + size) return nullptr;
+        if (n > base + size - top) return nullptr;
         uintptr_t p = top;
         top += n;
         live[p] = bytes;
@@ -475,7 +476,7 @@ static bool locate(const void* p, size_t n, Side* side, const char* api, const c
                  role, p, h->what);
             return false;
         }
-        if (a + n > it->first + it->second) {
+        if (n > it->first + it->second - a) {
             fail(cudaErrorInvalidValue, "%s: %zu bytes at the %s %p run past the end of its allocation "
                  "(%zu bytes, %zu of them from this address)", api, n, role, p, it->second,
                  (size_t)(it->first + it->second - a));
