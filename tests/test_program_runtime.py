@@ -32,3 +32,41 @@ def test_a_huge_cuda_malloc_fails_and_later_allocations_do_not_overlap():
     assert lines[0] == "huge: out of memory 1"
     assert lines[1] == "overlap: 0"
     assert lines[2] == "past end: invalid argument"
+
+
+DYNAMIC_SHARED = r"""
+#include <cstdio>
+template <typename T>
+__global__ void fill(T* out) {
+    extern __shared__ unsigned char smem[];
+    smem[threadIdx.x] = 1;
+    __syncthreads();
+    out[threadIdx.x] = smem[threadIdx.x];
+}
+int main() {
+    float* d;
+    cudaMalloc(&d, 64 * sizeof(float));
+    const int bytes = 64 << 10;
+    fill<<<1, 64, bytes>>>(d);
+    printf("without opt-in: %s\n", cudaGetErrorString(cudaGetLastError()));
+    printf("attribute: %s\n", cudaGetErrorString(cudaFuncSetAttribute(
+        fill<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)));
+    fill<<<1, 64, bytes>>>(d);
+    printf("with opt-in: %s\n", cudaGetErrorString(cudaGetLastError()));
+    fill<<<1, 64, bytes + 1024>>>(d);
+    printf("above the opt-in: %s\n", cudaGetErrorString(cudaGetLastError()));
+    printf("too much: %s\n", cudaGetErrorString(cudaFuncSetAttribute(
+        fill<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, 1 << 30)));
+    cudaGetLastError();
+    fill<<<1, 64, 48 << 10>>>(d);
+    printf("48 KiB: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 0;
+}
+"""
+
+
+def test_dynamic_shared_memory_above_48_kib_needs_the_opt_in():
+    lines = sim(DYNAMIC_SHARED).stdout.splitlines()
+    assert lines == ["without opt-in: invalid argument", "attribute: no error",
+                     "with opt-in: no error", "above the opt-in: invalid argument",
+                     "too much: invalid argument", "48 KiB: no error"]

@@ -51,7 +51,7 @@ def is_source(name: str) -> bool:
 def supported_api() -> tuple[str, ...]:
     """The ``cuda*`` functions the program runtime provides (read from its header)."""
     text = cxx.blank_comments_and_literals(HEADER.read_text())
-    macros = set(re.findall(r"#\s*define\s+(\w+)", text))
+    macros = set(re.findall(r"#\s*define\s+(\w+)\b(?!\()", text))  # object-like ones
     return tuple(sorted(set(re.findall(r"\b(cuda[A-Z]\w*)\s*\(", text)) - macros))
 
 
