@@ -74,3 +74,17 @@ def test_a_failing_program_leaves_no_files(simulator_profiled):
     with pytest.raises(wb.ProfileFailed):
         ncu.profile_command([sys.executable, "-c", "raise SystemExit(3)"], what="a program")
     assert _left(simulator_profiled) == []
+
+
+def test_the_magics_drop_only_the_profilers_progress_lines(capsys):
+    pytest.importorskip("IPython")
+    from workbench.ipython.profile_magic import _print_output
+    output = "\n".join([
+        "==PROF== Connected to process 4242", "Collecting data...",
+        "Generating '/tmp/nsys-report-1a2b.qdstrm'", "[1/1] [========================100%] trace.nsys-rep",
+        "Generated:", "    /tmp/workbench-nsys-x/trace.nsys-rep",
+        "Processing the batch", "Generating tables for 3 runs", "Collecting data from the GPU: 12 MB",
+        "==PROF== Disconnected from process 4242"])
+    _print_output(output)
+    assert capsys.readouterr().out.splitlines() == [
+        "Processing the batch", "Generating tables for 3 runs", "Collecting data from the GPU: 12 MB"]
