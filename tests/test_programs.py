@@ -628,3 +628,13 @@ def test_magic_line_splitting():
     assert compiler == ["-O3", "-lcurand", "-Xcompiler", "-fopenmp"]
     assert args == ["a", "b"]
 
+
+
+def test_xcompiler_with_several_flags_in_one_value_builds_on_the_simulator():
+    o = parse_options('-Xcompiler "-Wall -Wextra" -Xcompiler -fopenmp,-O1 -Xlinker "-rpath,/opt/x"')
+    compile_flags, link_flags = o.gxx_args()
+    assert compile_flags == ["-Wall", "-Wextra", "-fopenmp", "-O1"]
+    assert link_flags == ["-fopenmp", "-Wl,-rpath", "-Wl,/opt/x"]
+    source = "#include <cstdio>\nint main() { int unused; printf(\"built\\n\"); return 0; }\n"
+    run = sim(source, options='-Xcompiler "-Wall -Wextra"')
+    assert run.stdout == "built\n" and "unused" in run.build.log
