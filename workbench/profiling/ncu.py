@@ -223,10 +223,10 @@ def profile_executable(path, args=(), *, kernel: str | None = None, launch_skip:
     """
     resolved = resolve_executable(path, cwd)
     tools.require("ncu")
-    tools.require_gpu("Nsight Compute")
+    device_env = tools.require_gpu("Nsight Compute")
     return profile_command([resolved, *map(str, args)],
                            what=" ".join([os.path.basename(os.fspath(path)), *map(str, args)]),
-                           env=child_environment(), kernel=name_filter(kernel), launch_skip=launch_skip,
+                           env={**child_environment(), **device_env}, kernel=name_filter(kernel), launch_skip=launch_skip,
                            launch_count=launch_count, metrics=metrics, timeout=timeout, cwd=cwd,
                            report_dir=report_dir)
 

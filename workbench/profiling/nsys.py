@@ -185,10 +185,10 @@ def trace_executable(path, args=(), *, timeout: float = 600, cwd=None, report_di
     ``args``; ``report_dir``: keep the ``.nsys-rep`` file there."""
     resolved = resolve_executable(path, cwd)
     tools.require("nsys")
-    tools.require_gpu("Nsight Systems")
+    device_env = tools.require_gpu("Nsight Systems")
     return trace_command([resolved, *map(str, args)],
                          what=" ".join([os.path.basename(os.fspath(path)), *map(str, args)]),
-                         timeout=timeout, cwd=cwd, report_dir=report_dir)
+                         env={**child_environment(), **device_env}, timeout=timeout, cwd=cwd, report_dir=report_dir)
 
 
 def trace_code(code: str, user_ns: dict | None = None, *, timeout: float = 600,

@@ -89,14 +89,18 @@ def require_gpu_backend(what: str):
     return b
 
 
-def require_gpu(what: str) -> None:
+def require_gpu(what: str) -> dict[str, str]:
     """:class:`~workbench.ProfilerUnavailable` when this machine has no GPU
-    (a program may be profiled whichever backend is active)."""
-    if active_backend().simulated:
+    (a program may be profiled whichever backend is active); else the
+    environment that runs a program on the active device (none when the
+    active backend is the simulator)."""
+    b = active_backend()
+    if b.simulated:
         reason = gpu_unavailable_reason()
         if reason:
             raise ProfilerUnavailable(f"{what} needs an NVIDIA GPU, and there is none here "
                                       f"({reason}): run on a machine with a GPU.")
+    return b.child_environment()
 
 
 def failure(tool: str, output: str) -> ProfilerUnavailable | None:
