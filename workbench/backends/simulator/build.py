@@ -108,15 +108,18 @@ def _require_compiler() -> str:
     return exe
 
 
-def _atomic_build(target: Path, command: list[str]) -> subprocess.CompletedProcess:
+def _atomic_build(target: Path, command: list[str], before_replace=None) -> subprocess.CompletedProcess:
     """Run ``command`` with ``{out}`` replaced by a temporary file in the
-    cache's folder, then move it to ``target`` (never a half-written file)."""
+    cache's folder, then move it to ``target`` (never a half-written file);
+    ``before_replace()`` runs after a successful build, before the move."""
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
     os.close(fd)
     try:
         proc = subprocesses.run([c.replace("{out}", tmp) for c in command],
-                              text=True, timeout=600)
+                                text=True, timeout=600)
         if proc.returncode == 0:
+            if before_replace is not None:
+                before_replace()
             os.replace(tmp, target)
         return proc
     finally:

@@ -27,6 +27,8 @@ from typing import Mapping, Sequence
 
 from ... import subprocesses
 from ... import cxx
+from ...cache import (dependencies_unchanged, library_files, read_depfile, record_dependencies,
+                      relative_folders)
 from ..base import CompileFailed, DeviceProperties
 from . import build
 from .source import find_unsupported, rewrite_dynamic_shared
@@ -236,11 +238,13 @@ def build_program(files: Mapping[str, str], sources: Sequence[str] | None = None
     texts = {n: (generate(n, t, defines) if n in sources else rewrite_launches(rewrite_dynamic_shared(t)))
              for n, t in files.items()}
     flags = [*PROGRAM_FLAGS, build.std_flag(std), *compile_flags]
-    key_text = "\n".join([program_fingerprint(), " ".join(flags), " ".join(link_flags),
+    # a relative -I or -L folder is found from the current one
+    where = os.getcwd() if relative_folders([*flags, *link_flags]) else ""
+    key_text = "\n".join([program_fingerprint(), "deps 1", where, " ".join(flags), " ".join(link_flags),
                           *(f"{n}\n{t}" for n, t in sorted(texts.items()))])
     key = hashlib.sha256(key_text.encode()).hexdigest()[:24]
     target = build.CACHE.path(f"prog-{key}")
-    if target.exists():
+    if target.exists() and dependencies_unchanged(target):  # headers from -I folders, libraries
         return ProgramBinary(target, "", True)
     exe = build._require_compiler()
     archive = runtime_archive()
@@ -253,17 +257,30 @@ def build_program(files: Mapping[str, str], sources: Sequence[str] | None = None
             path.write_text(text)
             if name in sources:
                 units.append(str(path))
-        command = [exe, *flags, "-iquote", tmp, "-I", str(build.PRELUDE_DIR), "-I", str(RUNTIME_DIR),
-                   "-x", "c++", *units, "-x", "none", str(archive), "-o", "{out}", "-pthread",
-                   *link_flags]
-        proc = build._atomic_build(target, command)
+        includes = ["-iquote", tmp, "-I", str(build.PRELUDE_DIR), "-I", str(RUNTIME_DIR)]
+        depfile = str(folder / "program.d")
+        # g++ -MD writes one rule for the last unit only: with several, -M passes follow
+        deps_args = ["-MD", "-MF", depfile] if len(units) == 1 else []
+        command = [exe, *flags, *includes, *deps_args, "-x", "c++", *units, "-x", "none", str(archive),
+                   "-o", "{out}", "-pthread", *link_flags]
+
+        def dependencies() -> None:  # before the binary is in place (build._atomic_build)
+            found = read_depfile(depfile)
+            for i, unit in enumerate(units if len(units) > 1 else ()):
+                one = str(folder / f"unit{i}.d")
+                subprocesses.run([exe, *flags, *includes, "-x", "c++", unit, "-M", "-MF", one],
+                                 text=True, timeout=600)
+                found += read_depfile(one)
+            record_dependencies(target, [*found, *library_files(link_flags)], exclude=tmp)
+
+        proc = build._atomic_build(target, command, before_replace=dependencies)
         log = proc.stderr.replace(tmp + "/", "").replace(str(build.PRELUDE_DIR) + "/", "")
         log = re.sub(r"(\S+)\.wbsim\.cpp", r"\1", log)
     if proc.returncode != 0:
         raise CompileFailed(explain_log(log) or f"g++ failed with exit code {proc.returncode}",
                             compiler="g++")
     shown = [str(target) if c == "{out}" else re.sub(r"\.wbsim\.cpp$", "", c.replace(tmp + "/", ""))
-             for c in command]
+             for c in command if c not in deps_args]
     return ProgramBinary(target, log, False, shown)
 
 
