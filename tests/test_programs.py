@@ -629,6 +629,17 @@ def test_magic_line_splitting():
     assert args == ["a", "b"]
 
 
+def test_magic_line_mistakes_say_what_is_wrong():
+    from workbench.ipython.program_magic import split_line
+    with pytest.raises(ProgramOptionError, match="close the quote"):
+        split_line("--args 'unclosed -O3")
+    with pytest.raises(ProgramOptionError, match="did you mean --timeout.*--build-only"):
+        split_line("--timout 5 -O3")
+    with pytest.raises(ProgramOptionError, match="did you mean --build-only"):
+        split_line("--build_only")
+    own, compiler, _ = split_line("--use_fast_math --gpu-architecture=sm_90 --extra-device-vectorization")
+    assert own == [] and compiler[0] == "--use_fast_math"
+
 
 def test_xcompiler_with_several_flags_in_one_value_builds_on_the_simulator():
     o = parse_options('-Xcompiler "-Wall -Wextra" -Xcompiler -fopenmp,-O1 -Xlinker "-rpath,/opt/x"')

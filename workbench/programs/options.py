@@ -117,6 +117,11 @@ class ProgramOptions:
         return compile_flags, link_flags
 
 
+def known_long_option(name: str) -> bool:
+    """Whether ``--name`` is an nvcc long option the workbench knows."""
+    return name in _LONG_NAMES or name in _LONG_NAMES.values()
+
+
 def _host_pieces(option: str, value: str | None) -> list[str]:
     """The host compiler's (or linker's) arguments in an ``-Xcompiler`` /
     ``-Xlinker`` value: split at commas as nvcc does, then each piece as a
