@@ -1,5 +1,7 @@
 """The simulator's CUDA runtime for whole programs behaves as a GPU's does
 where programs rely on it: allocation limits, the dynamic shared memory opt-in."""
+import pytest
+
 import workbench as wb
 
 
@@ -70,3 +72,26 @@ def test_dynamic_shared_memory_above_48_kib_needs_the_opt_in():
     assert lines == ["without opt-in: invalid argument", "attribute: no error",
                      "with opt-in: no error", "above the opt-in: invalid argument",
                      "too much: invalid argument", "48 KiB: no error"]
+
+
+MACRO_LAUNCH = r"""
+#include <cassert>
+#define LAUNCH(kern, threads) kern<<<1, threads>>>(out)
+#define LAUNCH_ON(kern, threads) \
+    kern<<<1, threads>>>(out)
+__global__ void checked(int* out) { assert(threadIdx.x < 2); out[threadIdx.x] = 1; }
+int main(int argc, char** argv) {
+    int* out;
+    cudaMalloc(&out, 64 * sizeof(int));
+    if (argc > 1) { LAUNCH_ON(checked, 8); } else { LAUNCH(checked, 8); }
+    cudaDeviceSynchronize();
+    return 0;
+}
+"""
+
+
+def test_a_launch_inside_a_macro_is_named_after_the_kernel():
+    for args in ((), ("continued",)):
+        with pytest.raises(wb.ProgramError) as info:
+            sim(MACRO_LAUNCH, args=args)
+        assert "kernel 'checked'" in info.value.fault, info.value.fault

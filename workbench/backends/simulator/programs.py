@@ -124,6 +124,16 @@ def _chevron_close(code: str, start: int) -> int:
     return -1
 
 
+def _macro_parameters(code: str, at: int) -> list[str]:
+    """The parameters of the function-like ``#define`` whose body holds
+    offset ``at`` of ``code`` (continued lines included), or []."""
+    start = code.rfind("\n", 0, at) + 1
+    while start > 1 and code[:start - 1].rstrip(" \t").endswith("\\"):
+        start = code.rfind("\n", 0, start - 1) + 1
+    m = re.match(r"[ \t]*#[ \t]*define[ \t]+\w+\(([^)]*)\)", code[start:at])
+    return [p.strip() for p in m.group(1).split(",")] if m else []
+
+
 def rewrite_launches(source: str) -> str:
     """``source`` with every ``kernel<<<...>>>(args)`` turned into a call of
     the program runtime, each line where it was."""
@@ -149,8 +159,11 @@ def rewrite_launches(source: str) -> str:
             continue
         kernel = source[callee:at]
         name = " ".join(kernel.split()).replace("\\", "\\\\").replace('"', '\\"')
+        quoted = f'"{name}"'
+        if name in _macro_parameters(code, callee):  # #define LAUNCH(k) k<<<...>>>: the argument's name
+            quoted = f"#{name}"
         args = source[paren + 1:end]
-        text = (f'__wbsim_launch_program("{name}", __wbsim_cfg({source[at + 3:close]}), '
+        text = (f'__wbsim_launch_program({quoted}, __wbsim_cfg({source[at + 3:close]}), '
                 f"[&](auto... __wbsim_a) {{ {kernel}(__wbsim_a...); }}"
                 + (f", {args})" if args.strip() else ")"))
         text += "\n" * source.count("\n", close, paren)
