@@ -88,3 +88,15 @@ def test_the_magics_drop_only_the_profilers_progress_lines(capsys):
     _print_output(output)
     assert capsys.readouterr().out.splitlines() == [
         "Processing the batch", "Generating tables for 3 runs", "Collecting data from the GPU: 12 MB"]
+
+
+def test_retries_for_unknown_metrics_share_one_timeout(tmp_path, monkeypatch):
+    fake = tmp_path / "ncu"  # every run: 0.4 s, then an unknown metric (the first one asked for)
+    fake.write_text(f"#!{sys.executable}\nimport sys, time\nargs = sys.argv[1:]\ntime.sleep(0.4)\n"
+                    "print('==ERROR== Failed to find metric ' + args[args.index('--metrics') + 1]"
+                    ".split(',')[0])\nsys.exit(1)\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("WORKBENCH_NCU", str(fake))
+    with pytest.raises(wb.ProfileFailed, match="took longer than 1 s"):
+        ncu.profile_command(["true"], what="true", timeout=1,
+                            metrics=["a.sum", "b.sum", "c.sum", "d.sum", "gpu__time_duration.sum"])
