@@ -97,9 +97,11 @@ class _Stream:
             shown = text[:room]
             self.echoed += len(shown)
             target = sys.stdout if self.name == "stdout" else sys.stderr
+            text = text[room:]
+            if text:  # the limit is reached now: say so while the program may still run
+                shown += f"\n[workbench: {self.name} is not shown past here ...]\n"
             target.write(shown)
             target.flush()
-            text = text[room:]
         self.unechoed += len(text)
 
     def note(self) -> None:
