@@ -34,6 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ... import subprocesses
 from ...errors import KernelArgumentError, KernelFault, LaunchConfigError
 from ... import cxx
 from ..base import (Backend, CompileFailed, CompileOptions, DeviceProperties, KernelResources,
@@ -578,7 +579,7 @@ def _explain_load_error(message: str) -> str:
         return f"{SOURCE_NAME}:1:1: error: the compiled cell cannot be loaded: {message}"
     name = m.group(1)
     try:
-        name = subprocess.run(["c++filt", name], capture_output=True, text=True,
+        name = subprocesses.run(["c++filt", name], text=True,
                               timeout=10).stdout.strip() or name
     except (OSError, subprocess.SubprocessError):
         pass
