@@ -312,8 +312,22 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def create_event(self) -> Any: ...
 
+    def destroy_event(self, event) -> None:
+        """Free ``event`` (made by :meth:`create_event`); it is not used again."""
+
     @abc.abstractmethod
-    def record_event(self, event, stream=None) -> None: ...
+    def record_event(self, event, stream=None) -> None:
+        """Mark the point after the work queued on ``stream``; the event and
+        the stream must belong to one device (as CUDA requires)."""
+
+    def stream_done(self, stream) -> bool:
+        """True when the work queued on ``stream`` so far has finished (never blocks)."""
+        event = self.create_event()
+        try:
+            self.record_event(event, stream)
+            return self.event_done(event)
+        finally:
+            self.destroy_event(event)
 
     @abc.abstractmethod
     def stream_wait_event(self, stream, event) -> None:

@@ -482,6 +482,12 @@ class CupyBackend(Backend):
     def create_event(self):
         return runtime.eventCreate()
 
+    def destroy_event(self, event) -> None:
+        runtime.eventDestroy(event)
+
+    def stream_done(self, stream) -> bool:
+        return (stream or cupy.cuda.get_current_stream()).done  # cudaStreamQuery
+
     def stream_wait_event(self, stream, event) -> None:
         runtime.streamWaitEvent((stream or cupy.cuda.get_current_stream()).ptr, event, 0)
 
