@@ -395,6 +395,10 @@ class Backend(abc.ABC):
         (``cudaDevAttrConcurrentManagedAccess``)."""
         return False
 
+    def release_pinned_cache(self) -> None:
+        """Give the pinned (page-locked) host blocks that no array uses back to
+        the system (a pool keeps them otherwise)."""
+
     def prefetch(self, array, device: int, stream=None) -> None:
         """Queue moving managed ``array``'s pages to ``device`` (-1: the host)."""
         raise NotImplementedError(f"the {self.name} backend cannot prefetch managed memory")

@@ -555,6 +555,9 @@ class CupyBackend(Backend):
         size = int(numpy.prod(shape)) * dtype.itemsize
         return cupy.ndarray(shape, dtype, memptr=cupy.cuda.malloc_managed(max(size, 1)))
 
+    def release_pinned_cache(self) -> None:
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+
     def managed_prefetch_supported(self, index: int | None = None) -> bool:
         return bool(self.device_attribute("cudaDevAttrConcurrentManagedAccess", index))
 

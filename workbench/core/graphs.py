@@ -73,6 +73,12 @@ def _arg_text(a) -> str:
         return "NULL"
     if isinstance(a, np.generic):
         return repr(a.item())
+    if isinstance(a, (bool, int, float)):
+        return repr(a)
+    if isinstance(a, (list, tuple)):  # Numba and Triton nodes: (arguments, meta, grid)
+        return "(" + ", ".join(_arg_text(x) for x in a) + ")"
+    if isinstance(a, dict):
+        return ", ".join(f"{k}={_arg_text(v)}" for k, v in a.items())
     shape = getattr(a, "shape", None)
     return f"{getattr(a, 'dtype', '?')}[{', '.join(map(str, shape))}]" if shape is not None else "?"
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 
-from ..errors import DeviceError, WorkbenchError
+from ..errors import WorkbenchError
+from ..hardware.properties import check_device_index
 from ..present.tables import html_fields
 from ..runtime.session import backend, session
 
@@ -187,10 +188,7 @@ def _on_device(b, index: int):
 
 
 def _check_device(b, index) -> None:
-    count = b.device_count()
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
-        raise DeviceError(f"No device {index!r}: this {b.name} backend has {count} device"
-                          f"{'s' if count != 1 else ''}; pass an index from 0 to {count - 1}.")
+    check_device_index(b, index)
 
 
 def device(index: int):
