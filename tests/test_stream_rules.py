@@ -111,8 +111,9 @@ def test_calls_that_wait_are_refused_inside_a_capture(backend):
     n = 256
     x = wb.to_device(np.zeros(n, np.float32))
     s = wb.Stream()
+    h = wb.pinned((n,), np.float32)
     calls = [wb.synchronize, s.synchronize, lambda: s.done, wb.timings,
-             lambda: wb.copy(x, wb.pinned((n,), np.float32), sync=True)]
+             lambda: wb.copy(x, h, sync=True)]
     for call in calls:
         with pytest.raises(wb.WorkbenchError, match="inside wb.graph"):
             with wb.graph() as g:
@@ -199,7 +200,7 @@ def _places_work_where_it_ran():
     copy, kernel = t.lane("one")
     assert copy.kind == "copy" and kernel.kind == "kernel"
     assert copy.end <= kernel.start + 0.05       # in order on one stream: no overlap (ms)
-    assert t.overlap == 0.0
+    assert t.overlap == 0.0 if wb.backend().simulated else t.overlap < 0.01
     frame = wb.timings().iloc[-2:]
     starts, ends = frame["start_ms"], frame["start_ms"] + frame["ms"]
     slack = 2.0                                  # ms: the host clock against the device's
