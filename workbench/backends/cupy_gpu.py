@@ -485,8 +485,10 @@ class CupyBackend(CupyTransfers, Backend):
                 runtime.deviceSynchronize()
 
     def stream_device(self, stream) -> int:
-        device = getattr(stream if stream is not None else cupy.cuda.get_current_stream(),
-                         "device_id", -1)
+        stream = stream if stream is not None else cupy.cuda.get_current_stream()
+        if not hasattr(stream, "ptr"):
+            raise TypeError(f"not a CUDA stream: {stream!r}")
+        device = getattr(stream, "device_id", -1)
         return device if device >= 0 else runtime.getDevice()  # -1: the null stream singletons
 
     def is_default_stream(self, stream) -> bool:
