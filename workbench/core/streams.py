@@ -272,6 +272,7 @@ class Event:
         """Milliseconds from this event to ``end`` (waits for ``end``)."""
         self._check_recorded("elapsed_ms")
         end._check_recorded("elapsed_ms")
+        refuse_in_capture("Event.elapsed_ms()")
         if end.device != self.device:
             raise WorkbenchError(f"events of devices {self.device} and {end.device} have no "
                                  "common clock; time each device with its own events")

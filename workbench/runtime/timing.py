@@ -241,28 +241,41 @@ class TimingLog:
     def _keep_until_done(self, b, stream, keep) -> None:
         """Keep ``keep`` referenced until the work queued on ``stream`` so far is
         done (an event polled here, at the next such call, and when the log is read)."""
-        kept = self._kept
-        while kept and b.event_done(kept[0][0]):
-            event, _, pool = kept.popleft()
-            pool.append(event)
-        free = self._free
-        try:
-            event = free.pop()
-        except IndexError:
+        if self._kept:
+            self._release_kept(wait=False)
+        free = self._free if b is self._backend else None
+        event = None
+        if free:
+            try:
+                event = free.pop()
+            except IndexError:
+                pass
+        if event is None:
             event = b.create_event()
         b.record_event(event, stream)
-        kept.append((event, keep, free))
+        self._kept.append((event, keep, free, b))
 
-    def _release_kept(self, b, wait: bool) -> None:
+    def _release_kept(self, b=None, wait: bool = False) -> None:
+        """Let go of the arrays of paused copies that are done (all, waiting for
+        them, with ``wait``); their events go back to their pools."""
         kept = self._kept
-        while kept and (wait or b.event_done(kept[0][0])):
-            event, _, pool = kept.popleft()
-            if wait:
+        while kept:
+            event, _, pool, owner = kept[0]
+            try:
+                if wait:
+                    owner.event_synchronize(event)
+                elif not owner.event_done(event):
+                    break
+            except Exception:  # a fault: raised where the user waits
+                pass
+            kept.popleft()
+            if pool is not None:
+                pool.append(event)
+            else:
                 try:
-                    b.event_synchronize(event)
-                except Exception:  # a fault: raised where the user waits
+                    owner.destroy_event(event)
+                except Exception:
                     pass
-            pool.append(event)
 
     def name_stream(self, stream, label: str) -> None:
         """Call ``stream`` (a backend stream) ``label`` in the ``stream`` column."""
@@ -290,7 +303,7 @@ class TimingLog:
         old = self._backend
         if old is not None:
             self.resolve_all(old)
-            self._release_kept(old, wait=True)
+            self._release_kept(wait=True)
             self._free_events(old)
         self._pools = {}
         self._device = _device_of(b)
@@ -339,7 +352,7 @@ class TimingLog:
             if self._awaiting and b is self._backend:
                 done += self._match(self._activity.take(), final=False)
             if self._kept:
-                self._release_kept(b, wait=False)
+                self._release_kept(wait=False)
         return done
 
     def resolve_all(self, b=None) -> None:
@@ -357,7 +370,7 @@ class TimingLog:
                     pass
                 self._match(self._activity.take(), final=True)
             if self._kept:
-                self._release_kept(b, wait=False)
+                self._release_kept(wait=False)
 
     def _match(self, records: list, final: bool) -> int:
         """Give the awaiting launches, in order, the times of CUPTI's records
