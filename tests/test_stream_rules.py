@@ -205,3 +205,12 @@ def _places_work_where_it_ran():
     starts, ends = frame["start_ms"], frame["start_ms"] + frame["ms"]
     slack = 2.0                                  # ms: the host clock against the device's
     assert (starts >= before * 1e3 - slack).all() and (ends <= after * 1e3 + slack).all()
+
+
+def test_nodes_of_numba_and_triton_kernels_show_their_arguments(backend):
+    from workbench.core.graphs import GraphNode
+    x = wb.allocate((64,), np.float32)
+    # a Python-kernel node holds (converted arguments, meta-parameters, grid)
+    node = GraphNode("kernel", "add", (2, 1, 1), (32, 1, 1), 0, None, None,
+                     [[x, np.float32(2.0), 64], {"BLOCK": 128}, (2,)])
+    assert node.row(0)["args"] == "(float32[64], 2.0, 64), BLOCK=128, (2)"
