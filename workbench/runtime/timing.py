@@ -30,6 +30,7 @@ import weakref
 
 from ..errors import WorkbenchError
 from ..present.tables import pandas
+from .clocks import DeviceClocks
 
 
 # fields of a launch record (a list, built on the hot path); START and END
@@ -45,11 +46,6 @@ from ..present.tables import pandas
 _LOOKAHEAD = 64
 COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backend", "language",
            "kind", "stream", "device", "bytes", "gbps", "start_ms"]
-
-#: An anchor event places records for at most this many ms after it (CUDA's
-#: elapsed times are single-precision milliseconds: 1 s keeps them to about
-#: 0.1 us); a later record gets a new anchor.
-ANCHOR_SPAN_MS = 1000.0
 
 
 class _Pool(collections.deque):
@@ -89,11 +85,7 @@ class TimingLog:
         self._cupti_offset = None  # host ms - CUPTI ms, set at the first CUPTI record
         self._lock = threading.Lock()
         self._session = session
-        #: device -> [event, absolute host ms]: an event recorded on an idle
-        #: stream when the log is read, paired with the host clock then; records
-        #: are placed on the timeline by their offset from it
-        self._anchors: dict = {}
-        self._clock_streams: dict = {}  # device -> the idle stream anchors are recorded on
+        self._clocks = DeviceClocks()  # the device clocks paired with the host's (timeline)
         #: id(backend stream) -> [weak reference to the stream, label] for the
         #: ``stream`` column (weak: the log must not keep streams alive)
         self._stream_names: dict = {}
@@ -314,8 +306,6 @@ class TimingLog:
     def _free_events(self, b) -> None:
         """Destroy the pooled and anchor events of backend ``b`` (the log leaves it)."""
         events = [e for pool in self._pools.values() for e in pool]
-        events += [a[0] for a in self._anchors.values()]
-        self._anchors = {}
         for pool in self._pools.values():
             pool.clear()
         for event in events:
@@ -323,7 +313,7 @@ class TimingLog:
                 b.destroy_event(event)
             except Exception:  # a context that is gone: nothing left to free
                 pass
-        self._clock_streams = {}
+        self._clocks.free(b)
 
     @property
     def source(self) -> str:
@@ -453,46 +443,8 @@ class TimingLog:
         rec[STREAM] = self.stream_label(b, rec[STREAM])  # (the log keeps no stream alive)
 
     def _place(self, b, rec: list) -> None:
-        """Set the record's start time on the timeline: its offset on the
-        device's clock from the device's anchor, an event whose host time is known."""
-        device = rec[DEVICE]
-        anchor = self._anchors.get(device)
-        if anchor is None or (rec[WALL] * 1e3 > anchor[1]
-                              and b.timeline_offset_ms(anchor[0], rec[START]) > ANCHOR_SPAN_MS):
-            anchor = self._anchor(b, device)
-        if rec[WALL] * 1e3 >= anchor[1]:  # queued after the anchor was done: later on the device
-            offset = b.timeline_offset_ms(anchor[0], rec[START])
-        else:
-            offset = -b.timeline_offset_ms(rec[START], anchor[0])
-        rec[T0] = anchor[1] + offset
-
-    def _anchor(self, b, device) -> list:
-        """A new anchor for ``device``: an event recorded on an idle stream of
-        the device, waited for, and paired with the host clock (the middle of
-        the wait: off by half its length at most, a few microseconds)."""
-        old = self._anchors.pop(device, None)
-        previous = b.current_device()
-        if device != previous:
-            b.set_device(device)
-        try:
-            stream = self._clock_streams.get(device)
-            if stream is None:
-                stream = self._clock_streams[device] = b.create_stream(non_blocking=True)
-            event = b.create_event()
-            before = time.time()
-            b.record_event(event, stream)
-            b.event_synchronize(event)
-            after = time.time()
-        finally:
-            if device != previous:
-                b.set_device(previous)
-        anchor = self._anchors[device] = [event, (before + after) * 500.0]
-        if old is not None:
-            try:
-                b.destroy_event(old[0])
-            except Exception:
-                pass
-        return anchor
+        """Set the record's start time on the timeline (see :mod:`.clocks`)."""
+        rec[T0] = self._clocks.place(b, rec[DEVICE], rec[START], rec[WALL])
 
     def clear(self) -> None:
         self.resolve_all()
