@@ -335,8 +335,22 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def create_event(self) -> Any: ...
 
+    def destroy_event(self, event) -> None:
+        """Free ``event`` (made by :meth:`create_event`); it is not used again."""
+
     @abc.abstractmethod
-    def record_event(self, event, stream=None) -> None: ...
+    def record_event(self, event, stream=None) -> None:
+        """Mark the point after the work queued on ``stream``; the event and
+        the stream must belong to one device (as CUDA requires)."""
+
+    def stream_done(self, stream) -> bool:
+        """True when the work queued on ``stream`` so far has finished (never blocks)."""
+        event = self.create_event()
+        try:
+            self.record_event(event, stream)
+            return self.event_done(event)
+        finally:
+            self.destroy_event(event)
 
     @abc.abstractmethod
     def stream_wait_event(self, stream, event) -> None:
@@ -403,6 +417,10 @@ class Backend(abc.ABC):
         """Whether device ``index`` takes prefetch and advice for managed memory
         (``cudaDevAttrConcurrentManagedAccess``)."""
         return False
+
+    def release_pinned_cache(self) -> None:
+        """Give the pinned (page-locked) host blocks that no array uses back to
+        the system (a pool keeps them otherwise)."""
 
     def prefetch(self, array, device: int, stream=None) -> None:
         """Queue moving managed ``array``'s pages to ``device`` (-1: the host)."""
