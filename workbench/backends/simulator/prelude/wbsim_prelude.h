@@ -53,7 +53,9 @@
 /* one block runs on one OS thread from start to end: its shared memory is thread_local */
 #define __shared__ thread_local
 #define __forceinline__ inline __attribute__((always_inline))
-#define __noinline__ __attribute__((noinline))
+/* empty, not __attribute__((noinline)): newer libstdc++ headers write __attribute__((__noinline__))
+   themselves, which that definition would break; inlining changes nothing here */
+#define __noinline__
 #define __inline__ inline
 #define __launch_bounds__(...)
 #define __maxnreg__(...)
