@@ -235,13 +235,20 @@ def standin_include_dir() -> str:
     """A folder holding :data:`BUILTIN_HEADERS` as files (for compilers that
     take include paths only, as CuPy's NVRTC compiles do), written once into
     the workbench's cache under a name that changes with their text."""
+    known = _STANDIN_DIR[0]
+    if known is not None and os.path.isdir(known):  # every compile asks: one stat, not one per header
+        return known
     digest = hashlib.sha256(repr(sorted(BUILTIN_HEADERS.items())).encode()).hexdigest()[:12]
     folder = DiskCache("nvrtc-headers").path(digest)
     if not all((folder / name).is_file() for name in BUILTIN_HEADERS):
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in BUILTIN_HEADERS.items():
             write_atomic(folder / name, text)
+    _STANDIN_DIR[0] = str(folder)
     return str(folder)
+
+
+_STANDIN_DIR: list = [None]  # the folder standin_include_dir() wrote, once checked
 
 
 @functools.lru_cache(maxsize=1)
