@@ -173,7 +173,7 @@ def evaluate(task: Task) -> dict[str, Any]:
                 compare_arrays(produced, task.expected, rtol=task.rtol, atol=task.atol,
                                what=f"{task.kernel} {task.config}")
             if task.keep_output:
-                row["output"] = to_numpy(produced).copy()
+                row["output"] = np.array(to_numpy(produced), copy=True)  # a plain ndarray: it travels
     except ResultMismatch as exc:
         row.update(status="check", reason=str(exc).split(". Fix the kernel")[0])
         return row
