@@ -43,7 +43,7 @@ class Task:
     compile_options: dict = field(default_factory=dict)  # std, fast_math, options, arch
     args: tuple = ()                  # host arrays and scalars, copied to the device each time
     grid: Any = None                  # a tuple, or grid(config) -> tuple; None with n
-    block: Any = None                 # the block when it is not tuned
+    block: Any = None                 # the block when it is not tuned, or block(config)
     n: Any = None                     # elements: the workbench picks the grid
     shared_mem: Any = 0               # bytes, or shared_mem(config) -> bytes
     output: int | None = None         # index of the argument holding the result
@@ -122,7 +122,7 @@ def precompile(task: Task) -> tuple[bool, str, float]:
 
 def _launch_options(task: Task) -> dict:
     config = task.config
-    block = task.block
+    block = task.block(config) if callable(task.block) else task.block
     dims = [config[k] for k in ("block_x", "block_y", "block_z") if k in config]
     if "block" in config:
         block = config["block"]

@@ -72,8 +72,8 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
     argument; any other name is a ``-D NAME=value`` define. ``restrictions``:
     callables of the configuration or expressions (``"TILE * TILE <= block"``).
     ``grid``/``n``/``shared_mem``: fixed, or functions of the configuration
-    dict (``grid=lambda c: (N // c["TILE"], N // c["TILE"])``); ``block`` is
-    the block when the space does not tune it.
+    dict (``grid=lambda c: (N // c["TILE"], N // c["TILE"])``); so may
+    ``block`` be, when the space does not tune it.
 
     ``objective``: "time" (the median, default), "gbps" (needs ``bytes=``),
     "gflops" (needs ``flops=``), "energy" (joules per launch from NVML's
