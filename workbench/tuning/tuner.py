@@ -32,6 +32,7 @@ DEFAULT_BUDGET = 50
 #: Asks in a row that bring nothing new (duplicates, restricted) before the
 #: search counts the space as exhausted.
 _IDLE_ASKS = 200
+_REPEATS_BEFORE_FILL = 3
 
 _progress_factory: Callable | None = None
 
@@ -315,8 +316,26 @@ def _search(search, space: Space, base: Task, runner: _Runner, result: TuneResul
             return False
         return len(seen) + len(restricted) < space.size and idle < _IDLE_ASKS
 
+    # When a sampler keeps proposing what it has seen (it has converged, or the
+    # restrictions reject its picks), an unseen configuration is put in front
+    # of it every _REPEATS_BEFORE_FILL asks, in a seeded random order.
+    order = np.random.default_rng(result.seed if isinstance(result.seed, int) else None)
+    unseen = [space.key(c) for c in order.permutation(np.array(space.configurations(), object))]
+    by_key = {space.key(c): c for c in space.configurations()}
+
+    def fill() -> bool:
+        while unseen:
+            key = unseen.pop()
+            if key not in seen:
+                search.enqueue(by_key[key])
+                return True
+        return False
+
     while True:
         while runner.in_flight() < runner.capacity and may_ask():
+            if idle and idle % _REPEATS_BEFORE_FILL == 0 and not fill():
+                idle = _IDLE_ASKS
+                break
             proposal = search.ask()
             if proposal is None:
                 idle = _IDLE_ASKS
