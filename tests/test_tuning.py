@@ -52,7 +52,14 @@ def expected_spin(out, base):
 
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    """A tuning cache of the test's own (the compile caches stay shared: faster)."""
+    from workbench.cache import DiskCache
+    from workbench.tuning import cache
+
+    class Private(DiskCache):
+        folder = tmp_path / "tuning"
+
+    monkeypatch.setattr(cache, "_cache", Private("tuning"))
 
 
 def test_the_grid_finds_the_known_optimum(backend):
@@ -266,20 +273,22 @@ def test_a_kernel_pickles_as_its_source(backend):
 
 # -- Dask ------------------------------------------------------------------------------------
 
-def _cluster(**options):
+def _cluster(monkeypatch, **options):
     distributed = pytest.importorskip("distributed")
+    # worker processes choose their backend as this one does: the simulator here
+    monkeypatch.setenv("WORKBENCH_BACKEND", "simulator")
     cluster = distributed.LocalCluster(dashboard_address=None, threads_per_worker=1, **options)
     return cluster, distributed.Client(cluster)
 
 
 @pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
-def test_a_tune_on_a_local_cluster_equals_the_local_tune(processes):
+def test_a_tune_on_a_local_cluster_equals_the_local_tune(processes, monkeypatch):
     wb.use_backend("simulator")
     space = {"block": [64, 128, 4096], "W": [1, 2, 4, 5]}
     options = dict(space=space, restrictions="W != 1 or block == 64", grid=4,
                    progress=False, cache=False, **FAST)
     local = wb.tune(SPIN, spin_args(), **options)
-    cluster, client = _cluster(n_workers=2 if processes else 1, processes=processes)
+    cluster, client = _cluster(monkeypatch, n_workers=2 if processes else 1, processes=processes)
     with cluster, client:
         remote = wb.tune(SPIN, spin_args(), client=client, **options)
     assert remote.workers == (2 if processes else 1)
@@ -290,7 +299,7 @@ def test_a_tune_on_a_local_cluster_equals_the_local_tune(processes):
     assert remote.best == local.best == {"block": 128, "W": 2}
 
 
-def test_a_sweep_on_a_local_cluster_equals_the_local_sweep():
+def test_a_sweep_on_a_local_cluster_equals_the_local_sweep(monkeypatch):
     wb.use_backend("simulator")
     k = wb.compile(SPIN, defines=["W=2"])["spin"]
 
@@ -304,7 +313,7 @@ def test_a_sweep_on_a_local_cluster_equals_the_local_sweep():
                    setup=lambda size, block: {"out": setup(size, block)[0],
                                               "base": np.int64(2000), "block": block})
     local = wb.sweep(run, **options)
-    cluster, client = _cluster(n_workers=1, processes=False)
+    cluster, client = _cluster(monkeypatch, n_workers=1, processes=False)
     with cluster, client:
         remote = wb.sweep(run, client=client, **options)
     assert local[["name", "size", "block", "repeats"]].equals(remote[["name", "size", "block", "repeats"]])
@@ -317,9 +326,9 @@ def _die_once(marker):
     return os.getpid()
 
 
-def test_a_task_of_a_lost_worker_is_run_again(tmp_path):
+def test_a_task_of_a_lost_worker_is_run_again(tmp_path, monkeypatch):
     from workbench.benchmarking.distributed import Pool
-    cluster, client = _cluster(n_workers=2, processes=True)
+    cluster, client = _cluster(monkeypatch, n_workers=2, processes=True)
     with cluster, client:
         pool = Pool(client)
         pool.submit(_die_once, str(tmp_path / "died"), tag="x")
@@ -327,3 +336,18 @@ def test_a_task_of_a_lost_worker_is_run_again(tmp_path):
     assert len(results) == 1
     tag, value, error = results[0]
     assert tag == "x" and error is None and isinstance(value, int)
+
+
+def test_a_local_cluster_measures_on_each_virtual_device(monkeypatch, private_simulator):
+    pytest.importorskip("distributed")
+    from distributed import Client
+    monkeypatch.setenv("WORKBENCH_BACKEND", "simulator")
+    monkeypatch.setenv("WORKBENCH_SIM_DEVICES", "2")
+    private_simulator(devices=2)
+    with wb.tuning.local_cluster() as cluster, Client(cluster) as client:
+        r = wb.tune(SPIN, spin_args(), space={"W": [1, 2, 3, 4]}, block=128, grid=4,
+                    client=client, cache=False, progress=False, **FAST)
+    assert r.workers == 2
+    assert {row["device"] for row in r.rows} == {0, 1}      # worker k measures on device k
+    assert [row["status"] for row in r.rows] == ["ok", "ok", "ok", "check"]
+    assert r.best == {"W": 2}

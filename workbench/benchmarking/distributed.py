@@ -86,7 +86,11 @@ class Pool:
         earlier tasks (Dask passes their results). An untracked task
         (``track=False``) is only an input of others: :meth:`as_completed`
         does not yield it."""
-        future = self.client.submit(fn, *args, pure=False, **self._options(kind))
+        if kind == "measure":
+            future = self.client.submit(on_worker_device, fn, *args, pure=False,
+                                        **self._options(kind))
+        else:
+            future = self.client.submit(fn, *args, pure=False, **self._options(kind))
         if not track:
             return future
         self._tasks[future.key] = (fn, args, kind, tag, resubmits)
@@ -121,6 +125,60 @@ class Pool:
         for key in list(self._tasks):
             self._tasks.pop(key, None)
         self._as_completed.clear()
+
+
+def worker_device(name, count: int) -> int | None:
+    """The device a worker named ``name`` measures on when it sees ``count``
+    devices: worker ``k`` of a local cluster (named 0, 1, ...) takes device
+    ``k % count``; a worker with another name, or one device, takes the current one."""
+    if count <= 1:
+        return None
+    try:
+        return int(str(name)) % count
+    except ValueError:
+        return None
+
+
+def on_worker_device(fn, *args):
+    """``fn(*args)`` on this worker's own device (see :func:`worker_device`)."""
+    from distributed import get_worker  # lazy: runs on a Dask worker only
+    from ..core.streams import device
+    from ..runtime.session import backend as active_backend
+    try:
+        name = get_worker().name
+    except ValueError:       # not on a worker (a synchronous scheduler): the current device
+        name = None
+    index = worker_device(name, active_backend().device_count())
+    if index is None:
+        return fn(*args)
+    with device(index):
+        return fn(*args)
+
+
+def local_cluster(n_workers: int | None = None, *, processes: bool = True, **options):
+    """A Dask cluster on this machine with one measuring worker per device.
+
+    On a GPU with ``dask-cuda`` installed: ``LocalCUDACluster`` (each worker
+    sees its own GPU). Otherwise a ``LocalCluster`` of ``n_workers``
+    (default: one per device of the active backend, the simulator's virtual
+    devices included) single-threaded worker processes, worker ``k``
+    measuring on device ``k``; each worker process runs its own backend.
+    Use it as ``with local_cluster() as cluster, Client(cluster) as client``.
+    """
+    from ..runtime.session import backend as active_backend
+    distributed = require_dask()
+    b = active_backend()
+    n = n_workers or b.device_count()
+    if not b.simulated:
+        try:
+            from dask_cuda import LocalCUDACluster  # lazy: optional, GPU machines only
+        except ImportError:
+            pass
+        else:
+            return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(n))), **options)
+    options.setdefault("dashboard_address", None)
+    return distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
+                                    **options)
 
 
 def error_text(exc: BaseException) -> str:

@@ -9,6 +9,7 @@ here or on a Dask worker), :mod:`.tuner` (the search loop), :mod:`.result`
 The spreading over a Dask cluster is :mod:`workbench.benchmarking.distributed`,
 shared with ``wb.sweep``.
 """
+from ..benchmarking.distributed import local_cluster
 from .cache import TunedKernel, tuned
 from .result import TuneResult
 from .space import Space
@@ -16,4 +17,4 @@ from .strategies import STRATEGIES
 from .tuner import set_progress_factory, tune
 
 __all__ = ["tune", "tuned", "TuneResult", "TunedKernel", "Space", "STRATEGIES",
-           "set_progress_factory"]
+           "set_progress_factory", "local_cluster"]

@@ -18,7 +18,7 @@ OBJECTIVES = {"time": ("median_s", "minimize", "s"),
 
 #: Columns of the table besides the parameters.
 COLUMNS = ("index", "status", "reason", "median_s", "min_s", "repeats", "gbps", "gflops",
-           "energy_j", "compile_s", "measure_s")
+           "energy_j", "compile_s", "measure_s", "device")
 
 
 def objective_text(objective: str, value) -> str:

@@ -157,6 +157,7 @@ def evaluate(task: Task) -> dict[str, Any]:
         row.update(status="compile", reason=reason)
         return row
     b = active_backend()
+    row["device"] = b.current_device()
     start = time.perf_counter()
     try:
         options = _launch_options(task)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 import time
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -215,6 +216,7 @@ class _Runner:
         self.workers = 0
         self.capacity = 1
         self._done: list = []
+        self._payloads: dict = {}
         if client is not None:
             from ..benchmarking.distributed import Pool  # lazy: Dask only with a client
             self.pool = Pool(client)
@@ -229,8 +231,16 @@ class _Runner:
         if self.pool is None:
             self._done.append((task, handle, evaluate(task)))
             return
-        compiled = self.pool.submit(precompile, task, kind="compile", track=False)
-        self.pool.submit(evaluate_compiled, compiled, task, kind="measure", tag=(task, handle))
+        # the inputs and the reference travel once to every worker, not with each task
+        payload_key = (id(task.args), id(task.expected))
+        payload = self._payloads.get(payload_key)
+        if payload is None:
+            payload = self.pool.client.scatter((task.args, task.expected), broadcast=True)
+            self._payloads = {payload_key: payload}
+        light = replace(task, args=(), expected=None)
+        compiled = self.pool.submit(precompile, light, kind="compile", track=False)
+        self.pool.submit(evaluate_compiled, compiled, light, payload, kind="measure",
+                         tag=(task, handle))
 
     def in_flight(self) -> int:
         return self.pool.pending() if self.pool is not None else len(self._done)
@@ -255,9 +265,11 @@ class _Runner:
             self.pool.cancel()
 
 
-def evaluate_compiled(compiled, task: Task) -> dict:
+def evaluate_compiled(compiled, task: Task, payload) -> dict:
     """On a measuring worker: the row of a configuration whose compile (on a
-    CPU worker) failed, or its evaluation."""
+    CPU worker) failed, or its evaluation with ``payload`` (the inputs and
+    the reference output)."""
+    task = replace(task, args=payload[0], expected=payload[1])
     ok, reason, seconds = compiled
     if not ok:
         return {"index": task.index, "config": dict(task.config), "status": "compile",
