@@ -351,3 +351,20 @@ def test_a_local_cluster_measures_on_each_virtual_device(monkeypatch, private_si
     assert {row["device"] for row in r.rows} == {0, 1}      # worker k measures on device k
     assert [row["status"] for row in r.rows] == ["ok", "ok", "ok", "check"]
     assert r.best == {"W": 2}
+
+
+@pytest.mark.parametrize("strategy", ["random", "tpe", "cmaes", "qmc", "nsga2"])
+def test_every_optuna_strategy_keeps_to_its_budget(strategy):
+    pytest.importorskip("optuna")
+    wb.use_backend("simulator")
+    objective = ["time", "gbps"] if strategy == "nsga2" else "time"
+    try:
+        r = wb.tune(SPIN, spin_args(), space=SPACE, grid=4, strategy=strategy, budget=5, seed=0,
+                    objective=objective, bytes=lambda c: 1e3 * c["W"], cache=False,
+                    progress=False, **FAST)
+    except MissingExtra as exc:        # cmaes / scipy not installed: said in one line
+        assert "\n" not in str(exc) and "pip install" in str(exc)
+        return
+    assert len(r.rows) == 5 and len({tuple(row["config"].values()) for row in r.rows}) == 5
+    assert r.rows[0]["config"] == {"block": 32, "W": 1}     # the default configuration first
+    assert r.strategy == strategy and r.best is not None
