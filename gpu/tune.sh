@@ -52,7 +52,7 @@ timeout 120 python3 /tmp/tune_dask_probe.py 2>&1 | tee -a "$OUT/tune-dask-probe.
 if ! grep -q DASK_OK "$OUT/tune-dask-probe.log"; then
   echo "Dask cannot run here: the Dask parts below are skipped" | tee -a "$OUT/tune-dask-probe.log"
   mkdir -p /tmp/nodask
-  echo 'raise ImportError("hidden by gpu/tune.sh: Dask could not start a cluster here (see tune-dask-probe.log)")' > /tmp/nodask/distributed.py
+  echo 'raise ModuleNotFoundError("hidden by gpu/tune.sh: Dask could not start a cluster here (see tune-dask-probe.log)")' > /tmp/nodask/distributed.py
   export PYTHONPATH=/tmp/nodask:$PYTHONPATH
 fi
 
