@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+
 from ..benchmarking.engine import device_name
 from ..cache import DiskCache
 from ..core.kernel import Kernel, KernelTemplate
 from ..present.tables import plain_value
 from ..runtime.session import backend as active_backend
+from .arguments import host_copy, kernel_source, problem_size_of
+from .task import Task, compile_config, launch_options
 
 _cache = DiskCache("tuning")
 
@@ -81,9 +84,8 @@ class TunedKernel:
 
     def __init__(self, kernel, *, kernel_name: str | None = None, problem_size=None,
                  block=None, verbose: bool = True):
-        from .tuner import _kernel_source  # lazy: tuner imports this module
         self._source, self.name, self._template_params, self._options = \
-            _kernel_source(kernel, kernel_name)
+            kernel_source(kernel, kernel_name)
         self._kernel = kernel if isinstance(kernel, (Kernel, KernelTemplate)) else None
         self.problem_size = problem_size
         self.block = block
@@ -94,15 +96,13 @@ class TunedKernel:
 
     def lookup(self, args=()) -> dict | None:
         """The stored best entry for ``args``' problem size (or the fixed one)."""
-        from .tuner import _host, _problem_size  # lazy: as above
         size = self.problem_size if self.problem_size is not None else \
-            _problem_size(tuple(_host(a) for a in args))
+            problem_size_of(tuple(host_copy(a) for a in args))
         b = active_backend()
         return best_entry(key(device=device_name(b), backend=b.name, source=self._source,
                               kernel=self.name, problem_size=size))
 
     def __call__(self, *args, grid=None, n=None, shared_mem=0, stream=None):
-        from .task import Task, _launch_options, compile_config  # lazy: as above
         entry = self.lookup(args)
         options = dict(self._options)
         defines = tuple(options.pop("defines", ()))
@@ -130,7 +130,7 @@ class TunedKernel:
             task = Task(source=self._source, kernel=self.name, template_params=(), config={},
                         kinds={}, grid=grid, block=self.block, n=n, shared_mem=shared_mem)
             self.note = "no tuned configuration for this device and problem size: default used"
-        launch = _launch_options(task)
+        launch = launch_options(task)
         if stream is not None:
             launch["stream"] = stream
         said = (self.config is None, repr(self.config))

@@ -120,7 +120,7 @@ def precompile(task: Task) -> tuple[bool, str, float]:
     return kernel is not None, reason, seconds
 
 
-def _launch_options(task: Task) -> dict:
+def launch_options(task: Task) -> dict:
     config = task.config
     block = task.block(config) if callable(task.block) else task.block
     dims = [config[k] for k in ("block_x", "block_y", "block_z") if k in config]
@@ -160,7 +160,7 @@ def evaluate(task: Task) -> dict[str, Any]:
     row["device"] = b.current_device()
     start = time.perf_counter()
     try:
-        options = _launch_options(task)
+        options = launch_options(task)
         args = tuple(to_device(a) if isinstance(a, np.ndarray) else a for a in task.args)
         kernel(*args, **options)
         b.synchronize()

@@ -2,25 +2,23 @@
 from __future__ import annotations
 
 import datetime as _dt
-import re
 import time
-from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..benchmarking.checks import default_tolerance, to_numpy
 from ..benchmarking.engine import Plan, device_name
-from ..core.adapters import as_launchable
-from ..core.kernel import Kernel, KernelTemplate
-from ..core.signature import find_kernels
 from ..errors import TuneError
 from ..runtime.session import backend as active_backend
 from . import cache as tuning_cache
+from .arguments import (as_tuple, host_copy, kernel_source, objectives_of, output_index,
+                        parse_budget, problem_size_of)
 from .result import OBJECTIVES, TuneResult, config_text, objective_text
+from .runner import Runner
 from .space import Space
 from .strategies import check_strategy, make_search
-from .task import Task, energy_available, evaluate, precompile, strip_output
+from .task import Task, strip_output
 
 #: A tune's measuring plan unless told otherwise: short, because a tune
 #: measures many configurations and needs their order, not four digits.
@@ -113,20 +111,20 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
     if unknown:
         raise TypeError(f"tune() got unexpected keyword(s) {sorted(unknown)}; it passes on only "
                         f"{', '.join(PLAN_OPTIONS)} to the measurement")
-    source, name, template_params, compile_options = _kernel_source(kernel, kernel_name)
+    source, name, template_params, compile_options = kernel_source(kernel, kernel_name)
     the_space = Space.make(space, restrictions, template_params)
     allowed = the_space.configurations()
     if not allowed:
         raise TuneError("the restrictions exclude every configuration of the space; loosen "
                         "them or add values")
-    objectives = _objectives(objective, bytes, flops, client)
+    objectives = objectives_of(objective, bytes, flops, client)
     tuned = set(the_space.names)
-    fixed_defines = tuple(d for d in (*compile_options.pop("defines", ()), *_as_tuple(defines))
+    fixed_defines = tuple(d for d in (*compile_options.pop("defines", ()), *as_tuple(defines))
                           if d.split("=", 1)[0] not in tuned)
     b = active_backend()
-    host_args = tuple(_host(a) for a in args)
-    output = _output_index(source, name, fixed_defines, host_args, output)
-    budget_count, budget_seconds, budget_text = _budget(budget)
+    host_args = tuple(host_copy(a) for a in args)
+    output = output_index(source, name, fixed_defines, host_args, output)
+    budget_count, budget_seconds, budget_text = parse_budget(budget)
     n_objectives = len(objectives)
     if strategy is None:
         covers = budget_seconds is None and (budget_count is None or budget_count >= len(allowed))
@@ -137,7 +135,7 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
         budget_text = str(budget_count)
     plan = Plan(**{**TUNE_PLAN, **bench_options})
 
-    size = problem_size if problem_size is not None else _problem_size(host_args)
+    size = problem_size if problem_size is not None else problem_size_of(host_args)
     key = tuning_cache.key(device=device_name(b), backend=b.name, source=source, kernel=name,
                            problem_size=size)
     run_key = tuning_cache.run_key(the_space, objectives, strategy, budget_text, seed,
@@ -176,7 +174,7 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
                         "output, None (the default configuration's output) or False (no check)")
 
     search = make_search(the_space, strategy, [OBJECTIVES[o][1] for o in objectives], seed)
-    runner = _Runner(client)
+    runner = Runner(client)
     result = TuneResult(kernel=name, params={p: the_space.kind(p) for p in the_space.names},
                         objectives=objectives, strategy=strategy, seed=seed, budget=budget_text,
                         space_size=len(allowed), restricted=the_space.size - len(allowed),
@@ -208,76 +206,7 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
 
 # -- the search loop --------------------------------------------------------------------------
 
-class _Runner:
-    """Runs tasks here, one at a time, or on a Dask cluster, several at once."""
-
-    def __init__(self, client):
-        self.pool = None
-        self.workers = 0
-        self.capacity = 1
-        self._done: list = []
-        self._payloads: dict = {}
-        if client is not None:
-            from ..benchmarking.distributed import Pool  # lazy: Dask only with a client
-            self.pool = Pool(client)
-            self.workers = self.pool.n_workers
-            self.capacity = self.pool.n_measure
-
-    @property
-    def resubmitted(self) -> int:
-        return self.pool.lost if self.pool is not None else 0
-
-    def submit(self, task: Task, handle) -> None:
-        if self.pool is None:
-            self._done.append((task, handle, evaluate(task)))
-            return
-        # the inputs and the reference travel once to every worker, not with each task
-        payload_key = (id(task.args), id(task.expected))
-        payload = self._payloads.get(payload_key)
-        if payload is None:
-            payload = self.pool.client.scatter((task.args, task.expected), broadcast=True)
-            self._payloads = {payload_key: payload}
-        light = replace(task, args=(), expected=None)
-        compiled = self.pool.submit(precompile, light, kind="compile", track=False)
-        self.pool.submit(evaluate_compiled, compiled, light, payload, kind="measure",
-                         tag=(task, handle))
-
-    def in_flight(self) -> int:
-        return self.pool.pending() if self.pool is not None else len(self._done)
-
-    def finished(self):
-        """Yield ``(task, handle, row)`` as tasks finish."""
-        if self.pool is None:
-            while self._done:
-                yield self._done.pop(0)
-            return
-        from ..benchmarking.distributed import error_text  # lazy: as above
-        for (task, handle), row, error in self.pool.as_completed():
-            if error is not None:
-                row = {"index": task.index, "config": dict(task.config), "status": "error",
-                       "reason": f"worker: {error_text(error)}", "median_s": None,
-                       "compile_s": 0.0, "measure_s": 0.0}
-            yield task, handle, row
-            return  # one at a time: the caller submits more before the next
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.cancel()
-
-
-def evaluate_compiled(compiled, task: Task, payload) -> dict:
-    """On a measuring worker: the row of a configuration whose compile (on a
-    CPU worker) failed, or its evaluation with ``payload`` (the inputs and
-    the reference output)."""
-    task = replace(task, args=payload[0], expected=payload[1])
-    ok, reason, seconds = compiled
-    if not ok:
-        return {"index": task.index, "config": dict(task.config), "status": "compile",
-                "reason": reason, "median_s": None, "compile_s": seconds, "measure_s": 0.0}
-    return evaluate(task)
-
-
-def _search(search, space: Space, base: Task, runner: _Runner, result: TuneResult, reference,
+def _search(search, space: Space, base: Task, runner: Runner, result: TuneResult, reference,
             budget_count, budget_seconds, started, bar) -> None:
     seen: dict[tuple, Any] = {}          # key -> objective values (None: failed), or "pending"
     restricted: set = set()
@@ -384,120 +313,3 @@ def _tell(search, handle, values, objectives) -> None:
     # back to each objective's own direction: Optuna's study knows them
     search.tell(handle, [v if OBJECTIVES[o][1] == "minimize" else -v
                          for v, o in zip(values, objectives)])
-
-
-# -- arguments of tune() ---------------------------------------------------------------------
-
-def _as_tuple(value) -> tuple:
-    if isinstance(value, str):
-        return (value,)
-    return tuple(value or ())
-
-
-def _kernel_source(kernel, kernel_name):
-    """(source, kernel name, template parameter names, compile options)."""
-    kernel = as_launchable(kernel)
-    if isinstance(kernel, KernelTemplate):
-        any_instance = next(iter(kernel.instances.values()), None)
-        if any_instance is None:
-            raise TuneError(f"template {kernel.name} has no instantiations to take the "
-                            "source from; pass the source text instead")
-        kernel_name = kernel_name or kernel.name
-        kernel = any_instance
-    if isinstance(kernel, Kernel):
-        module = kernel.module
-        source, opts = module.source, module.options
-        name = kernel_name or kernel.signature.name.split("<", 1)[0].strip()
-        options = {"defines": tuple(opts.defines), "std": opts.std, "fast_math": opts.fast_math,
-                   "options": tuple(opts.extra), "arch": opts.arch}
-    elif isinstance(kernel, str):
-        source, name, options = kernel, kernel_name, {}
-    else:
-        raise TuneError(f"tune() takes a workbench Kernel or CUDA C++ source, got "
-                        f"{type(kernel).__name__}")
-    signatures = find_kernels(source, options.get("defines", ()))
-    if name is None:
-        if len(signatures) != 1:
-            raise TuneError(f"the source has {len(signatures)} kernels "
-                            f"({', '.join(s.name for s in signatures)}); name one with kernel_name=")
-        name = signatures[0].name
-    match = next((s for s in signatures if name in (s.name, s.qualified_name)), None)
-    if match is None:
-        raise TuneError(f"no kernel {name!r} in the source (kernels: "
-                        f"{', '.join(s.name for s in signatures) or 'none'})")
-    return source, match.name, tuple(n for _, n in match.template_params), options
-
-
-def _objectives(objective, bytes, flops, client) -> tuple[str, ...]:
-    chosen = (objective,) if isinstance(objective, str) else tuple(objective)
-    if not chosen:
-        raise TuneError("objective= is empty; give 'time', 'gbps', 'gflops' or 'energy'")
-    for o in chosen:
-        if o not in OBJECTIVES:
-            raise TuneError(f"objective {o!r}: choose from {', '.join(OBJECTIVES)}")
-    if "gbps" in chosen and bytes is None:
-        raise TuneError("objective 'gbps' needs bytes= (bytes moved per launch, or a function "
-                        "of the configuration)")
-    if "gflops" in chosen and flops is None:
-        raise TuneError("objective 'gflops' needs flops= (operations per launch, or a function "
-                        "of the configuration)")
-    if "energy" in chosen and client is None and not energy_available():
-        raise TuneError("objective 'energy' needs a device that reports its energy through NVML "
-                        "(Volta or later); this one does not (the simulator never does)")
-    if len(set(chosen)) != len(chosen):
-        raise TuneError(f"objective lists one twice: {chosen}")
-    return chosen
-
-
-def _host(value):
-    """A NumPy copy of a device array; other arguments as they are."""
-    if isinstance(value, (np.ndarray, np.generic, int, float, bool)) or value is None:
-        return value
-    return np.array(to_numpy(value), copy=True)
-
-
-def _output_index(source, name, defines, args, output):
-    if output is not None:
-        if not isinstance(output, int) or not -len(args) <= output < len(args):
-            raise TuneError(f"output={output!r}: give the index of the argument the kernel "
-                            f"writes its result to (0..{len(args) - 1})")
-        return output % len(args)
-    signature = next(s for s in find_kernels(source, defines) if s.name == name)
-    writable = [i for i, p in enumerate(signature.params) if p.is_pointer and not p.is_const]
-    if len(writable) == 1 and writable[0] < len(args):
-        return writable[0]
-    return None if not writable else _ambiguous(name, signature, writable)
-
-
-def _ambiguous(name, signature, writable):
-    names = ", ".join(f"{i} ({signature.params[i].name})" for i in writable)
-    raise TuneError(f"{name} writes through several pointers ({names}); say which holds the "
-                    "result with output=<index>, or reference=False to skip the check")
-
-
-def _problem_size(args) -> tuple:
-    out = []
-    for a in args:
-        if isinstance(a, np.ndarray):
-            out.append(tuple(a.shape))
-        elif isinstance(a, (int, float, np.generic)) and not isinstance(a, bool):
-            out.append(a.item() if isinstance(a, np.generic) else a)
-    return tuple(out)
-
-
-def _budget(budget) -> tuple[int | None, float | None, str]:
-    if budget is None:
-        return None, None, ""
-    if isinstance(budget, _dt.timedelta):
-        return None, budget.total_seconds(), f"{budget.total_seconds():g} s"
-    if isinstance(budget, (int, np.integer)) and not isinstance(budget, bool):
-        if budget < 1:
-            raise TuneError(f"budget={budget}: give at least one configuration")
-        return int(budget), None, str(int(budget))
-    if isinstance(budget, str):
-        m = re.fullmatch(r"\s*([\d.]+)\s*(s|sec|seconds?|min|minutes?|h)\s*", budget)
-        if m:
-            seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)[0]]
-            return None, seconds, f"{seconds:g} s"
-    raise TuneError(f"budget={budget!r}: give a number of configurations (40) or a time "
-                    "('30s', '2min', a timedelta)")
