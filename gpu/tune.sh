@@ -42,10 +42,11 @@ extern "C" __global__ void spin(float* out, long long base)
 if __name__ == "__main__":
     with wb.tuning.local_cluster(1) as cluster, Client(cluster) as client:
         client.wait_for_workers(1, timeout=60)
-        r = wb.tune(src, (np.zeros(2, np.float32), np.int64(1000)), space={"block": [32, 64, 128]},
+        r = wb.tune(src, (np.zeros(2, np.float32), np.int64(20000)), space={"block": [32, 64, 128]},
                     grid=2, client=client, cache=False, progress=False)
         print(type(cluster).__name__, r)
-        assert r.best == {"block": 32}, r.to_pandas()
+        print(r.to_pandas()[["block", "status", "reason", "median_s", "device"]])
+        assert [row["status"] for row in r.rows] == ["ok"] * 3, r.to_pandas()
     print("DASK_OK")
 PY
 timeout 120 python3 /tmp/tune_dask_probe.py 2>&1 | tee -a "$OUT/tune-dask-probe.log"

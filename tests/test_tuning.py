@@ -50,6 +50,15 @@ def expected_spin(out, base):
     return np.arange(4, dtype=np.float32)
 
 
+@pytest.fixture
+def sim():
+    """The simulator as the active backend for one test (the previous one restored after)."""
+    from workbench.runtime import session
+    previous = session.active_backend_or_none()
+    yield session.use_backend("simulator")
+    session.restore_backend(previous)
+
+
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
     """A tuning cache of the test's own (the compile caches stay shared: faster)."""
@@ -215,8 +224,7 @@ def test_gbps_objective_and_a_pareto_front(backend):
         wb.tune(SPIN, spin_args(), space=SPACE, grid=4, objective="gflops", progress=False)
 
 
-def test_energy_needs_a_device_that_reports_it():
-    wb.use_backend("simulator")
+def test_energy_needs_a_device_that_reports_it(sim):
     with pytest.raises(TuneError, match="energy through NVML"):
         wb.tune(SPIN, spin_args(), space=SPACE, grid=4, objective="energy", progress=False)
 
@@ -250,8 +258,7 @@ def test_the_missing_optuna_message(backend, monkeypatch):
     assert r.best == {"W": 2}
 
 
-def test_bad_arguments_are_explained():
-    wb.use_backend("simulator")
+def test_bad_arguments_are_explained(sim):
     with pytest.raises(TuneError, match="strategy="):
         wb.tune(SPIN, spin_args(), space=SPACE, grid=4, strategy="annealing")
     with pytest.raises(ValueError, match="space\\['W'\\] is empty"):
@@ -282,8 +289,7 @@ def _cluster(monkeypatch, **options):
 
 
 @pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
-def test_a_tune_on_a_local_cluster_equals_the_local_tune(processes, monkeypatch):
-    wb.use_backend("simulator")
+def test_a_tune_on_a_local_cluster_equals_the_local_tune(processes, monkeypatch, sim):
     space = {"block": [64, 128, 4096], "W": [1, 2, 4, 5]}
     options = dict(space=space, restrictions="W != 1 or block == 64", grid=4,
                    progress=False, cache=False, **FAST)
@@ -299,8 +305,7 @@ def test_a_tune_on_a_local_cluster_equals_the_local_tune(processes, monkeypatch)
     assert remote.best == local.best == {"block": 128, "W": 2}
 
 
-def test_a_sweep_on_a_local_cluster_equals_the_local_sweep(monkeypatch):
-    wb.use_backend("simulator")
+def test_a_sweep_on_a_local_cluster_equals_the_local_sweep(monkeypatch, sim):
     k = wb.compile(SPIN, defines=["W=2"])["spin"]
 
     def setup(size, block):
@@ -354,9 +359,8 @@ def test_a_local_cluster_measures_on_each_virtual_device(monkeypatch, private_si
 
 
 @pytest.mark.parametrize("strategy", ["random", "tpe", "cmaes", "qmc", "nsga2"])
-def test_every_optuna_strategy_keeps_to_its_budget(strategy):
+def test_every_optuna_strategy_keeps_to_its_budget(strategy, sim):
     pytest.importorskip("optuna")
-    wb.use_backend("simulator")
     objective = ["time", "gbps"] if strategy == "nsga2" else "time"
     try:
         r = wb.tune(SPIN, spin_args(), space=SPACE, grid=4, strategy=strategy, budget=5, seed=0,
@@ -368,3 +372,23 @@ def test_every_optuna_strategy_keeps_to_its_budget(strategy):
     assert len(r.rows) == 5 and len({tuple(row["config"].values()) for row in r.rows}) == 5
     assert r.rows[0]["config"] == {"block": 32, "W": 1}     # the default configuration first
     assert r.strategy == strategy and r.best is not None
+
+
+def test_the_notebook_progress_draws_the_best_so_far(sim, capsys):
+    from workbench.tuning import set_progress_factory
+    from workbench.widgets.progress import TuneProgress
+    made = []
+
+    def factory(total, label):
+        made.append(TuneProgress(total, label))
+        return made[-1]
+
+    set_progress_factory(factory)
+    try:
+        r = wb.tune(SPIN, spin_args(), space={"W": [1, 2, 3]}, block=128, grid=4, cache=False, **FAST)
+    finally:
+        set_progress_factory(None)
+    (bar,) = made
+    assert bar.n == 3 and bar.total == 3 and r.best == {"W": 2}
+    assert "<svg" in bar._chart.value and "best so far" in bar._chart.value
+    assert bar.line() == "tune of spin: 3 configurations"      # what a saved notebook keeps
