@@ -29,3 +29,14 @@ def per_call_us(fn, calls: int, repeats: int = 7) -> float:
         samples.append((time.perf_counter() - start) / calls * 1e6)
         wb.synchronize()
     return statistics.median(samples)
+
+
+def paired_per_call_us(first, second, calls: int, rounds: int = 9) -> tuple[float, float, float]:
+    """``(first µs, second µs, median of second/first)``, the two measured in
+    alternating rounds so that a machine getting faster or slower in between
+    moves both (the ratio is the median of the rounds' ratios)."""
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(per_call_us(first, calls, repeats=1))
+        b.append(per_call_us(second, calls, repeats=1))
+    return statistics.median(a), statistics.median(b), statistics.median(y / x for x, y in zip(a, b))

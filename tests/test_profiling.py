@@ -28,6 +28,7 @@ import pytest  # noqa: E402
 import workbench as wb  # noqa: E402
 from workbench.benchmarking.ceilings import Ceilings  # noqa: E402
 from workbench.benchmarking import plots  # noqa: E402
+from workbench.benchmarking.timeline import Timeline  # noqa: E402
 from workbench.profiling import ncu, nsys, ship, tools  # noqa: E402
 from workbench.profiling.report import KernelProfile, NcuReport, number, read_csv, short_name  # noqa: E402
 from workbench.runtime import nvtx  # noqa: E402
@@ -397,15 +398,20 @@ def test_nsys_sqlite_export_reads_into_kernel_intervals_and_nvtx_ranges(tmp_path
     """)
     db.commit()
     db.close()
-    found = nsys.read_sqlite(str(path))
-    assert [(i.kind, i.name, i.start_ns, i.duration_ns) for i in found] == [
+    found, geometry = nsys.read_sqlite(str(path))
+    assert [(i.kind, i.name, round(i.start * 1e6), round(i.ms * 1e6)) for i in found] == [
         ("nvtx", "cell 3", 0, 4000), ("nvtx", "copy_kernel", 400, 3200),
         ("kernel", "copy_kernel", 500, 3000)]
-    assert found[2].stream == 7 and found[2].grid == (64, 1, 1) and found[2].block == (256, 1, 1)
-    report = nsys.NsysReport(found, target="t", path="/tmp/t.nsys-rep")
+    assert found[2].stream == "7" and geometry[2] == ((64, 1, 1), (256, 1, 1))
+    assert found[0].lane == "NVTX" and found[2].lane == "GPU 0 stream 7"
+    report = nsys.NsysReport(found, geometry, target="t", path="/tmp/t.nsys-rep")
     assert len(report.kernels) == 1 and "copy_kernel" in repr(report)
     assert "<table" in report._repr_html_()
-    assert list(report.to_pandas()["duration_us"]) == [4.0, 3.2, 3.0]
+    assert list(report.to_pandas()["duration_us"]) == pytest.approx([4.0, 3.2, 3.0])
+    assert report.to_pandas()["grid"][2] == (64, 1, 1)
+    # the project's timeline draws the kernels: one lane per stream
+    assert isinstance(report.timeline, Timeline) and report.timeline.lanes == ["GPU 0 stream 7"]
+    assert report.plot().axes[0].get_yticklabels()[0].get_text() == "GPU 0 stream 7"
 
 
 # -- NVTX: nothing on the launch path unless a profiler is attached -----------------------------

@@ -382,7 +382,6 @@ def test_the_build_is_cached():
     first = wb.build_program(TEXTBOOK + "\n// cache test\n", backend="simulator")
     second = wb.build_program(TEXTBOOK + "\n// cache test\n", backend="simulator")
     assert second.cache_hit and second.executable == first.executable
-    assert second.seconds < 0.5
     other = wb.build_program(TEXTBOOK + "\n// cache test\n", backend="simulator", options="-DOTHER=1")
     assert not other.cache_hit or other.executable != first.executable
 
@@ -629,3 +628,25 @@ def test_magic_line_splitting():
     assert compiler == ["-O3", "-lcurand", "-Xcompiler", "-fopenmp"]
     assert args == ["a", "b"]
 
+
+def test_magic_line_mistakes_say_what_is_wrong():
+    from workbench.ipython.program_magic import split_line
+    with pytest.raises(ProgramOptionError, match="close the quote"):
+        split_line("--args 'unclosed -O3")
+    with pytest.raises(ProgramOptionError, match="did you mean --timeout.*--build-only"):
+        split_line("--timout 5 -O3")
+    with pytest.raises(ProgramOptionError, match="did you mean --build-only"):
+        split_line("--build_only")
+    own, compiler, _ = split_line("--use_fast_math --gpu-architecture=sm_90 --extra-device-vectorization")
+    assert own == [] and compiler[0] == "--use_fast_math"
+
+
+def test_xcompiler_with_several_flags_in_one_value_builds_on_the_simulator():
+    o = parse_options('-Xcompiler "-Wall -Wextra" -Xcompiler -fopenmp,-O1 -Xlinker "-rpath,/opt/x"')
+    compile_flags, link_flags = o.gxx_args()
+    assert compile_flags == ["-Wall", "-Wextra", "-fopenmp", "-O1"]
+    assert link_flags == ["-fopenmp", "-Wl,-rpath", "-Wl,/opt/x"]
+    source = "#include <cstdio>\nint main() { int unused; printf(\"built\\n\"); return 0; }\n"
+    assert sim(source, options='-Xcompiler "-Wall -Wextra"').stdout == "built\n"
+    with pytest.raises(wb.CompileError, match="unused"):  # both flags reached g++
+        sim(source, options='-Xcompiler "-Wall -Werror"')

@@ -222,12 +222,14 @@ def test_the_timeline_of_a_cell_has_one_lane_per_stream(m):
     assert all(iv.end >= iv.start >= 0 for iv in t.intervals)
     lane_b = t.lane("lane b")
     assert lane_b[0].end <= lane_b[1].start + 1e-3      # in order on one stream
-    assert 0.0 <= t.overlap <= 1.0
+    busy, overlapped, _span = overlap_stats(t.intervals)   # the figure the intervals give
+    assert busy > 0 and t.overlap == pytest.approx(overlapped / busy)
     if wb.backend().simulated:
         assert t.overlap == 0.0
     frame = t.to_pandas()
     assert list(frame.columns) == list(Timeline.COLUMNS) and len(frame) == 3
-    assert "overlap" in repr(t) or "lanes busy" in repr(t)
+    assert all(part in repr(t) for part in ("1 kernel", "1 copy", "1 memset", "on 2 lanes"))
+    assert f"two or more lanes busy {t.overlap:.0%}" in repr(t)
     pytest.importorskip("matplotlib")
     fig = t.plot()
     assert fig.axes[0].get_yticklabels()[0].get_text() in t.lanes
@@ -259,11 +261,15 @@ def test_two_virtual_devices_on_the_simulator(private_simulator):
         x1 = wb.allocate((n,), np.float32)
         assert b.current_device() == 1 and s1.device == 1
     assert b.current_device() == 0 and b.array_device(x1) == 1 and b.array_device(x0) == 0
-    wb.copy(x1, x0, stream=s1, sync=True)            # a peer copy
-    m["axpb"](x1, 2.0, 0.0, n, n=n, stream=s1)
+    wb.copy(x1, x0, stream=s1, sync=True)            # a peer copy, queued from device 1
+    assert b.current_device() == 0
+    with pytest.raises(wb.WorkbenchError, match=r"with wb.stream\(s\)"):
+        m["axpb"](x1, 2.0, 0.0, n, n=n, stream=s1)   # CUDA launches on the current device only
+    with wb.stream(s1):
+        m["axpb"](x1, 2.0, 0.0, n, n=n)
     np.testing.assert_array_equal(wb.to_host(x1), 2.0 * np.arange(n, dtype=np.float32))
     log = wb.timings()
-    assert log.iloc[-3]["kernel"] == "copy P2P" and log.iloc[-2]["device"] == 1
+    assert log.iloc[-3]["kernel"] == "copy P2P" and list(log.iloc[-3:-1]["device"]) == [1, 1]
     peers = wb.peer_matrix()
     assert peers[0, 1] and peers[1, 0] and peers[0, 0]
     bw = wb.peer_bandwidth(nbytes=1 << 16, repeat=2)
@@ -309,8 +315,22 @@ def test_two_gpus_peer_copy(backend):
     with wb.device(1):
         x1 = wb.allocate((n,), np.float32)
         s1 = wb.Stream()
-    wb.copy(x1, x0, stream=s1, sync=True)
+    wb.copy(x1, x0, stream=s1, sync=True)        # device 0 current: queued from device 1
     np.testing.assert_array_equal(wb.to_host(x1), data)
+    wb.copy(x0, x1)                               # and back on device 0's default stream
+    e1 = s1.record()                              # an event of device 1
+    with pytest.raises(wb.WorkbenchError, match="device"):
+        e1.record()                               # no stream: device 1's current one, fine ...
+        wb.Event(device=0).record(s1)             # ... but not device 0's event on s1
+    assert e1.device == 1
+    log = wb.timings()                            # events went back to their own pools:
+    k = wb.compile(SOURCE, name="two_gpus")["fill"]
+    for _ in range(3):                            # launches on both devices still record them
+        k(x0, 1.0, n, n=n)
+        with wb.device(1):
+            wb.memset(x1, 0)
+    wb.synchronize()
+    assert set(wb.timings().iloc[len(log):]["device"]) == {0, 1}
     bw = wb.peer_bandwidth(nbytes=16 << 20, repeat=3)
     assert bw[0, 1] > 1.0 and bw[1, 0] > 1.0
 

@@ -185,7 +185,75 @@ def test_cupti_timed_launches_get_a_place_on_the_timeline():
     b.records.finish(*ids)
     log.resolve_all()
     first, second = log.records
-    # CUPTI's clock aligned to the host's at the first record: both started at the same ns
+    # no cupti.get_timestamp() here: the first record's launch time stands in for its start
     assert first[timing.T0] == pytest.approx(first[timing.WALL] * 1e3)
     assert second[timing.T0] == pytest.approx(first[timing.T0])
     assert first[timing.KIND] == "kernel" and first[timing.DEVICE] == 0
+
+
+class EventsRecordsBackend(RecordsBackend):
+    """The records double with events too (the log times a graph launch with
+    them): every event is done, and each pair measures ``EVENT_MS``."""
+
+    EVENT_MS = 0.125
+
+    def current_device(self):
+        return 0
+
+    def stream_device(self, stream):
+        return 0
+
+    def is_default_stream(self, stream):
+        return True
+
+    def create_event(self):
+        return object()
+
+    def destroy_event(self, event):
+        pass
+
+    def record_event(self, event, stream=None):
+        pass
+
+    def event_done(self, event):
+        return True
+
+    def event_synchronize(self, event):
+        pass
+
+    def elapsed_ms(self, start, end):
+        return self.EVENT_MS
+
+    def timeline_offset_ms(self, anchor, event):
+        return 0.0
+
+    def create_stream(self, priority=None, non_blocking=False):
+        return object()
+
+    def set_device(self, index):
+        pass
+
+
+def test_a_graph_launch_between_launches_takes_none_of_their_records():
+    log, b = TimingLog(Cell()), EventsRecordsBackend()
+    first = launch(log, b, "k", 1.0)
+    log.timed_op(b, "graph", "g (4 nodes)", None, None,
+                 lambda: [b.records.launch("k", 9.0) for _ in range(4)])  # the graph's own k's
+    second = launch(log, b, "k", 2.0)
+    b.records.finish(first, second)
+    log.resolve_all()
+    assert times(log) == [("k", 1.0), ("g (4 nodes)", b.EVENT_MS), ("k", 2.0)]
+    assert not b.records.paused
+
+
+def test_cuptis_clock_is_paired_with_the_hosts_when_read():
+    import time as _time
+    from workbench.runtime import timing
+    log, b = TimingLog(Cell()), RecordsBackend()
+    b.records.timestamp_ns = lambda: 51_000_000     # CUPTI's clock now: 50 ms after the start
+    first = launch(log, b, "k", 1.0)
+    b.records.finish(first)
+    now = _time.time() * 1e3
+    log.resolve_all()
+    rec = log.records[0]
+    assert rec[timing.T0] == pytest.approx(now - 50.0, abs=20.0)

@@ -10,8 +10,10 @@ read-only home) only costs speed, it never fails the caller.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -93,3 +95,96 @@ class DiskCache:
                 except OSError:
                     pass
         return removed
+
+
+# -- what a cached build depends on beyond its key ------------------------------------------------
+# A build's key holds its own files and options; the headers it includes from elsewhere (-I
+# folders, the toolkit) and the libraries it links are recorded beside the binary with their
+# hashes, and a cached binary is used only while they are unchanged.
+
+def read_depfile(path) -> list[str]:
+    """The prerequisites of the make rules in ``path`` (written by ``g++
+    -MD -MF path`` or ``nvcc -MD -MF path``), as written."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return []
+    found: list[str] = []
+    for rule in text.replace("\\\n", " ").splitlines():
+        _, colon, prerequisites = rule.partition(":")
+        if not colon:
+            continue
+        for token in re.split(r"(?<!\\)\s+", prerequisites.strip()):
+            if token:
+                found.append(token.replace("\\ ", " ").replace("$$", "$"))
+    return found
+
+
+def library_files(args) -> list[str]:
+    """The library files that ``-lNAME`` options find in the ``-L`` folders
+    of ``args`` (a compiler's or linker's arguments); the system's own
+    libraries are left to the compiler's version."""
+    args = list(args)
+    folders, names = [], []
+    for i, a in enumerate(args):
+        for flag, into in (("-L", folders), ("-l", names)):
+            if a == flag and i + 1 < len(args):
+                into.append(args[i + 1])
+            elif a.startswith(flag) and len(a) > 2:
+                into.append(a[2:])
+    found = []
+    for name in names:
+        for folder in folders:
+            for candidate in (f"lib{name}.so", f"lib{name}.a", name[1:] if name.startswith(":") else ""):
+                path = os.path.join(folder, candidate) if candidate else ""
+                if path and os.path.isfile(path):
+                    found.append(path)
+                    break
+    return found
+
+
+def relative_folders(args) -> bool:
+    """Whether a compiler's ``args`` name a folder relative to the current
+    one (``-I``, ``-L``, ``-isystem``): the build then depends on where it runs."""
+    args = list(args)
+    for i, a in enumerate(args):
+        for flag in ("-I", "-L", "-isystem"):
+            value = args[i + 1] if a == flag and i + 1 < len(args) else (
+                a[len(flag):] if a.startswith(flag) and len(a) > len(flag) else None)
+            if value is not None and not os.path.isabs(value) and not value.startswith("-"):
+                return True
+    return False
+
+
+def _digest(path: str) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _dependencies_path(target: Path) -> Path:
+    return Path(target).with_name(Path(target).name + ".deps.json")
+
+
+def record_dependencies(target: Path, paths, exclude: str | None = None) -> bool:
+    """Store the hashes of ``paths`` (but those under the folder ``exclude``:
+    a build's own files, in its key) beside the cached ``target``; call it
+    before ``target`` itself is written."""
+    prefix = None if exclude is None else os.path.join(os.path.abspath(exclude), "")
+    hashes = {}
+    for p in paths:
+        full = os.path.abspath(p)
+        if prefix is None or not full.startswith(prefix):
+            hashes[full] = _digest(full)
+    return write_atomic(_dependencies_path(target), json.dumps(hashes, sort_keys=True))
+
+
+def dependencies_unchanged(target: Path) -> bool:
+    """Whether every file recorded for ``target`` still has its hash (False
+    when nothing was recorded)."""
+    try:
+        recorded = json.loads(_dependencies_path(target).read_text())
+    except (OSError, ValueError):
+        return False
+    return all(_digest(p) == h for p, h in recorded.items())

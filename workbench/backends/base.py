@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -179,6 +180,19 @@ class CompiledModule(abc.ABC):
         raise NotImplementedError(f"{type(self).__name__} cannot read module variables")
 
 
+def visible_device(index: int, visible: str | None) -> str:
+    """``CUDA_VISIBLE_DEVICES`` for a child process that is to see only
+    device ``index`` of a process whose own ``CUDA_VISIBLE_DEVICES`` is
+    ``visible`` (None or empty: every device, numbered as CUDA numbers them):
+    the ``index``-th entry of that list (an ordinal or a ``GPU-uuid``)."""
+    entries = [e.strip() for e in (visible or "").split(",") if e.strip()]
+    if not entries:
+        return str(index)
+    if not 0 <= index < len(entries):
+        raise ValueError(f"device {index} is not among CUDA_VISIBLE_DEVICES={visible!r}")
+    return entries[index]
+
+
 class Backend(abc.ABC):
     """One device and the operations the workbench needs on it."""
 
@@ -223,6 +237,15 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def set_device(self, index: int) -> None: ...
+
+    def child_environment(self) -> dict[str, str]:
+        """Environment variables that make a CUDA program started from this
+        process run on the active device (``CUDA_VISIBLE_DEVICES``, in this
+        process's own numbering of the devices it sees); none on the simulator."""
+        if self.simulated:
+            return {}
+        return {"CUDA_VISIBLE_DEVICES": visible_device(self.current_device(),
+                                                       os.environ.get("CUDA_VISIBLE_DEVICES"))}
 
     @abc.abstractmethod
     def device_properties(self, index: int | None = None) -> DeviceProperties: ...
@@ -312,8 +335,22 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def create_event(self) -> Any: ...
 
+    def destroy_event(self, event) -> None:
+        """Free ``event`` (made by :meth:`create_event`); it is not used again."""
+
     @abc.abstractmethod
-    def record_event(self, event, stream=None) -> None: ...
+    def record_event(self, event, stream=None) -> None:
+        """Mark the point after the work queued on ``stream``; the event and
+        the stream must belong to one device (as CUDA requires)."""
+
+    def stream_done(self, stream) -> bool:
+        """True when the work queued on ``stream`` so far has finished (never blocks)."""
+        event = self.create_event()
+        try:
+            self.record_event(event, stream)
+            return self.event_done(event)
+        finally:
+            self.destroy_event(event)
 
     @abc.abstractmethod
     def stream_wait_event(self, stream, event) -> None:
@@ -380,6 +417,10 @@ class Backend(abc.ABC):
         """Whether device ``index`` takes prefetch and advice for managed memory
         (``cudaDevAttrConcurrentManagedAccess``)."""
         return False
+
+    def release_pinned_cache(self) -> None:
+        """Give the pinned (page-locked) host blocks that no array uses back to
+        the system (a pool keeps them otherwise)."""
 
     def prefetch(self, array, device: int, stream=None) -> None:
         """Queue moving managed ``array``'s pages to ``device`` (-1: the host)."""

@@ -71,6 +71,17 @@ class KernelActivity:
             self._cupti.activity_enable(self._kind)
             self.enabled = True
 
+    def timestamp_ns(self) -> int | None:
+        """CUPTI's clock now (``cuptiGetTimestamp``, the clock of its records'
+        start and end), or None where the binding lacks ``get_timestamp``."""
+        clock = getattr(self._cupti, "get_timestamp", None)
+        if clock is None:
+            return None
+        try:
+            return int(clock())
+        except Exception:
+            return None
+
     def take(self) -> list[tuple[int, str, int, int]]:
         """Records of the kernels that have finished since the last call, as
         ``(correlation id, symbol, start ns, end ns)`` in launch order. Flushes

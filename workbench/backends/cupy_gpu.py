@@ -8,6 +8,7 @@ launch path).
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import ctypes
 import io
@@ -19,16 +20,17 @@ import time
 from typing import Sequence
 
 import cupy
-import cupyx
 import numpy
 from cupy.cuda import driver, runtime
 from cupy.cuda.memory_hook import MemoryHook
 
 from .. import cxx
-from ..errors import DeviceError, KernelFault, LaunchConfigError
+from ..errors import LaunchConfigError
 from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
                    DeviceProperties, KernelResources, normalise_arch)
 from . import cupti_activity, cupy_persistent
+from .cupy_faults import _faults_as_kernel_faults, _kernel_fault
+from .cupy_transfers import CupyTransfers
 from .nvrtc import check_with_nvrtc
 from .nvrtc.headers import standin_include_dir
 
@@ -107,36 +109,6 @@ class _AllocationHook(MemoryHook):
         self._on_free(kw["mem_ptr"], kw["mem_size"])
 
 
-_STICKY_ERRORS = ("illegal", "misaligned", "assert", "launch failure", "exception", "trap",
-                  "hardware stack")
-
-
-def _kernel_fault(exc: BaseException) -> KernelFault | None:
-    """The KernelFault for a CUDA error that means a kernel faulted (None for
-    other errors): say what happened and what to do."""
-    text = str(exc)
-    if not any(word in text.lower() for word in _STICKY_ERRORS):
-        return None
-    return KernelFault(
-        f"A kernel faulted on the GPU ({text}). CUDA cannot recover from this in the same "
-        "process: save your work and restart the notebook kernel. To find the faulting block, "
-        "thread and line, run the kernel on the CPU simulator in checked mode: "
-        "wb.backend('simulator', checked=True), then re-run its %%cuda cell.", signal=text)
-
-
-@contextlib.contextmanager
-def _faults_as_kernel_faults():
-    """A kernel that faulted surfaces at the next synchronising call as a CUDA
-    error; raise it as a KernelFault."""
-    try:
-        yield
-    except (runtime.CUDARuntimeError, driver.CUDADriverError) as exc:
-        fault = _kernel_fault(exc)
-        if fault is None:
-            raise
-        raise fault from None
-
-
 #: NumPy dtype char -> struct format of the C type, for packed launches.
 _STRUCT_CODES = {"?": "?", "b": "b", "B": "B", "h": "h", "H": "H", "i": "i", "I": "I",
                  "l": "q", "L": "Q", "q": "q", "Q": "Q", "e": "e", "f": "f", "d": "d"}
@@ -157,7 +129,6 @@ def _pointer_params(args):
 
 
 # cudaMemcpyKind
-_H2D, _D2H, _D2D = 1, 2, 3
 
 #: A null pointer argument for CuPy's RawKernel call.
 _NULL = numpy.uint64(0)
@@ -167,7 +138,7 @@ _NULL = numpy.uint64(0)
 _CACHE_HIT_SECONDS = 0.005
 
 
-class CupyBackend(Backend):
+class CupyBackend(CupyTransfers, Backend):
     """A real NVIDIA GPU through CuPy."""
 
     name = "cupy"
@@ -177,7 +148,7 @@ class CupyBackend(Backend):
     def __init__(self, device: int | None = None):
         if device is not None:
             self.set_device(device)
-        self._compiled_keys: set = set()
+        self._compiled: dict = {}  # (source, options, device) -> the module built for it
         self._properties: dict[int, DeviceProperties] = {}
 
     @property
@@ -334,9 +305,15 @@ class CupyBackend(Backend):
         # NVRTC has no C library headers: the workbench's stand-ins (<cstdio>, <cmath>...)
         opts += (f"--include-path={standin_include_dir()}",)
         key = (source, opts, options.name_expressions, self.current_device())
-        seen_in_process = key in self._compiled_keys
-        log = io.StringIO()
         start = time.perf_counter()
+        built = self._compiled.get(key)
+        if built is not None:
+            # An unchanged cell run again: the module CuPy loaded for it (CuPy would hand back
+            # the same one, globals and all, after hashing and preprocessing the source again)
+            again = copy.copy(built)
+            again.cache_hit, again.compile_seconds = True, time.perf_counter() - start
+            return again
+        log = io.StringIO()
         raw = cupy.RawModule(code=source, options=opts,
                              name_expressions=options.name_expressions or None)
         try:
@@ -345,9 +322,11 @@ class CupyBackend(Backend):
             raise CompileFailed(exc.get_message() if hasattr(exc, "get_message") else str(exc),
                                 compiler="NVRTC") from None
         seconds = time.perf_counter() - start
-        self._compiled_keys.add(key)
-        cache_hit = seen_in_process or seconds < _CACHE_HIT_SECONDS
-        return CupyModule(raw, arch, log.getvalue(), cache_hit, seconds)
+        module = CupyModule(raw, arch, log.getvalue(), seconds < _CACHE_HIT_SECONDS, seconds)
+        if len(self._compiled) >= 512:
+            self._compiled.clear()
+        self._compiled[key] = module
+        return module
 
     def _compile_for_arch(self, source, options, kernel_names, arch) -> CupyModule:
         """Build for an architecture other than the device's (``--arch sm_90a``,
@@ -473,6 +452,12 @@ class CupyBackend(Backend):
     def create_event(self):
         return runtime.eventCreate()
 
+    def destroy_event(self, event) -> None:
+        runtime.eventDestroy(event)
+
+    def stream_done(self, stream) -> bool:
+        return (stream or cupy.cuda.get_current_stream()).done  # cudaStreamQuery
+
     def stream_wait_event(self, stream, event) -> None:
         runtime.streamWaitEvent((stream or cupy.cuda.get_current_stream()).ptr, event, 0)
 
@@ -500,94 +485,14 @@ class CupyBackend(Backend):
                 runtime.deviceSynchronize()
 
     def stream_device(self, stream) -> int:
-        device = getattr(stream if stream is not None else cupy.cuda.get_current_stream(),
-                         "device_id", -1)
+        stream = stream if stream is not None else cupy.cuda.get_current_stream()
+        if not hasattr(stream, "ptr"):
+            raise TypeError(f"not a CUDA stream: {stream!r}")
+        device = getattr(stream, "device_id", -1)
         return device if device >= 0 else runtime.getDevice()  # -1: the null stream singletons
 
     def is_default_stream(self, stream) -> bool:
         return int(stream.ptr) in (0, 1, 2)  # legacy, per-thread or null
-
-    # -- copies, memory kinds, peers, graphs ------------------------------------------------
-    def copy(self, dst, src, stream=None) -> None:
-        s = (stream if stream is not None else cupy.cuda.get_current_stream()).ptr
-        nbytes = int(src.nbytes)
-        with _faults_as_kernel_faults():
-            if isinstance(dst, cupy.ndarray):
-                if isinstance(src, cupy.ndarray):
-                    d, e = dst.device.id, src.device.id
-                    if d != e:  # through NVLink/PCIe directly where peers can, else staged
-                        runtime.memcpyPeerAsync(dst.data.ptr, d, src.data.ptr, e, nbytes, s)
-                    else:
-                        runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, _D2D, s)
-                else:
-                    runtime.memcpyAsync(dst.data.ptr, src.ctypes.data, nbytes, _H2D, s)
-            else:
-                runtime.memcpyAsync(dst.ctypes.data, src.data.ptr, nbytes, _D2H, s)
-
-    def memset(self, array, value: int, stream=None) -> None:
-        s = (stream if stream is not None else cupy.cuda.get_current_stream()).ptr
-        with _faults_as_kernel_faults():
-            runtime.memsetAsync(array.data.ptr, int(value), int(array.nbytes), s)
-
-    def array_device(self, array) -> int:
-        return array.device.id
-
-    def alloc_pinned(self, shape, dtype):
-        return cupyx.empty_pinned(shape, dtype=dtype)
-
-    def alloc_managed(self, shape, dtype):
-        dtype = numpy.dtype(dtype)
-        size = int(numpy.prod(shape)) * dtype.itemsize
-        return cupy.ndarray(shape, dtype, memptr=cupy.cuda.malloc_managed(max(size, 1)))
-
-    def managed_prefetch_supported(self, index: int | None = None) -> bool:
-        return bool(self.device_attribute("cudaDevAttrConcurrentManagedAccess", index))
-
-    def prefetch(self, array, device: int, stream=None) -> None:
-        mem = getattr(array.data, "mem", None)
-        if not isinstance(mem, cupy.cuda.memory.ManagedMemory):
-            raise DeviceError("prefetch takes a managed array (wb.managed(...))")
-        s = stream if stream is not None else cupy.cuda.get_current_stream()
-        try:
-            mem.prefetch(s, device_id=device)
-        except TypeError:  # an older CuPy: prefetch to the memory's own device only
-            if device != mem.device_id:
-                raise DeviceError(f"this CuPy prefetches to device {mem.device_id} only") from None
-            mem.prefetch(s)
-
-    _ADVICE = {"read_mostly": 1, "unset_read_mostly": 2, "preferred_location": 3,
-               "unset_preferred_location": 4, "accessed_by": 5, "unset_accessed_by": 6}
-
-    def advise(self, array, advice: str, device: int) -> None:
-        mem = getattr(array.data, "mem", None)
-        if not isinstance(mem, cupy.cuda.memory.ManagedMemory):
-            raise DeviceError("advise takes a managed array (wb.managed(...))")
-        try:
-            code = self._ADVICE[advice]
-        except KeyError:
-            raise DeviceError(f"unknown advice {advice!r}; one of {', '.join(self._ADVICE)}") from None
-        mem.advise(code, cupy.cuda.Device(device))
-
-    def enable_peer_access(self, index: int, peer: int) -> bool:
-        if not self.can_access_peer(index, peer):
-            return False
-        with cupy.cuda.Device(index):
-            try:
-                runtime.deviceEnablePeerAccess(peer)
-            except runtime.CUDARuntimeError as exc:
-                if "already" not in str(exc).lower():  # cudaErrorPeerAccessAlreadyEnabled
-                    raise
-        return True
-
-    def begin_capture(self, stream) -> None:
-        stream.begin_capture()  # relaxed mode: the memory pool may still cudaMalloc
-
-    def end_capture(self, stream):
-        return stream.end_capture()
-
-    def graph_launch(self, graph, stream=None) -> None:
-        with _faults_as_kernel_faults():
-            graph.launch(stream=stream if stream is not None else cupy.cuda.get_current_stream())
 
     def kernel_activity(self):
         return cupti_activity.kernel_activity()

@@ -177,5 +177,18 @@ def host_bandwidth(nbytes: int = 256 * MIB, repeat: int = 5) -> HostBandwidth:
                     rows.append({"device": d, "direction": direction, "pageable_gbps": slow,
                                  "pinned_gbps": fast, "pinned_speedup": fast / slow if slow else float("nan"),
                                  "bytes": int(pageable.nbytes)})
+                stream.synchronize()
                 del dev
+        del locked, pageable
+    _give_back_pinned(b)
     return HostBandwidth(rows, b.simulated)
+
+
+def _give_back_pinned(b) -> None:
+    """Free the page-locked buffer just used: nothing refers to it any more
+    (the log lets go of finished copies' arrays when asked), and the pinned
+    pool would otherwise keep its hundreds of MiB locked for the session."""
+    import gc
+    session().timing_log.resolve_finished(b)
+    gc.collect()
+    b.release_pinned_cache()

@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import WorkbenchError
 from ..memory.oom import is_out_of_memory, out_of_memory
 from ..runtime.session import backend, session
+from .streams import refuse_in_capture
 
 
 def allocate(shape, dtype=np.float32):
@@ -71,4 +72,5 @@ def _not_in_capture(what: str) -> None:
 
 def synchronize() -> None:
     """Wait for all work on the active device."""
+    refuse_in_capture("wb.synchronize()")
     backend().synchronize()

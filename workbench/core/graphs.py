@@ -20,17 +20,39 @@ import numpy as np
 from ..errors import KernelArgumentError, LaunchConfigError, WorkbenchError
 from ..present.tables import html_table, pandas
 from ..runtime.session import backend, session
-from .streams import raw_stream
+from .streams import refuse_in_capture, stream_and_device
+
+#: The calls that wait for work and so invalidate a capture (named in errors).
+WAITING_CALLS = ("wb.synchronize(), Stream.synchronize(), Stream.done / Event.done, "
+                 "wb.timings() and g.launch(sync=True)")
+
+
+def argument_check(launcher):
+    """The argument check a kernel registered for its ``launcher`` (see
+    :func:`register_check`), or None."""
+    return getattr(launcher, "_workbench_check", None)
+
+
+def register_check(launcher, check) -> None:
+    """Let graphs check new arguments of ``launcher``'s nodes with ``check``
+    (arguments -> converted arguments, raising KernelArgumentError). Done once
+    per kernel, nothing per launch."""
+    try:
+        launcher._workbench_check = check
+    except AttributeError:  # a launcher that takes no attributes: only the captured types are checked
+        pass
 
 
 class GraphNode:
     """One captured operation: a kernel launch, a copy, a memset."""
 
-    __slots__ = ("kind", "name", "grid", "block", "shared_mem", "nbytes", "run", "args")
+    __slots__ = ("kind", "name", "grid", "block", "shared_mem", "nbytes", "run", "args", "check")
 
-    def __init__(self, kind, name, grid, block, shared_mem, nbytes, run, args):
+    def __init__(self, kind, name, grid, block, shared_mem, nbytes, run, args, check=None):
         self.kind, self.name, self.grid, self.block = kind, name, grid, block
         self.shared_mem, self.nbytes, self.run, self.args = shared_mem, nbytes, run, args
+        #: the kernel's own argument check (arguments -> converted ones), where known
+        self.check = check
 
     def replay(self, stream) -> None:
         """Queue the operation again on ``stream`` (which is capturing)."""
@@ -51,6 +73,12 @@ def _arg_text(a) -> str:
         return "NULL"
     if isinstance(a, np.generic):
         return repr(a.item())
+    if isinstance(a, (bool, int, float)):
+        return repr(a)
+    if isinstance(a, (list, tuple)):  # Numba and Triton nodes: (arguments, meta, grid)
+        return "(" + ", ".join(_arg_text(x) for x in a) + ")"
+    if isinstance(a, dict):
+        return ", ".join(f"{k}={_arg_text(v)}" for k, v in a.items())
     shape = getattr(a, "shape", None)
     return f"{getattr(a, 'dtype', '?')}[{', '.join(map(str, shape))}]" if shape is not None else "?"
 
@@ -101,6 +129,7 @@ class Graph:
         self._stream = None
         self._thread = None
         self._contexts: list = []
+        self.device = None  # the device it was captured on
 
     # -- capture --------------------------------------------------------------------
     def __enter__(self) -> "Graph":
@@ -121,6 +150,7 @@ class Graph:
         paused.__enter__()
         self._contexts = [paused, use]
         self._thread = threading.get_ident()
+        self.device = b.current_device()
         try:
             b.begin_capture(self._stream)
         except BaseException:
@@ -132,21 +162,34 @@ class Graph:
     def __exit__(self, exc_type, exc, tb) -> None:
         log = session().timing_log
         log.capture = None
+        handle, failure = None, None
         try:
             handle = self.backend.end_capture(self._stream)
+        except Exception as e:  # a capture invalidated by a call that waited in the block
+            failure = e
         finally:
             self._leave(exc_type, exc, tb)
-        if exc_type is None:
-            self._handle = handle
-        else:
+        if exc_type is not None:  # the block's own error comes through (the capture is dropped)
             self._nodes = []
+            return
+        if failure is not None:
+            self._nodes = []
+            raise WorkbenchError(
+                f"the graph capture failed ({type(failure).__name__}: {failure}); a call in the "
+                f"block invalidated it: inside wb.graph() leave out {WAITING_CALLS}. The graph "
+                f"is empty: capture it again with a new wb.graph()") from failure
+        self._handle = handle
+
+    def captures_here(self) -> bool:
+        """True in the thread that is capturing this graph."""
+        return threading.get_ident() == self._thread
 
     def _leave(self, *exc) -> None:
         for context in self._contexts:
             context.__exit__(*exc)
         self._contexts = []
 
-    def _own(self, stream) -> bool:
+    def owns(self, stream) -> bool:
         """True for work of the capturing thread; raise for another stream there."""
         if threading.get_ident() != self._thread:
             return False  # another thread's work: not part of this graph
@@ -157,15 +200,15 @@ class Graph:
         return True
 
     # called by the timing log while capturing
-    def add_launch(self, name, grid, block, shared_mem, stream, launcher, args) -> None:
-        if self._own(stream):
-            self._nodes.append(GraphNode("kernel", name, grid, block, shared_mem, None, launcher,
-                                         list(args)))
+    def add_launch(self, name, grid, block, shared_mem, launcher, args) -> None:
+        """A launch on the graph's stream was queued (captured): a kernel node."""
+        self._nodes.append(GraphNode("kernel", name, grid, block, shared_mem, None, launcher,
+                                     list(args), argument_check(launcher)))
 
-    def add_op(self, kind, name, nbytes, stream, op, args) -> None:
-        if self._own(stream):
-            self._nodes.append(GraphNode(kind, name, None, None, None, nbytes, op,
-                                         tuple(args[:-1])))  # the last argument is the stream
+    def add_op(self, kind, name, nbytes, op, args) -> None:
+        """A copy, memset or graph launch was captured."""
+        self._nodes.append(GraphNode(kind, name, None, None, None, nbytes, op,
+                                     tuple(args[:-1])))  # the last argument is the stream
 
     # -- use ----------------------------------------------------------------------------
     def launch(self, stream=None, sync: bool = False) -> "Graph":
@@ -177,9 +220,19 @@ class Graph:
                                  "`with wb.graph() as g:` first")
         if b is not backend():
             raise WorkbenchError("this graph was captured on another backend; capture it again")
+        if sync:
+            refuse_in_capture("g.launch(sync=True)")
+        if stream is not None:
+            raw, device = stream_and_device(b, stream, "Graph.launch()")
+        else:
+            raw, device = b.current_stream(), b.current_device()
+        if device != self.device or b.current_device() != self.device:
+            raise WorkbenchError(
+                f"this graph was captured on device {self.device}; launch it on a stream of that "
+                f"device with the device current: `with wb.stream(s):` for a wb.Stream s of "
+                f"device {self.device} (or `with wb.device({self.device}):`)")
         if self._dirty:
             self._recapture()
-        raw = raw_stream(stream) if stream is not None else b.current_stream()
         session().timing_log.timed_op(b, "graph", f"{self.name} ({len(self._nodes)} nodes)",
                                       None, raw, b.graph_launch, self._handle, raw)
         if sync:
@@ -211,8 +264,11 @@ class Graph:
         if len(args) != len(target.args):
             raise KernelArgumentError(f"set_args(): {target.name} was captured with "
                                       f"{len(target.args)} arguments; give all {len(target.args)}")
-        target.args = [_like(old, new, i, target.name, self.backend)
-                       for i, (old, new) in enumerate(zip(target.args, args))]
+        new = [_like(old, new, i, target.name, self.backend)
+               for i, (old, new) in enumerate(zip(target.args, args))]
+        if target.check is not None:  # the kernel's own checks: types of pointers, ranges
+            new = list(target.check(tuple(new)))
+        target.args = new
         self._dirty = True
         return self
 

@@ -16,7 +16,8 @@ from ..present.tables import html_fields
 from ..memory.oom import is_out_of_memory, out_of_memory as _out_of_memory
 from ..runtime.session import session
 from .signature import KernelSignature, Param
-from .streams import raw_stream as _raw_stream
+from .graphs import register_check
+from .streams import launch_stream as _launch_stream
 
 _PY_NUMBERS = (bool, int, float)
 
@@ -291,6 +292,7 @@ class Kernel:
         self._block_for_shared: dict[int, int] = {}
         self._configs: dict = {}  # (grid, block, shared_mem, n) -> checked (grid3, block3)
         self._launcher = self.backend.make_launcher(function, signature.params)
+        register_check(self._launcher, self._check)  # set_args of graph nodes checks with it
         self._symbol = self.backend.kernel_symbol(function)  # as CUPTI's records name it
         self._coop_launcher = None
         self._session = session()
@@ -416,7 +418,8 @@ class Kernel:
         try:
             self._session.timing_log.timed_launch(
                 b, self.name, grid3, block3, shared_mem,
-                _raw_stream(stream) if stream is not None else b.current_stream(), launcher,
+                _launch_stream(b, stream, f"{self.name}()") if stream is not None
+                else b.current_stream(), launcher,
                 converted, "cuda", self._symbol)
         except KernelFault as exc:
             if not self.module.line_offset:
@@ -444,6 +447,7 @@ class Kernel:
         if self._coop_launcher is None:
             self._coop_launcher = self.backend.make_launcher(self.function, self.signature.params,
                                                              cooperative=True)
+            register_check(self._coop_launcher, self._check)
         return self._coop_launcher
 
     def _other_backend_message(self) -> str:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 
-from ..errors import DeviceError, WorkbenchError
+from ..errors import WorkbenchError
+from ..hardware.properties import check_device_index
 from ..present.tables import html_fields
 from ..runtime.session import backend, session
 
@@ -28,6 +29,56 @@ def raw_stream(stream):
     """The backend's stream for ``stream`` (a :class:`Stream`, or a backend
     stream passed through); ``None`` stays ``None``."""
     return stream.raw if isinstance(stream, Stream) else stream
+
+
+def stream_and_device(b, stream, what: str) -> tuple:
+    """``(backend stream, its device)`` for an explicit ``stream=`` argument (a
+    :class:`Stream` or a backend stream); a clear error for anything else."""
+    if isinstance(stream, Stream):
+        return stream.raw, stream.device
+    try:
+        return stream, b.stream_device(stream)
+    except Exception:
+        raise WorkbenchError(f"{what}: stream= takes a wb.Stream (wb.Stream(), "
+                             f"wb.Stream.current()), got {type(stream).__name__} {stream!r}") from None
+
+
+def launch_stream(b, stream, what: str):
+    """The backend stream of an explicit ``stream=`` for a kernel launch: CUDA
+    launches a kernel only on a stream of the current device."""
+    raw, device = stream_and_device(b, stream, what)
+    if device != b.current_device():
+        raise WorkbenchError(
+            f"{what}: stream= is a stream of device {device} but device {b.current_device()} is "
+            f"current, and CUDA launches only on the current device's streams. Use "
+            f"`with wb.stream(s):` (it makes the stream's device current) and leave out stream=.")
+    return raw
+
+
+@contextlib.contextmanager
+def queued_on(b, stream, what: str):
+    """Run the block with ``stream`` (explicit, or None: the current one)
+    and its device current; yields the backend stream. Copies and memsets on
+    another device's stream are queued from that device, as CUDA requires of
+    the events that time them."""
+    if stream is None:
+        yield b.current_stream()
+        return
+    raw, device = stream_and_device(b, stream, what)
+    with _on_device(b, device):
+        yield raw
+
+
+def refuse_in_capture(what: str) -> None:
+    """Raise if the calling thread is capturing a graph (``what`` would wait
+    for work that is being recorded, not run: CUDA invalidates the capture)."""
+    capture = session().timing_log.capture
+    if capture is not None and capture.captures_here():
+        raise WorkbenchError(
+            f"{what} inside wb.graph(): it waits for work that the graph records but does not "
+            "run, and CUDA invalidates the capture. Inside the block leave out "
+            "wb.synchronize(), Stream.synchronize(), .done, wb.timings() and launch(sync=True); "
+            "call them after the block.")
 
 
 class Stream:
@@ -66,6 +117,7 @@ class Stream:
 
     def synchronize(self) -> None:
         """Wait (on the host) until every piece of work queued on the stream is done."""
+        refuse_in_capture("Stream.synchronize()")
         self.backend.stream_synchronize(self.raw)
 
     def record(self, event: "Event | None" = None) -> "Event":
@@ -81,8 +133,8 @@ class Stream:
     @property
     def done(self) -> bool:
         """True when the work queued so far has finished (never blocks)."""
-        probe = Event(device=self.device).record(self)
-        return probe.done
+        refuse_in_capture("Stream.done")
+        return self.backend.stream_done(self.raw)
 
     def __enter__(self) -> "Stream":
         context = stream(self)
@@ -136,10 +188,7 @@ def _on_device(b, index: int):
 
 
 def _check_device(b, index) -> None:
-    count = b.device_count()
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
-        raise DeviceError(f"No device {index!r}: this {b.name} backend has {count} device"
-                          f"{'s' if count != 1 else ''}; pass an index from 0 to {count - 1}.")
+    check_device_index(b, index)
 
 
 def device(index: int):
@@ -161,16 +210,40 @@ class Event:
     """
 
     def __init__(self, device: int | None = None):
+        self.raw = None
         b = self.backend = backend()
+        if device is not None:
+            _check_device(b, device)
         self.device = b.current_device() if device is None else int(device)
         with _on_device(b, self.device):
             self.raw = b.create_event()
         self.recorded = False
 
+    def __del__(self):
+        raw, self.raw = getattr(self, "raw", None), None
+        if raw is not None:
+            try:
+                self.backend.destroy_event(raw)
+            except Exception:  # (at exit, the context may be gone)
+                pass
+
     def record(self, stream: Stream | None = None) -> "Event":
-        """Mark the point after the work queued on ``stream`` (None: the current one)."""
-        raw = raw_stream(stream) if stream is not None else self.backend.current_stream()
-        self.backend.record_event(self.raw, raw)
+        """Mark the point after the work queued on ``stream`` (None: the
+        current stream of the event's device). A CUDA event is recorded on a
+        stream of its own device only."""
+        b = self.backend
+        if stream is None:
+            with _on_device(b, self.device):  # (the null stream is the current device's)
+                b.record_event(self.raw, b.current_stream())
+            self.recorded = True
+            return self
+        raw, device = stream_and_device(b, stream, "Event.record()")
+        if device != self.device:
+            raise WorkbenchError(
+                f"Event.record(): the event belongs to device {self.device} and the stream to "
+                f"device {device}; CUDA records an event on its own device's streams only: "
+                f"make it with wb.Event(device={device}) or s.record()")
+        b.record_event(self.raw, raw)
         self.recorded = True
         return self
 
@@ -178,24 +251,28 @@ class Event:
         """Work queued on ``stream`` (None: the current one) from now on starts
         after this event; the host does not wait."""
         self._check_recorded("wait")
-        raw = raw_stream(stream) if stream is not None else self.backend.current_stream()
+        raw = (stream_and_device(self.backend, stream, "Event.wait()")[0] if stream is not None
+               else self.backend.current_stream())
         self.backend.stream_wait_event(raw, self.raw)
         return self
 
     def synchronize(self) -> None:
         """Wait on the host until the work before the event is done."""
         self._check_recorded("synchronize")
+        refuse_in_capture("Event.synchronize()")
         self.backend.event_synchronize(self.raw)
 
     @property
     def done(self) -> bool:
         """True when the work before the event has finished (never blocks)."""
+        refuse_in_capture("Event.done")
         return self.recorded and self.backend.event_done(self.raw)
 
     def elapsed_ms(self, end: "Event") -> float:
         """Milliseconds from this event to ``end`` (waits for ``end``)."""
         self._check_recorded("elapsed_ms")
         end._check_recorded("elapsed_ms")
+        refuse_in_capture("Event.elapsed_ms()")
         if end.device != self.device:
             raise WorkbenchError(f"events of devices {self.device} and {end.device} have no "
                                  "common clock; time each device with its own events")
@@ -210,5 +287,9 @@ class Event:
                                  "event.record(stream) first")
 
     def __repr__(self) -> str:
-        state = ("done" if self.done else "pending") if self.recorded else "not recorded"
+        capture = session().timing_log.capture
+        if capture is not None and capture.captures_here():
+            state = "recorded" if self.recorded else "not recorded"
+        else:
+            state = ("done" if self.done else "pending") if self.recorded else "not recorded"
         return f"<wb.Event on device {self.device}: {state} | {self.backend.name}>"

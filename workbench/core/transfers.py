@@ -17,7 +17,7 @@ from ..memory.kinds import registry as _kinds
 from ..memory.oom import is_out_of_memory, out_of_memory
 from ..present.units import format_bytes
 from ..runtime.session import backend, session
-from .streams import _check_device, raw_stream
+from .streams import _check_device, queued_on, refuse_in_capture
 
 #: Names of the copies in the timing log, by direction.
 DIRECTIONS = {"H2D": "host to device", "D2H": "device to host", "D2D": "device to device",
@@ -65,7 +65,6 @@ def copy(dst, src, *, stream=None, sync: bool = False):
     if kind == "H2H":
         np.copyto(dst.reshape(-1).view(np.uint8), src.reshape(-1).view(np.uint8))
         return dst
-    raw = raw_stream(stream) if stream is not None else b.current_stream()
     log = session().timing_log
     capture = log.capture
     if capture is not None and kind in ("H2D", "D2H"):
@@ -75,9 +74,13 @@ def copy(dst, src, *, stream=None, sync: bool = False):
                 "wb.copy() inside wb.graph(): a graph copies from and to pinned host memory "
                 "only (pageable memory is copied synchronously, which a capture cannot "
                 "record); allocate the host array with wb.pinned(shape, dtype)")
-    log.timed_op(b, "copy", f"copy {kind}", int(src.nbytes), raw, b.copy, dst, src, raw)
     if sync:
-        b.stream_synchronize(raw)
+        refuse_in_capture("wb.copy(sync=True)")
+    with queued_on(b, stream, "wb.copy()") as raw:  # (another device's stream: from that device)
+        log.timed_op(b, "copy", f"copy {kind}", int(src.nbytes), raw, b.copy, dst, src, raw,
+                     keep=(dst, src))  # referenced until the copy is done, as CuPy's own copies
+        if sync:
+            b.stream_synchronize(raw)
     return dst
 
 
@@ -91,9 +94,9 @@ def memset(array, value: int = 0, *, stream=None):
         raise WorkbenchError(f"wb.memset(): value is a byte, 0 to 255, got {value!r}")
     if not array.flags.c_contiguous:
         raise WorkbenchError("wb.memset() takes a contiguous array")
-    raw = raw_stream(stream) if stream is not None else b.current_stream()
-    session().timing_log.timed_op(b, "memset", "memset", int(array.nbytes), raw, b.memset,
-                                  array, int(value), raw)
+    with queued_on(b, stream, "wb.memset()") as raw:
+        session().timing_log.timed_op(b, "memset", "memset", int(array.nbytes), raw, b.memset,
+                                      array, int(value), raw, keep=array)
     return array
 
 
@@ -169,9 +172,9 @@ def prefetch(array, device: int | None = None, *, stream=None):
         if not b.managed_prefetch_supported(device):
             raise DeviceError(f"device {device} cannot prefetch managed memory (no concurrent "
                               "managed access); its pages move on first use instead")
-    raw = raw_stream(stream) if stream is not None else b.current_stream()
-    session().timing_log.timed_op(b, "copy", "prefetch", int(array.nbytes), raw, b.prefetch,
-                                  array, device, raw)
+    with queued_on(b, stream, "wb.prefetch()") as raw:
+        session().timing_log.timed_op(b, "copy", "prefetch", int(array.nbytes), raw, b.prefetch,
+                                      array, device, raw, keep=array)
     return array
 
 

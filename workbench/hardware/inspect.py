@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 
+from .. import subprocesses
 from ..backends.base import CompileOptions, KernelResources
 from ..backends.nvrtc import check_with_nvrtc
 from ..present.na import NA, or_na
@@ -76,7 +77,7 @@ def disassemble(cubin: bytes, symbol: str) -> tuple[str | None, str]:
                         if tool == "cuobjdump" else
                         ([tool, "-c", "-fun", symbol, path], [tool, "-c", path])):
                 try:
-                    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+                    out = subprocesses.run(cmd, text=True, timeout=60)
                 except (OSError, subprocess.TimeoutExpired) as exc:
                     errors.append(f"{tool}: {exc}")
                     continue

@@ -231,16 +231,21 @@ def devices() -> DeviceList:
     return DeviceList(device_info(i, b) for i in range(b.device_count()))
 
 
-def use_device(index: int) -> DeviceInfo:
-    """Make device ``index`` current: later allocations, compiles and launches
-    go to it. Returns its :class:`DeviceInfo`."""
-    b = backend()
+def check_device_index(b, index) -> None:
+    """Raise DeviceError, listing the devices, unless ``index`` is one of ``b``'s."""
     count = b.device_count()
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
         names = ", ".join(f"{i}: {b.device_properties(i).name}" for i in range(count))
         raise DeviceError(f"No device {index!r}: this {b.name} backend has {count} "
-                             f"device{'s' if count != 1 else ''} ({names}); "
-                             f"pass an index from 0 to {count - 1}.")
+                          f"device{'s' if count != 1 else ''} ({names}); "
+                          f"pass an index from 0 to {count - 1}.")
+
+
+def use_device(index: int) -> DeviceInfo:
+    """Make device ``index`` current: later allocations, compiles and launches
+    go to it. Returns its :class:`DeviceInfo`."""
+    b = backend()
+    check_device_index(b, index)
     if index != b.current_device():
         b.set_device(index)
         session().timing_log.device_changed(b)  # CUDA events belong to one device

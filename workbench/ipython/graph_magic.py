@@ -6,6 +6,7 @@ from IPython.core import magic_arguments
 from IPython.core.magic import Magics, cell_magic, magics_class
 
 from ..core.graphs import graph
+from ..errors import WorkbenchError
 
 
 @magics_class
@@ -22,7 +23,8 @@ class GraphMagics(Magics):
         and copies are captured (not run); ``NAME.launch()`` replays them."""
         args = magic_arguments.parse_argstring(self.cuda_graph, line)
         if not args.name.isidentifier():
-            raise ValueError(f"%%cuda_graph NAME: {args.name!r} is not a Python name")
+            raise WorkbenchError(f"%%cuda_graph NAME: {args.name!r} is not a Python name; give "
+                                 "the variable to bind the graph to, e.g. %%cuda_graph g")
         g = graph(args.name)
         with g:  # an error in the cell propagates (the cell fails) and nothing is bound
             self.shell.ex(self.shell.transform_cell(cell))

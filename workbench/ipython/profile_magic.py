@@ -14,6 +14,8 @@ Systems, or ranges were switched on), every cell is an NVTX range named
 """
 from __future__ import annotations
 
+import re
+
 from IPython.core import magic_arguments
 from IPython.core.magic import Magics, cell_magic, magics_class
 
@@ -24,10 +26,19 @@ from ..runtime.session import session
 from .cuda_magic import _show_workbench_error
 
 
+#: The profilers' own progress lines, exactly (a program's "Generating ..." stays).
+_PROGRESS = re.compile(
+    r"==PROF== .*"                                   # ncu
+    r"|Collecting data\.\.\."                         # nsys profile
+    r"|Generating '[^']*\.qdstrm'"
+    r"|Processing \[\d+/\d+\].*|Processing events\.\.\."
+    r"|\[\d+/\d+\] \[[=> \d%]*\] .*"
+    r"|Generated:|\s+\S+\.(?:nsys-rep|sqlite|qdstrm)")
+
+
 def _print_output(output: str) -> None:
     """The profiled process's own output, without the profiler's progress lines."""
-    lines = [ln for ln in output.splitlines() if not ln.startswith(("==PROF==", "Collecting data",
-                                                                     "Generating", "Processing"))]
+    lines = [ln for ln in output.splitlines() if not _PROGRESS.fullmatch(ln.rstrip())]
     text = "\n".join(lines).strip()
     if text:
         print(text)
@@ -46,6 +57,8 @@ class ProfileMagics(Magics):
                               help=f"launches to profile at most (default {DEFAULT_LAUNCH_COUNT}; "
                                    f"0: all)")
     @magic_arguments.argument("--timeout", type=float, default=600, help="seconds (default 600)")
+    @magic_arguments.argument("--report-dir", default=None,
+                              help="keep the report file in this folder (for the Nsight GUI)")
     @magic_arguments.argument("--quiet", "-q", action="store_true",
                               help="do not print what the profiled cell printed")
     @cell_magic
@@ -55,13 +68,16 @@ class ProfileMagics(Magics):
         args = magic_arguments.parse_argstring(self.ncu, line)
         report = profile_code(cell, self.shell.user_ns, kernel=args.kernel,
                               launch_skip=args.launch_skip,
-                              launch_count=args.launch_count or None, timeout=args.timeout)
+                              launch_count=args.launch_count or None, timeout=args.timeout,
+                              report_dir=args.report_dir)
         if not args.quiet:
             _print_output(report.output)
         return report
 
     @magic_arguments.magic_arguments()
     @magic_arguments.argument("--timeout", type=float, default=600, help="seconds (default 600)")
+    @magic_arguments.argument("--report-dir", default=None,
+                              help="keep the report file in this folder (for the Nsight GUI)")
     @magic_arguments.argument("--quiet", "-q", action="store_true",
                               help="do not print what the profiled cell printed")
     @cell_magic
@@ -69,7 +85,7 @@ class ProfileMagics(Magics):
         """Run the cell under Nsight Systems; its value is an ``NsysReport``
         (kernel intervals and NVTX ranges)."""
         args = magic_arguments.parse_argstring(self.nsys, line)
-        report = trace_code(cell, self.shell.user_ns, timeout=args.timeout)
+        report = trace_code(cell, self.shell.user_ns, timeout=args.timeout, report_dir=args.report_dir)
         if not args.quiet:
             _print_output(report.output)
         return report

@@ -16,6 +16,7 @@ the cell fails, Run-All stops.
 """
 from __future__ import annotations
 
+import difflib
 import shlex
 
 from IPython.core import magic_arguments
@@ -23,7 +24,8 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.display import display
 
 from ..errors import CompileError
-from ..programs import DEFAULT_TIMEOUT_S, add_file, build_program, program
+from ..programs import DEFAULT_TIMEOUT_S, ProgramOptionError, add_file, build_program, program
+from ..programs.options import known_long_option
 from .cuda_magic import diagnostics_bundle
 
 #: The magic's own options, and whether each takes a value.
@@ -34,7 +36,11 @@ _OWN = {"--name": True, "--files": True, "--backend": True, "--timeout": True, "
 def split_line(line: str) -> tuple[list[str], list[str], list[str]]:
     """``(the magic's options, compiler options, program arguments)`` of the
     magic's line (shell quoting)."""
-    tokens = shlex.split(line)
+    try:
+        tokens = shlex.split(line)
+    except ValueError as exc:  # an unclosed quote
+        raise ProgramOptionError(f"cannot split the %%cuda_program line {line.strip()!r}: {exc} "
+                                 "(close the quote, or escape it with a backslash)") from None
     own: list[str] = []
     compiler: list[str] = []
     program_args: list[str] = []
@@ -52,9 +58,24 @@ def split_line(line: str) -> tuple[list[str], list[str], list[str]]:
             else:
                 own.append(tok)
         else:
+            _check_not_misspelled(key)
             compiler.append(tok)
         i += 1
     return own, compiler, program_args
+
+
+def _check_not_misspelled(key: str) -> None:
+    """A ``--name`` that is not nvcc's but close to one of the magic's own
+    options (``--timout``, ``--build_only``) is a typo, not a compiler option."""
+    if not key.startswith("--") or known_long_option(key):
+        return
+    own = [o for o in _OWN if o.startswith("--")]
+    close = difflib.get_close_matches(key.replace("_", "-"), own, n=1, cutoff=0.75)
+    if close:
+        raise ProgramOptionError(
+            f"{key} is not an option of %%cuda_program nor one the workbench knows of nvcc; did "
+            f"you mean {close[0]}? The magic's own options: {', '.join(own)}; the rest of the "
+            "line goes to the compiler")
 
 
 @magics_class

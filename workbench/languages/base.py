@@ -19,7 +19,7 @@ from ..hardware.inspect import inspect_kernel
 from ..hardware.occupancy import occupancy as kernel_occupancy
 from ..present.tables import html_fields
 from ..runtime.session import session
-from ..core.streams import raw_stream
+from ..core.streams import launch_stream
 
 #: Python scalars pass to the language as they are (checked first, on the launch path).
 _SCALARS = frozenset({int, float, bool, np.float32, np.float64, np.int32, np.int64})
@@ -182,7 +182,7 @@ class PyKernel:
             args, meta = self._bind(args, meta)
         converted = self.check_args(args, meta)
         grid, block = self.launch_config(grid, block, n, meta)
-        stream = b.current_stream() if stream is None else raw_stream(stream)
+        stream = b.current_stream() if stream is None else launch_stream(b, stream, f"{self.name}()")
         self._session.timing_log.timed_launch(
             b, self.name, self._log_grid(grid), block, shared_mem, stream, self._run,
             (converted, meta, grid), self.language)

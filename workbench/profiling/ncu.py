@@ -14,8 +14,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+from .. import subprocesses
 from ..errors import ProfileFailed
 from . import ship, tools
 from .report import ALL_METRICS, METRICS, NcuReport
@@ -37,13 +39,15 @@ def _tail(output: str, lines: int = _TAIL) -> str:
 
 def child_environment(backend_name: str | None = None) -> dict:
     """The environment of a profiled child: this workbench's source tree
-    first on ``PYTHONPATH``, the same backend, NVTX ranges on, and the C
+    first on ``PYTHONPATH``, the same backend, NVTX ranges on, launches
+    timed with events (not CUPTI, which the profiler holds), and the C
     locale (ncu's numbers without locale separators)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     if backend_name:
         env["WORKBENCH_BACKEND"] = backend_name
     env["WORKBENCH_PROFILING_CHILD"] = "1"
+    env["WORKBENCH_TIMING"] = "events"  # CUPTI activity timing would compete with the profiler's CUPTI
     env["PYTHONUNBUFFERED"] = "1"
     env["LC_ALL"] = "C"
     return env
@@ -54,6 +58,42 @@ def kernel_filter(name: str) -> str:
     ``scale<float>`` or a namespaced ``ns::k`` too) and nothing else."""
     base = re.escape(name.split("<", 1)[0].split("::")[-1].strip())
     return rf"regex:^([A-Za-z0-9_]+::)*{base}(<.*>)?(\(.*\))?$"  # plain ECMAScript regex
+
+
+def name_filter(kernel: str | None) -> str | None:
+    """The ``--kernel-name`` value for a user's ``kernel=``: None (every
+    kernel), ``"regex:..."`` as it is, else :func:`kernel_filter`."""
+    return kernel if kernel is None or kernel.startswith("regex:") else kernel_filter(kernel)
+
+
+def resolve_executable(path, cwd=None) -> str:
+    """The absolute path of the program ``path`` (relative to ``cwd``, or
+    found on ``PATH``), or :class:`~workbench.ProfileFailed` saying to build it."""
+    path = os.fspath(path)
+    candidate = os.path.join(os.fspath(cwd), path) if cwd is not None else path
+    resolved = os.path.abspath(candidate) if os.path.isfile(candidate) else shutil.which(path)
+    if not resolved or not os.access(resolved, os.X_OK):
+        raise ProfileFailed(f"{path} is not an executable file; build it first (nvcc -o {path} ...).")
+    return resolved
+
+
+def keep_report(path: str, report_dir, what: str) -> str:
+    """Copy the report file ``path`` into ``report_dir`` (made if missing)
+    under a name from ``what`` that is not taken yet; its new path."""
+    os.makedirs(report_dir, exist_ok=True)
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", what).strip("_.")[:60] or "report"
+    suffix = "".join(Path(path).suffixes[-1:])
+    target, n = os.path.join(report_dir, stem + suffix), 1
+    while os.path.exists(target):
+        n += 1
+        target = os.path.join(report_dir, f"{stem}-{n}{suffix}")
+    shutil.copyfile(path, target)
+    return target
+
+
+def _remove(folder: str | None) -> None:
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def ncu_command(ncu: str, target, report: str, metrics, *, kernel: str | None = None,
@@ -70,10 +110,14 @@ def ncu_command(ncu: str, target, report: str, metrics, *, kernel: str | None = 
     return cmd + list(extra) + [str(t) for t in target]
 
 
-def _run(cmd, env, timeout: float, what: str, cwd=None) -> subprocess.CompletedProcess:
+def _run(cmd, env, timeout: float, what: str, cwd=None, deadline: float | None = None
+         ) -> subprocess.CompletedProcess:
+    """Run a profiler command (its whole process group stopped after
+    ``timeout`` s, or at ``deadline``, a ``time.monotonic()`` shared by retries)."""
+    left = timeout if deadline is None else max(0.0, deadline - time.monotonic())
     try:
-        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              errors="replace", env=env, timeout=timeout, cwd=cwd)
+        return subprocesses.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace", env=env, timeout=left, cwd=cwd)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         raise ProfileFailed(f"profiling {what} took longer than {timeout:.0f} s and was stopped "
@@ -87,7 +131,7 @@ def read_report(ncu: str, path: str, **kwargs) -> NcuReport:
     result = None
     # base units and plain function names; without the options if this ncu lacks them
     for cmd in (base + ["--print-units", "base", "--print-kernel-base", "function"], base):
-        result = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300,
+        result = subprocesses.run(cmd, text=True, errors="replace", timeout=300,
                                 env={**os.environ, "LC_ALL": "C"})
         if result.returncode == 0:
             return NcuReport.from_csv(result.stdout, path=path, **kwargs)
@@ -97,23 +141,44 @@ def read_report(ncu: str, path: str, **kwargs) -> NcuReport:
 def profile_command(target, *, what: str, env: dict | None = None, kernel: str | None = None,
                     launch_skip: int = 0, launch_count: int | None = DEFAULT_LAUNCH_COUNT,
                     metrics=ALL_METRICS, timeout: float = 600, folder: str | None = None,
-                    extra=(), cwd=None) -> NcuReport:
+                    extra=(), cwd=None, report_dir=None, temporary: bool | None = None) -> NcuReport:
     """Run ``target`` (a command list) under ncu and return the report.
 
-    A metric this ncu or GPU does not know is left out and the run repeated;
-    counters the user may not read, or no supported GPU, raise
-    :class:`~workbench.ProfilerUnavailable`; a failing program or no kernel
-    profiled raise :class:`~workbench.ProfileFailed`.
+    The report is written in ``folder`` (by default a temporary one, removed
+    at the end, also on errors: ``temporary`` says whether ``folder`` is to
+    be removed). ``report_dir``: a folder to keep a copy of the
+    ``.ncu-rep`` file in (the report's ``path``; else ``path`` is None when
+    the report was in a temporary folder).
+
+    A metric this ncu or GPU does not know is left out and the run repeated
+    (within the one ``timeout``); counters the user may not read, or no
+    supported GPU, raise :class:`~workbench.ProfilerUnavailable`; a failing
+    program or no kernel profiled raise :class:`~workbench.ProfileFailed`.
     """
     ncu = tools.require("ncu")
+    if temporary is None:
+        temporary = folder is None
     folder = folder or tempfile.mkdtemp(prefix="workbench-ncu-")
+    try:
+        return _profile_in(ncu, folder, target, what=what, env=env, kernel=kernel,
+                           launch_skip=launch_skip, launch_count=launch_count, metrics=metrics,
+                           timeout=timeout, extra=extra, cwd=cwd, report_dir=report_dir,
+                           temporary=temporary)
+    finally:
+        if temporary:
+            _remove(folder)
+
+
+def _profile_in(ncu, folder, target, *, what, env, kernel, launch_skip, launch_count, metrics,
+                timeout, extra, cwd, report_dir, temporary) -> NcuReport:
     report = os.path.join(folder, "report")
     metrics = list(metrics)
     env = env if env is not None else child_environment()
+    deadline = time.monotonic() + timeout
     for _ in range(4):
         cmd = ncu_command(ncu, target, report, metrics, kernel=kernel, launch_skip=launch_skip,
                           launch_count=launch_count, extra=extra)
-        result = _run(cmd, env, timeout, what, cwd)
+        result = _run(cmd, env, timeout, what, cwd, deadline)
         output = result.stdout or ""
         unavailable = tools.failure("ncu", output)
         if unavailable is not None:
@@ -130,7 +195,9 @@ def profile_command(target, *, what: str, env: dict | None = None, kernel: str |
                             f"{_tail(output)}")
     if not files:
         raise ProfileFailed(f"Nsight Compute wrote no report for {what}:\n{_tail(output)}")
+    kept = keep_report(files[0], report_dir, what) if report_dir is not None else None
     profile = read_report(ncu, files[0], target=what, command=cmd, output=output)
+    profile.path = kept or (None if temporary else files[0])
     if result.returncode != 0:
         raise ProfileFailed(f"{what} exited with code {result.returncode} under Nsight Compute "
                             f"({len(profile)} launches profiled before):\n{_tail(output)}")
@@ -143,27 +210,25 @@ def profile_command(target, *, what: str, env: dict | None = None, kernel: str |
 
 def profile_executable(path, args=(), *, kernel: str | None = None, launch_skip: int = 0,
                        launch_count: int | None = DEFAULT_LAUNCH_COUNT, metrics=ALL_METRICS,
-                       timeout: float = 600, cwd=None) -> NcuReport:
+                       timeout: float = 600, cwd=None, report_dir=None) -> NcuReport:
     """Profile the program at ``path`` run with ``args`` under Nsight Compute.
 
     ``kernel``: only kernels of this name (a C++ name, templates and
     namespaces allowed; ``"regex:..."`` is passed to ncu as it is).
     ``launch_skip``/``launch_count``: the launches (of the matching kernels)
-    skipped first and profiled at most (``None``: all). Returns an
-    :class:`~workbench.NcuReport` whose ``output`` holds what the program printed.
+    skipped first and profiled at most (``None``: all). ``report_dir``: keep
+    the ``.ncu-rep`` file there (else it is removed with its temporary
+    folder). Returns an :class:`~workbench.NcuReport` whose ``output`` holds
+    what the program printed.
     """
-    path = os.fspath(path)
-    candidate = os.path.join(os.fspath(cwd), path) if cwd is not None else path
-    resolved = os.path.abspath(candidate) if os.path.isfile(candidate) else shutil.which(path)
-    if not resolved or not os.access(resolved, os.X_OK):
-        raise ProfileFailed(f"{path} is not an executable file; build it first (nvcc -o {path} ...).")
+    resolved = resolve_executable(path, cwd)
     tools.require("ncu")
-    tools.require_gpu("Nsight Compute")
-    name_filter = kernel if kernel is None or kernel.startswith("regex:") else kernel_filter(kernel)
+    device_env = tools.require_gpu("Nsight Compute")
     return profile_command([resolved, *map(str, args)],
-                           what=" ".join([os.path.basename(path), *map(str, args)]),
-                           env=child_environment(), kernel=name_filter, launch_skip=launch_skip,
-                           launch_count=launch_count, metrics=metrics, timeout=timeout, cwd=cwd)
+                           what=" ".join([os.path.basename(os.fspath(path)), *map(str, args)]),
+                           env={**child_environment(), **device_env}, kernel=name_filter(kernel), launch_skip=launch_skip,
+                           launch_count=launch_count, metrics=metrics, timeout=timeout, cwd=cwd,
+                           report_dir=report_dir)
 
 
 def _child(folder: str) -> list[str]:
@@ -171,7 +236,7 @@ def _child(folder: str) -> list[str]:
 
 
 def profile(kernel, *args, grid=None, block=None, shared_mem: int = 0, n=None, warmup: int = 1,
-            metrics=ALL_METRICS, timeout: float = 600) -> NcuReport:
+            metrics=ALL_METRICS, timeout: float = 600, report_dir=None) -> NcuReport:
     """Profile one launch of ``kernel(*args, grid=, block=, shared_mem=, n=)``
     with Nsight Compute.
 
@@ -180,24 +245,26 @@ def profile(kernel, *args, grid=None, block=None, shared_mem: int = 0, n=None, w
     source and options, device arrays are copied over (through the host;
     the launch changes the copies, never your arrays), and the kernel runs
     ``warmup`` times before the one launch ncu measures. Module variables set
-    with ``set_global`` are not copied. Returns an :class:`~workbench.NcuReport`.
+    with ``set_global`` are not copied. The child's files (the arguments'
+    copies included) are removed at the end; ``report_dir``: keep the
+    ``.ncu-rep`` file there. Returns an :class:`~workbench.NcuReport`.
     """
     b = tools.require_gpu_backend("Nsight Compute")
     tools.require("ncu")
-    folder = tempfile.mkdtemp(prefix="workbench-ncu-")
-    name = ship.write_kernel_spec(Path(folder), kernel, args, grid, block, shared_mem, n, warmup)
+    folder = tempfile.mkdtemp(prefix="workbench-ncu-")  # the spec and arrays: removed at the end
     try:
+        name = ship.write_kernel_spec(Path(folder), kernel, args, grid, block, shared_mem, n, warmup)
         return profile_command(_child(folder), what=f"{name} (one launch)",
                                env=child_environment(b.name), kernel=kernel_filter(name),
                                launch_skip=warmup, launch_count=1, metrics=metrics,
-                               timeout=timeout, folder=folder)
+                               timeout=timeout, folder=folder, report_dir=report_dir, temporary=True)
     finally:
-        _drop(folder, ship.ARRAYS)
+        _remove(folder)
 
 
 def profile_code(code: str, user_ns: dict | None = None, *, kernel: str | None = None,
                  launch_skip: int = 0, launch_count: int | None = DEFAULT_LAUNCH_COUNT,
-                 metrics=ALL_METRICS, timeout: float = 600) -> NcuReport:
+                 metrics=ALL_METRICS, timeout: float = 600, report_dir=None) -> NcuReport:
     """Profile the kernels that Python ``code`` (a cell) launches.
 
     The code runs in a new Python process with every module compiled in
@@ -206,25 +273,18 @@ def profile_code(code: str, user_ns: dict | None = None, *, kernel: str | None =
     notebook's variables) when they can be sent over: device and NumPy
     arrays, numbers, strings, containers of them, imported modules. Anything
     else the code reads must be defined in the code itself. ``kernel``,
-    ``launch_skip``, ``launch_count``: as in :func:`profile_executable`.
+    ``launch_skip``, ``launch_count``, ``report_dir``: as in
+    :func:`profile_executable`. The files sent to the child (the variables'
+    copies) are removed at the end.
     """
     b = tools.require_gpu_backend("Nsight Compute")
     tools.require("ncu")
     folder = tempfile.mkdtemp(prefix="workbench-ncu-")
-    ship.write_code_spec(Path(folder), code, user_ns, b)
-    name_filter = kernel if kernel is None or kernel.startswith("regex:") else kernel_filter(kernel)
     try:
+        ship.write_code_spec(Path(folder), code, user_ns, b)
         return profile_command(_child(folder), what="the cell", env=child_environment(b.name),
-                               kernel=name_filter, launch_skip=launch_skip,
+                               kernel=name_filter(kernel), launch_skip=launch_skip,
                                launch_count=launch_count, metrics=metrics, timeout=timeout,
-                               folder=folder)
+                               folder=folder, report_dir=report_dir, temporary=True)
     finally:
-        _drop(folder, ship.ARRAYS, ship.VARIABLES)
-
-
-def _drop(folder: str, *names: str) -> None:
-    for name in names:
-        try:
-            os.remove(os.path.join(folder, name))
-        except OSError:
-            pass
+        _remove(folder)

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 
+from .. import subprocesses
 from ..backends import gpu_unavailable_reason
 from ..errors import ProfilerUnavailable
 from ..runtime.session import backend as active_backend
@@ -88,14 +89,18 @@ def require_gpu_backend(what: str):
     return b
 
 
-def require_gpu(what: str) -> None:
+def require_gpu(what: str) -> dict[str, str]:
     """:class:`~workbench.ProfilerUnavailable` when this machine has no GPU
-    (a program may be profiled whichever backend is active)."""
-    if active_backend().simulated:
+    (a program may be profiled whichever backend is active); else the
+    environment that runs a program on the active device (none when the
+    active backend is the simulator)."""
+    b = active_backend()
+    if b.simulated:
         reason = gpu_unavailable_reason()
         if reason:
             raise ProfilerUnavailable(f"{what} needs an NVIDIA GPU, and there is none here "
                                       f"({reason}): run on a machine with a GPU.")
+    return b.child_environment()
 
 
 def failure(tool: str, output: str) -> ProfilerUnavailable | None:
@@ -123,7 +128,7 @@ def version(tool: str) -> str | None:
     if path is None:
         return None
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+        out = subprocesses.run([path, "--version"], text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"unknown ({type(exc).__name__})"
     lines = [ln.strip() for ln in (out.stdout or out.stderr).splitlines() if ln.strip()]

@@ -101,11 +101,11 @@ class ProgramOptions:
             if option in _GPU_ONLY or option in ("-D", "-std"):
                 continue
             if option == "-Xcompiler":
-                compile_flags += [v for v in (value or "").split(",") if v]
-                if any(v in ("-fopenmp", "-pthread") for v in (value or "").split(",")):
-                    link_flags += [v for v in (value or "").split(",") if v in ("-fopenmp", "-pthread")]
+                pieces = _host_pieces(option, value)
+                compile_flags += pieces
+                link_flags += [v for v in pieces if v in ("-fopenmp", "-pthread")]
             elif option == "-Xlinker":
-                link_flags += [f"-Wl,{v}" for v in (value or "").split(",") if v]
+                link_flags += [f"-Wl,{v}" for v in _host_pieces(option, value)]
             elif option in ("-l", "-L"):
                 link_flags.append(option + (value or ""))
             elif option in ("-U", "-I", "-O"):
@@ -115,6 +115,24 @@ class ProgramOptions:
             else:
                 compile_flags += [option, value]
         return compile_flags, link_flags
+
+
+def known_long_option(name: str) -> bool:
+    """Whether ``--name`` is an nvcc long option the workbench knows."""
+    return name in _LONG_NAMES or name in _LONG_NAMES.values()
+
+
+def _host_pieces(option: str, value: str | None) -> list[str]:
+    """The host compiler's (or linker's) arguments in an ``-Xcompiler`` /
+    ``-Xlinker`` value: split at commas as nvcc does, then each piece as a
+    shell would (``-Xcompiler "-Wall -Wextra"``)."""
+    out: list[str] = []
+    for piece in (value or "").split(","):
+        try:
+            out += shlex.split(piece)
+        except ValueError as exc:  # an unclosed quote
+            raise ProgramOptionError(f"cannot split {option} {value!r}: {exc}") from None
+    return out
 
 
 def parse_options(options: str | Sequence[str] | None) -> ProgramOptions:

@@ -248,6 +248,7 @@ def program(source: str | None = None, *, files: Sequence[str] | Mapping[str, st
             notes.append(built.toolkit.message)
             if echo:
                 print(f"note: {built.toolkit.message}")
+        env = active_backend().child_environment()  # the active device, not CUDA's device 0
         stdbuf = shutil.which("stdbuf")  # line-buffered output, streamed as it comes
         run_command = [stdbuf, "-oL", "-eL", *command] if stdbuf else command
     try:

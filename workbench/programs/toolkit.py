@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..cache import DiskCache
+from .. import subprocesses
+from ..cache import (DiskCache, dependencies_unchanged, library_files, read_depfile, record_dependencies,
+                     relative_folders)
 from ..errors import BackendUnavailable
 
 CACHE = DiskCache("programs")
 #: Bumped when the way programs are built changes.
-BUILD_VERSION = "1"
+BUILD_VERSION = "2"
 
 
 def find_nvcc() -> str | None:
@@ -60,7 +62,7 @@ def require_nvcc() -> str:
 def nvcc_version(nvcc: str) -> tuple[str, tuple[int, int] | None]:
     """``(the text of nvcc --version, (major, minor))``."""
     try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+        out = subprocesses.run([nvcc, "--version"], text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         raise BackendUnavailable(f"{nvcc} --version failed: {exc}") from None
     m = re.search(r"release (\d+)\.(\d+)", out)
@@ -146,20 +148,51 @@ class NvccFailed(Exception):
         super().__init__(log)
 
 
+def host_compiler(args: Sequence[str]) -> str:
+    """The host compiler nvcc uses: ``-ccbin``/``--compiler-bindir`` in
+    ``args``, else ``$NVCC_CCBIN``, else ``g++``."""
+    args = list(args)
+    for i, a in enumerate(args):
+        if a in ("-ccbin", "--compiler-bindir") and i + 1 < len(args):
+            return args[i + 1]
+        for flag in ("-ccbin=", "--compiler-bindir="):
+            if a.startswith(flag):
+                return a[len(flag):]
+    return os.environ.get("NVCC_CCBIN") or "g++"
+
+
+@functools.lru_cache(maxsize=8)
+def _compiler_version(compiler: str) -> str:
+    """The first line of ``compiler --version`` (empty when it cannot say)."""
+    exe = compiler if os.path.isabs(compiler) else (shutil.which(compiler) or compiler)
+    if os.path.isdir(exe):  # -ccbin names a folder: its g++
+        exe = os.path.join(exe, "g++")
+    try:
+        out = subprocesses.run([exe, "--version"], text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return f"{exe}: {out.strip().splitlines()[0] if out.strip() else ''}"
+
+
 def build_with_nvcc(nvcc: str, files: Mapping[str, str], sources: Sequence[str], args: Sequence[str],
                     timeout_s: float = 600) -> NvccBinary:
     """Compile and link ``sources`` (names among ``files``, which are all
     written to one folder so that they include each other) with ``args``;
-    cached by the files, the arguments and nvcc's version."""
+    cached by the files, the arguments, nvcc's and the host compiler's
+    versions (and the current folder where an option names a relative one),
+    and used from the cache while the headers it included from elsewhere and
+    the libraries it linked from ``-L`` folders are unchanged."""
     version_text, _ = nvcc_version(nvcc)
     h = hashlib.sha256()
-    for part in (BUILD_VERSION, version_text, "\0".join(args), "\0".join(sources)):
+    where = os.getcwd() if relative_folders(args) else ""
+    for part in (BUILD_VERSION, version_text, _compiler_version(host_compiler(args)), where,
+                 "\0".join(args), "\0".join(sources)):
         h.update(part.encode() + b"\n")
     for name in sorted(files):
         h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
     key = h.hexdigest()[:24]
     target = CACHE.path(f"nvcc-{key}")
-    if target.exists():
+    if target.exists() and dependencies_unchanged(target):
         return NvccBinary(target, "", True, [])
     with tempfile.TemporaryDirectory(dir=target.parent, prefix="build.") as tmp:
         for name, text in files.items():
@@ -167,15 +200,32 @@ def build_with_nvcc(nvcc: str, files: Mapping[str, str], sources: Sequence[str],
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         out = Path(tmp) / "program"
-        command = [nvcc, *args, "-o", str(out), *(str(Path(tmp) / s) for s in sources)]
+        depfile = Path(tmp) / "program.d"
+        sources_at = [str(Path(tmp) / s) for s in sources]
+        # nvcc -MD writes one rule for the last source only: with several, -M passes follow
+        deps_args = ["-MD", "-MF", str(depfile)] if len(sources) == 1 else []
+        command = [nvcc, *args, *deps_args, "-o", str(out), *sources_at]
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocesses.run(command, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise NvccFailed(f"nvcc did not finish within {timeout_s:g} s", command) from None
         log = (proc.stdout + proc.stderr).replace(tmp + "/", "")
-        shown = [c.replace(tmp + "/", "") for c in command[:-len(sources)]] + list(sources)
+        shown = [c.replace(tmp + "/", "") for c in command[:-len(sources)] if c not in deps_args]
+        shown += list(sources)
         shown[shown.index(str(out).replace(tmp + "/", ""))] = str(target)
         if proc.returncode != 0:
             raise NvccFailed(log or f"nvcc failed with exit code {proc.returncode}", shown)
+        deps = read_depfile(depfile)
+        if len(sources) > 1:
+            compile_args = [a for a in args if not a.startswith(("-l", "-L"))]
+            for i, source in enumerate(sources_at):
+                one = Path(tmp) / f"source{i}.d"
+                try:
+                    subprocesses.run([nvcc, *compile_args, "-M", "-MF", str(one), source], text=True,
+                                     timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    pass
+                deps += read_depfile(one)
+        record_dependencies(target, [*deps, *library_files(args)], exclude=tmp)
         os.replace(out, target)
     return NvccBinary(target, log.strip(), False, shown)

@@ -57,6 +57,10 @@ static __device__ __forceinline__ unsigned long long wb_ring_now() {{
 static __device__ __forceinline__ void wb_ring_backoff(unsigned ns, bool) {{ __nanosleep(ns); }}
 #endif
 
+#ifndef WB_RING_NEXT_POLLS_HOST
+#define WB_RING_NEXT_POLLS_HOST 1
+#endif
+
 // control[0]: stop flag, control[1]: the last request sequence number the host
 // published (host memory); device_head[0]: the same number as the dispatcher
 // last saw it, or -1 once the ring stops (device memory).
@@ -95,14 +99,31 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
     long long seq = index - 31;
     long long seen = 0;
     unsigned ns = 32;
-    for (;;) {{
+    for (unsigned polls = 0;; ++polls) {{
         if (seen < seq) {{
-            seen = wb_ring_load_gpu(head);
-            if (seen < 0) break;
-            if (seen < seq) {{
-                wb_ring_backoff(ns, false);
-                if (ns < {max_backoff_ns}) ns *= 2;
-                continue;
+#if WB_RING_NEXT_POLLS_HOST
+            if (seen == seq - 1) {{
+                // Every message before this thread's is published, so its own is the next: it
+                // watches the host's head itself (one thread at a time does), a hop shorter
+                // than waiting for the dispatcher's copy; the copy still says when to stop.
+                const long long h = wb_ring_load_sys(&host[1]);
+                if (h >= seq) {{
+                    seen = h;
+                }} else {{
+                    if ((polls & 7) == 7 && wb_ring_load_gpu(head) < 0) break;
+                    wb_ring_backoff(32, false);
+                    continue;
+                }}
+            }} else
+#endif
+            {{
+                seen = wb_ring_load_gpu(head);
+                if (seen < 0) break;
+                if (seen < seq) {{
+                    wb_ring_backoff(ns, false);
+                    if (ns < {max_backoff_ns}) ns *= 2;
+                    continue;
+                }}
             }}
         }}
         ns = 32;

@@ -26,14 +26,19 @@ import datetime as _dt
 import math
 import threading
 import time
+import weakref
 
+from ..errors import WorkbenchError
 from ..present.tables import pandas
+from .clocks import DeviceClocks
 
 
 # fields of a launch record (a list, built on the hot path); START and END
 # hold the two events, or, timed by CUPTI, the symbol the records name and
 # whether it is exact (else a part of the symbol: Numba and Triton kernels);
-# DEVICE and T0 are filled when the record's time is read
+# DEVICE is the device current when the work was queued (its events' pool);
+# T0 holds, until the record is read, what an asynchronous copy must keep
+# alive (its arrays), then the start time on the timeline
 (KERNEL, GRID, BLOCK, SHARED, CELL, WALL, START, END, MS, BACKEND, LANGUAGE, KIND, STREAM,
  NBYTES, DEVICE, T0) = range(16)
 #: Launches looked ahead for a CUPTI record's entry once every kernel has
@@ -42,9 +47,16 @@ _LOOKAHEAD = 64
 COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backend", "language",
            "kind", "stream", "device", "bytes", "gbps", "start_ms"]
 
-#: An anchor event is kept for at most this many ms of offsets (CUDA's elapsed
-#: times are single-precision milliseconds: 1 s keeps them to about 0.1 us).
-ANCHOR_SPAN_MS = 1000.0
+
+class _Pool(collections.deque):
+    """Free events of one device (``device``): CUDA events belong to the
+    device current when they were made, and are recorded on its streams only."""
+
+    __slots__ = ("device",)
+
+    def __init__(self, device):
+        super().__init__()
+        self.device = device
 
 
 class TimingLog:
@@ -60,8 +72,12 @@ class TimingLog:
         """``session`` supplies the cell being run (its ``cell`` attribute)."""
         self.records: collections.deque = collections.deque(maxlen=self.MAX_RECORDS)
         self._pending: collections.deque = collections.deque()
-        self._free: collections.deque = collections.deque()
-        self._pools: dict = {}  # device -> free events (``_free``: the current device's)
+        self._free = _Pool(None)  # the current device's free events
+        self._pools: dict = {}  # device -> its _Pool
+        self._device = None  # the current device (CUPTI-timed records carry it)
+        #: (event, arrays, pool) of copies queued while paused: the arrays stay
+        #: referenced until the event is done (an asynchronous copy reads them later)
+        self._kept: collections.deque = collections.deque()
         self._backend = None
         self._activity = None  # the backend's CUPTI records (None: events)
         self._awaiting: collections.deque = collections.deque()  # launches CUPTI times
@@ -69,10 +85,9 @@ class TimingLog:
         self._cupti_offset = None  # host ms - CUPTI ms, set at the first CUPTI record
         self._lock = threading.Lock()
         self._session = session
-        #: device -> [event, absolute ms]: the start of a resolved record, from
-        #: which the start times of later ones are measured (the timeline's clock)
-        self._anchors: dict = {}
-        #: id(backend stream) -> [stream, label] for the ``stream`` column
+        self._clocks = DeviceClocks()  # the device clocks paired with the host's (timeline)
+        #: id(backend stream) -> [weak reference to the stream, label] for the
+        #: ``stream`` column (weak: the log must not keep streams alive)
         self._stream_names: dict = {}
         #: the graph being captured (core/graphs.py): launches are its nodes
         self.capture = None
@@ -119,8 +134,11 @@ class TimingLog:
         compiled code, where it differs from ``name`` or is not known: then a
         symbol containing ``name``). Nothing here waits for the device."""
         if not self.enabled:
-            if self.capture is not None:
-                self.capture.add_launch(name, grid, block, shared_mem, stream, launcher, args)
+            capture = self.capture
+            if capture is not None and capture.owns(stream):  # (raises for another stream)
+                launcher(grid, block, args, shared_mem, stream)
+                capture.add_launch(name, grid, block, shared_mem, launcher, args)  # once queued
+                return
             launcher(grid, block, args, shared_mem, stream)
             return
         if b is not self._backend:
@@ -129,11 +147,11 @@ class TimingLog:
             launcher(grid, block, args, shared_mem, stream)
             rec = [name, grid, block, shared_mem, self._session.cell, time.time(),
                    symbol or name, symbol is not None, None, b.name, language, "kernel", stream,
-                   None, None, None]
+                   None, self._device, None]
             self.records.append(rec)
             awaiting = self._awaiting
             awaiting.append(rec)
-            if len(awaiting) > self.RESOLVE_AFTER:
+            if len(awaiting) > self.MAX_RECORDS:  # (CUPTI's buffers hold as many: read at the end)
                 self.resolve_finished(b)
             return
         free = self._free
@@ -154,21 +172,29 @@ class TimingLog:
             raise
         b.record_event(end, stream)
         rec = [name, grid, block, shared_mem, self._session.cell, time.time(), start, end, None, b.name,
-               language, "kernel", stream, None, None, None]
+               language, "kernel", stream, None, free.device, None]
         self.records.append(rec)
         pending = self._pending
         pending.append(rec)
         if len(pending) > self.RESOLVE_AFTER:
             self.resolve_finished(b)
 
-    def timed_op(self, b, kind: str, name: str, nbytes, stream, op, *args):
+    def timed_op(self, b, kind: str, name: str, nbytes, stream, op, *args, keep=None):
         """Run ``op(*args)`` (a copy, a memset, a graph launch queued on ``stream``)
         between two events on ``stream`` and log it as ``kind`` with ``nbytes``;
-        returns what ``op`` returns. Inside a graph capture it becomes a node."""
+        returns what ``op`` returns. Inside a graph capture it becomes a node.
+        ``keep`` (the arrays of an asynchronous copy) stays referenced until the
+        operation is done, as CuPy's own asynchronous copies keep theirs."""
         if not self.enabled:
-            if self.capture is not None:
-                self.capture.add_op(kind, name, nbytes, stream, op, args)
-            return op(*args)
+            capture = self.capture
+            if capture is not None and capture.owns(stream):
+                result = op(*args)
+                capture.add_op(kind, name, nbytes, op, args)  # (the node keeps the arrays)
+                return result
+            result = op(*args)
+            if keep is not None:
+                self._keep_until_done(b, stream, keep)
+            return result
         if b is not self._backend:
             self._switch(b)
         free = self._free
@@ -197,38 +223,97 @@ class TimingLog:
                 quiet.resume()
         b.record_event(end, stream)
         rec = [name, None, None, None, self._session.cell, time.time(), start, end, None, b.name,
-               None, kind, stream, nbytes, None, None]
+               None, kind, stream, nbytes, free.device, keep]
         self.records.append(rec)
         self._pending.append(rec)
         if len(self._pending) > self.RESOLVE_AFTER:
             self.resolve_finished(b)
         return result
 
+    def _keep_until_done(self, b, stream, keep) -> None:
+        """Keep ``keep`` referenced until the work queued on ``stream`` so far is
+        done (an event polled here, at the next such call, and when the log is read)."""
+        if self._kept:
+            self._release_kept(wait=False)
+        free = self._free if b is self._backend else None
+        event = None
+        if free:
+            try:
+                event = free.pop()
+            except IndexError:
+                pass
+        if event is None:
+            event = b.create_event()
+        b.record_event(event, stream)
+        self._kept.append((event, keep, free, b))
+
+    def _release_kept(self, b=None, wait: bool = False) -> None:
+        """Let go of the arrays of paused copies that are done (all, waiting for
+        them, with ``wait``); their events go back to their pools."""
+        kept = self._kept
+        while kept:
+            event, _, pool, owner = kept[0]
+            try:
+                if wait:
+                    owner.event_synchronize(event)
+                elif not owner.event_done(event):
+                    break
+            except Exception:  # a fault: raised where the user waits
+                pass
+            kept.popleft()
+            if pool is not None:
+                pool.append(event)
+            else:
+                try:
+                    owner.destroy_event(event)
+                except Exception:
+                    pass
+
     def name_stream(self, stream, label: str) -> None:
         """Call ``stream`` (a backend stream) ``label`` in the ``stream`` column."""
-        self._stream_names[id(stream)] = [stream, label]
+        self._stream_names[id(stream)] = [_weak(stream), label]
 
     def stream_label(self, b, stream) -> str:
         """The ``stream`` column's text for a backend stream: its name (``wb.Stream``),
-        "default", or "other N" (a stream made outside the workbench) in the order first seen."""
+        "default", or "other N" (a stream made outside the workbench) in the order first seen.
+        A read record holds its label, not the stream."""
+        if type(stream) is str:
+            return stream
         entry = self._stream_names.get(id(stream))
-        if entry is not None and entry[0] is stream:
+        if entry is not None and entry[0]() is stream:
             return entry[1]
         if b is not None and b.is_default_stream(stream):
             label = "default"
         else:
             label = f"other {sum(1 for e in self._stream_names.values() if e[1].startswith('other ')) + 1}"
-        self._stream_names[id(stream)] = [stream, label]
+        if len(self._stream_names) > 256:  # drop the names of streams that are gone
+            self._stream_names = {k: e for k, e in self._stream_names.items() if e[0]() is not None}
+        self._stream_names[id(stream)] = [_weak(stream), label]
         return label
 
     def _switch(self, b) -> None:
-        if self._backend is not None:
-            self.resolve_all(self._backend)
+        old = self._backend
+        if old is not None:
+            self.resolve_all(old)
+            self._release_kept(wait=True)
+            self._free_events(old)
         self._pools = {}
-        self._free = self._pools.setdefault(_device_of(b), collections.deque())
-        self._anchors = {}
+        self._device = _device_of(b)
+        self._free = self._pools.setdefault(self._device, _Pool(self._device))
         self._backend = b
         self._activity = b.kernel_activity()
+
+    def _free_events(self, b) -> None:
+        """Destroy the pooled and anchor events of backend ``b`` (the log leaves it)."""
+        events = [e for pool in self._pools.values() for e in pool]
+        for pool in self._pools.values():
+            pool.clear()
+        for event in events:
+            try:
+                b.destroy_event(event)
+            except Exception:  # a context that is gone: nothing left to free
+                pass
+        self._clocks.free(b)
 
     @property
     def source(self) -> str:
@@ -239,7 +324,11 @@ class TimingLog:
         """The current device changed: CUDA events belong to one device, so the
         launch path takes them from that device's pool from now on (nothing waits)."""
         if b is self._backend:
-            self._free = self._pools.setdefault(_device_of(b), collections.deque())
+            device = self._device = _device_of(b)
+            pool = self._pools.get(device)
+            if pool is None:
+                pool = self._pools[device] = _Pool(device)
+            self._free = pool
 
     def resolve_finished(self, b) -> int:
         """Read the times of the oldest launches that have finished, without
@@ -252,6 +341,8 @@ class TimingLog:
                 done += 1
             if self._awaiting and b is self._backend:
                 done += self._match(self._activity.take(), final=False)
+            if self._kept:
+                self._release_kept(wait=False)
         return done
 
     def resolve_all(self, b=None) -> None:
@@ -268,6 +359,8 @@ class TimingLog:
                 except Exception:  # a faulted launch: the fault is raised where it is waited for
                     pass
                 self._match(self._activity.take(), final=True)
+            if self._kept:
+                self._release_kept(wait=False)
 
     def _match(self, records: list, final: bool) -> int:
         """Give the awaiting launches, in order, the times of CUPTI's records
@@ -303,58 +396,55 @@ class TimingLog:
 
     def _time(self, rec: list, ms: float, start_ns: int | None = None) -> None:
         """A CUPTI-timed launch's time; its start on the timeline from CUPTI's
-        clock, which is aligned to the host clock at the first record (events
-        time copies: the two clocks agree to about a launch's latency)."""
+        clock, paired with the host clock when the first record is read
+        (``cupti.get_timestamp()`` then ``time.time()``). Without
+        ``get_timestamp`` in the binding, the first record's launch time stands
+        in for its start (placing CUPTI-timed kernels up to a launch's latency
+        early against event-timed copies)."""
         rec[MS] = ms
         rec[START] = rec[END] = None
+        try:
+            rec[STREAM] = self.stream_label(self._backend, rec[STREAM])
+        except Exception:  # (a backend without streams: the label is made when asked)
+            pass
         if start_ns is None:
             return
-        try:
-            rec[DEVICE] = self._backend.stream_device(rec[STREAM])
-        except Exception:
+        if rec[DEVICE] is None:
             rec[DEVICE] = 0
         if self._cupti_offset is None:
-            self._cupti_offset = rec[WALL] * 1e3 - start_ns / 1e6
+            clock = getattr(self._activity, "timestamp_ns", None)
+            now_ns = clock() if clock is not None else None
+            if now_ns is not None:
+                self._cupti_offset = time.time() * 1e3 - now_ns / 1e6
+            else:
+                self._cupti_offset = rec[WALL] * 1e3 - start_ns / 1e6
         rec[T0] = start_ns / 1e6 + self._cupti_offset
 
     def _resolve(self, b, rec: list) -> None:
-        keep_start = False
+        rec[T0] = None  # (the arrays a copy kept: it is done once its end event is)
+        if rec[DEVICE] is None:
+            rec[DEVICE] = _stream_device(b, rec[STREAM])
         try:
             rec[MS] = b.elapsed_ms(rec[START], rec[END])
         except Exception:  # e.g. a faulted launch: its time is unknown
             rec[MS] = float("nan")
         else:
             try:
-                keep_start = self._place(b, rec)
+                self._place(b, rec)
             except Exception:  # no start time: the record stays off the timeline
                 rec[T0] = None
-        # events go back to the pool of the device they were made on
+        # events go back to the pool of the device they were made on (the one
+        # current when the work was queued)
         pool = self._pools.get(rec[DEVICE]) if b is self._backend else None
         if pool is not None:
-            if not keep_start:
-                pool.append(rec[START])
+            pool.append(rec[START])
             pool.append(rec[END])
         rec[START] = rec[END] = None
+        rec[STREAM] = self.stream_label(b, rec[STREAM])  # (the log keeps no stream alive)
 
-    def _place(self, b, rec: list) -> bool:
-        """Set the record's device and start time (ms on the device's clock,
-        anchored to the host clock at the first record); True when its start
-        event becomes the new anchor (and must not be reused)."""
-        try:
-            device = rec[DEVICE] = b.stream_device(rec[STREAM])
-        except Exception:
-            device = rec[DEVICE] = 0
-        anchor = self._anchors.get(device)
-        if anchor is None:
-            self._anchors[device] = [rec[START], rec[WALL] * 1e3]
-            rec[T0] = rec[WALL] * 1e3
-            return True
-        offset = b.timeline_offset_ms(anchor[0], rec[START])
-        rec[T0] = anchor[1] + offset
-        if offset > ANCHOR_SPAN_MS:  # (the old anchor event is dropped: one a second at most)
-            self._anchors[device] = [rec[START], rec[T0]]
-            return True
-        return False
+    def _place(self, b, rec: list) -> None:
+        """Set the record's start time on the timeline (see :mod:`.clocks`)."""
+        rec[T0] = self._clocks.place(b, rec[DEVICE], rec[START], rec[WALL])
 
     def clear(self) -> None:
         self.resolve_all()
@@ -362,11 +452,21 @@ class TimingLog:
 
     def resolved(self) -> list:
         """Every record, its events read (copies of the lists)."""
+        self.check_not_capturing("reading the timing log")
         self.resolve_all()
         return [list(r) for r in self.records]
 
+    def check_not_capturing(self, what: str) -> None:
+        """Raise in the thread capturing a graph: reading the log waits for the device."""
+        capture = self.capture
+        if capture is not None and capture.captures_here():
+            raise WorkbenchError(
+                f"{what} inside wb.graph(): reading the log waits for the device, which CUDA "
+                "refuses while a graph is captured (the capture is lost); read it after the block")
+
     def to_pandas(self, kernel=None):
         """The log as a DataFrame (see :func:`timings`)."""
+        self.check_not_capturing("wb.timings()")
         pd = pandas()
         self.resolve_all()
         name = getattr(kernel, "name", kernel)
@@ -389,6 +489,20 @@ class TimingLog:
             "gbps": [gbps(r[NBYTES], r[MS]) for r in rows],
             "start_ms": [r[T0] for r in rows],
         }, columns=COLUMNS)
+
+
+def _weak(stream):
+    try:
+        return weakref.ref(stream)
+    except TypeError:  # (a stream type without weak references: held, as before)
+        return lambda: stream
+
+
+def _stream_device(b, stream):
+    try:
+        return b.stream_device(stream)
+    except Exception:
+        return 0
 
 
 def _device_of(b):

@@ -34,7 +34,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ...errors import KernelArgumentError, KernelFault, LaunchConfigError
+from ... import subprocesses
+from ...errors import DeviceError, KernelArgumentError, KernelFault, LaunchConfigError, WorkbenchError
 from ... import cxx
 from ..base import (Backend, CompileFailed, CompileOptions, DeviceProperties, KernelResources,
                     normalise_arch)
@@ -100,7 +101,6 @@ class SimulatorBackend(Backend):
                              f"to 16, got {devices!r}") from None
         if not 1 <= self.devices <= 16:
             raise ValueError(f"devices (or WORKBENCH_SIM_DEVICES) must be from 1 to 16, got {devices!r}")
-        self._default_streams = [DEFAULT_STREAM] + [SimStream(device=i) for i in range(1, self.devices)]
         self._device_local = threading.local()  # the current device, per thread as in CUDA
         self._array_devices: dict[int, int] = {}  # allocation address -> device (devices > 1)
         self.checked = bool(checked)
@@ -114,6 +114,7 @@ class SimulatorBackend(Backend):
         self._kernel_ns = 0
         self._launches = 0
         self._current = CurrentStream()
+        self._capturing: set = set()  # streams capturing a graph (CUDA refuses to wait then)
         self.last_launch_ns = 0
         #: Held for every exchange with a worker (see the module docstring).
         self.lock = threading.RLock()
@@ -335,10 +336,16 @@ class SimulatorBackend(Backend):
         grid = dims(grid, "grid")
         block = dims(block, "block")
         check_config(self._properties, grid, block, shared_mem)
-        if stream is not None and stream.capture is not None:  # recorded for a graph, not run
-            stream.capture.append((self.launch, (function, grid, block, tuple(args), shared_mem,
-                                                 None, cooperative)))
-            return
+        if stream is not None:
+            if stream.device not in (None, self.current_device()):  # as cuLaunchKernel refuses it
+                raise LaunchConfigError(
+                    f"a kernel launched on a stream of device {stream.device} while device "
+                    f"{self.current_device()} is current; make the stream's device current "
+                    "(with wb.stream(s): ...)")
+            if stream.capture is not None:  # recorded for a graph, not run
+                stream.capture.append((self.launch, (function, grid, block, tuple(args),
+                                                     shared_mem, None, cooperative)))
+                return
         if cooperative:
             threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
             if threads > COOPERATIVE_THREADS:
@@ -419,15 +426,14 @@ class SimulatorBackend(Backend):
     # -- streams and events ------------------------------------------------------------------
     def current_stream(self) -> SimStream:
         stream = self._current.stream
-        if stream is None:
-            return self._default_streams[self.current_device()] if self.devices > 1 else DEFAULT_STREAM
-        return stream
+        return DEFAULT_STREAM if stream is None else stream
 
     def stream_device(self, stream) -> int:
-        return (stream if stream is not None else self.current_stream()).device
+        device = (stream if stream is not None else self.current_stream()).device
+        return self.current_device() if device is None else device  # the null stream: current
 
     def is_default_stream(self, stream) -> bool:
-        return stream in self._default_streams
+        return stream is DEFAULT_STREAM
 
     def create_stream(self, priority: int | None = None, non_blocking: bool = False) -> SimStream:
         return SimStream(priority or 0, non_blocking, self.current_device())
@@ -436,21 +442,43 @@ class SimulatorBackend(Backend):
         return self._current.use(stream if stream is not None else self.current_stream())
 
     def stream_synchronize(self, stream) -> None:
-        pass  # launches are synchronous
+        stream = stream if stream is not None else self.current_stream()
+        if stream.capture is not None:
+            _refuse_in_capture("waiting for a capturing stream (cudaStreamSynchronize)", stream)
+        # launches are synchronous: nothing to wait for
+
+    def stream_done(self, stream) -> bool:
+        stream = stream if stream is not None else self.current_stream()
+        if stream.capture is not None:
+            _refuse_in_capture("asking whether a capturing stream is done (cudaStreamQuery)", stream)
+        return True
 
     def create_event(self) -> SimEvent:
-        return SimEvent()
+        return SimEvent(self.current_device())
+
+    def destroy_event(self, event) -> None:
+        event.recorded = False
 
     def record_event(self, event, stream=None) -> None:
+        stream = stream if stream is not None else self.current_stream()
+        device = self.stream_device(stream)
+        if device != event.device:  # cudaErrorInvalidResourceHandle on a GPU
+            raise DeviceError(f"an event of device {event.device} recorded on a stream of "
+                              f"device {device}: CUDA records an event on a stream of "
+                              "its own device only")
         event.record(self._kernel_ns)
+        event.captured = stream.capture is not None
 
     def stream_wait_event(self, stream, event) -> None:
         pass  # the event's work had finished when it was recorded
 
     def event_synchronize(self, event) -> None:
-        pass
+        if event.captured:
+            _refuse_in_capture("waiting for an event recorded in a capture")
 
     def event_done(self, event) -> bool:
+        if event.captured:
+            _refuse_in_capture("asking whether an event recorded in a capture is done")
         return bool(event.recorded)
 
     def elapsed_ms(self, start, end) -> float:
@@ -464,7 +492,8 @@ class SimulatorBackend(Backend):
         return (event.wall - anchor.wall) * 1e3
 
     def synchronize(self) -> None:
-        pass
+        if self._capturing:
+            _refuse_in_capture("waiting for the device (cudaDeviceSynchronize)", *self._capturing)
 
     # -- copies, memory kinds, graphs ----------------------------------------------------------
     def copy(self, dst, src, stream=None) -> None:
@@ -499,21 +528,30 @@ class SimulatorBackend(Backend):
 
     def prefetch(self, array, device: int, stream=None) -> None:
         if not -1 <= int(device) < self.devices:
-            raise ValueError(f"prefetch to device {device}: the simulator has {self.devices}")
+            raise DeviceError(f"prefetch to device {device}: the simulator has {self.devices} "
+                              f"device{'s' if self.devices != 1 else ''} (and -1, the host)")
 
     def advise(self, array, advice: str, device: int) -> None:
         if advice.replace("unset_", "") not in ("read_mostly", "preferred_location", "accessed_by"):
-            raise ValueError(f"unknown advice {advice!r}; one of read_mostly, preferred_location, "
-                             "accessed_by (and unset_...)")
+            raise DeviceError(f"unknown advice {advice!r}; one of read_mostly, preferred_location, "
+                              "accessed_by (and unset_...)")
 
     def begin_capture(self, stream) -> None:
         if stream.capture is not None:
-            raise RuntimeError("this stream is capturing already")
+            raise WorkbenchError("this stream is capturing already: end that capture (leave "
+                                 "its wb.graph() block) before starting another on it")
         stream.capture = []
+        self._capturing.add(stream)
 
     def end_capture(self, stream):
         ops, stream.capture = stream.capture, None
-        return tuple(ops or ())
+        invalidated, stream.invalidated = stream.invalidated, None
+        self._capturing.discard(stream)
+        if ops is None:
+            raise WorkbenchError("end_capture on a stream that is not capturing")
+        if invalidated:  # cudaErrorStreamCaptureInvalidated
+            raise WorkbenchError(f"the capture was invalidated by {invalidated}")
+        return tuple(ops)
 
     def graph_launch(self, graph, stream=None) -> None:
         """Run the captured operations in order (on the simulator, as the
@@ -578,9 +616,20 @@ def _explain_load_error(message: str) -> str:
         return f"{SOURCE_NAME}:1:1: error: the compiled cell cannot be loaded: {message}"
     name = m.group(1)
     try:
-        name = subprocess.run(["c++filt", name], capture_output=True, text=True,
+        name = subprocesses.run(["c++filt", name], text=True,
                               timeout=10).stdout.strip() or name
     except (OSError, subprocess.SubprocessError):
         pass
     return (f"{SOURCE_NAME}:1:1: error: '{name}' is declared but never defined, or is "
             "a CUDA function the simulator does not provide")
+
+
+def _refuse_in_capture(what: str, *streams):
+    """CUDA's answer to a call that would wait for work being captured: the
+    call fails and the capture of ``streams`` is invalidated (its end fails)."""
+    for stream in streams:
+        if stream.capture is not None and stream.invalidated is None:
+            stream.invalidated = what
+    raise WorkbenchError(f"{what} inside a graph capture: CUDA refuses it and the capture is "
+                         "lost. Inside wb.graph() leave out wb.synchronize(), "
+                         "Stream.synchronize(), .done, wb.timings() and launch(sync=True)")

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import subprocesses
 from ...cache import DiskCache, write_atomic
 from ...errors import BackendUnavailable
 from ..base import CompileFailed
@@ -56,7 +57,7 @@ def compiler_version() -> str | None:
     version = None
     if exe is not None:
         try:
-            out = subprocess.run([exe, "-dumpfullversion"], capture_output=True, text=True,
+            out = subprocesses.run([exe, "-dumpfullversion"], text=True,
                                  timeout=30)
             version = out.stdout.strip() or None
         except (OSError, subprocess.SubprocessError):
@@ -107,15 +108,18 @@ def _require_compiler() -> str:
     return exe
 
 
-def _atomic_build(target: Path, command: list[str]) -> subprocess.CompletedProcess:
+def _atomic_build(target: Path, command: list[str], before_replace=None) -> subprocess.CompletedProcess:
     """Run ``command`` with ``{out}`` replaced by a temporary file in the
-    cache's folder, then move it to ``target`` (never a half-written file)."""
+    cache's folder, then move it to ``target`` (never a half-written file);
+    ``before_replace()`` runs after a successful build, before the move."""
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
     os.close(fd)
     try:
-        proc = subprocess.run([c.replace("{out}", tmp) for c in command],
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocesses.run([c.replace("{out}", tmp) for c in command],
+                                text=True, timeout=600)
         if proc.returncode == 0:
+            if before_replace is not None:
+                before_replace()
             os.replace(tmp, target)
         return proc
     finally:
@@ -141,8 +145,8 @@ def worker_executable(checked: bool = False) -> Path:
         objects = [os.path.join(tmp, part.stem + ".o") for part in parts]
         with ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0))) as pool:
             compiled = list(pool.map(
-                lambda part, obj: subprocess.run([exe, *flags, "-c", str(part), "-o", obj],
-                                                 capture_output=True, text=True, timeout=600),
+                lambda part, obj: subprocesses.run([exe, *flags, "-c", str(part), "-o", obj],
+                                                 text=True, timeout=600),
                 parts, objects))
         failed = [proc.stderr for proc in compiled if proc.returncode != 0]
         if not failed:

@@ -25,7 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from ... import subprocesses
 from ... import cxx
+from ...cache import (dependencies_unchanged, library_files, read_depfile, record_dependencies,
+                      relative_folders)
 from ..base import CompileFailed, DeviceProperties
 from . import build
 from .source import find_unsupported, rewrite_dynamic_shared
@@ -50,7 +53,7 @@ def is_source(name: str) -> bool:
 def supported_api() -> tuple[str, ...]:
     """The ``cuda*`` functions the program runtime provides (read from its header)."""
     text = cxx.blank_comments_and_literals(HEADER.read_text())
-    macros = set(re.findall(r"#\s*define\s+(\w+)", text))
+    macros = set(re.findall(r"#\s*define\s+(\w+)\b(?!\()", text))  # object-like ones
     return tuple(sorted(set(re.findall(r"\b(cuda[A-Z]\w*)\s*\(", text)) - macros))
 
 
@@ -121,6 +124,16 @@ def _chevron_close(code: str, start: int) -> int:
     return -1
 
 
+def _macro_parameters(code: str, at: int) -> list[str]:
+    """The parameters of the function-like ``#define`` whose body holds
+    offset ``at`` of ``code`` (continued lines included), or []."""
+    start = code.rfind("\n", 0, at) + 1
+    while start > 1 and code[:start - 1].rstrip(" \t").endswith("\\"):
+        start = code.rfind("\n", 0, start - 1) + 1
+    m = re.match(r"[ \t]*#[ \t]*define[ \t]+\w+\(([^)]*)\)", code[start:at])
+    return [p.strip() for p in m.group(1).split(",")] if m else []
+
+
 def rewrite_launches(source: str) -> str:
     """``source`` with every ``kernel<<<...>>>(args)`` turned into a call of
     the program runtime, each line where it was."""
@@ -146,8 +159,11 @@ def rewrite_launches(source: str) -> str:
             continue
         kernel = source[callee:at]
         name = " ".join(kernel.split()).replace("\\", "\\\\").replace('"', '\\"')
+        quoted = f'"{name}"'
+        if name in _macro_parameters(code, callee):  # #define LAUNCH(k) k<<<...>>>: the argument's name
+            quoted = f"#{name}"
         args = source[paren + 1:end]
-        text = (f'__wbsim_launch_program("{name}", __wbsim_cfg({source[at + 3:close]}), '
+        text = (f'__wbsim_launch_program({quoted}, __wbsim_cfg({source[at + 3:close]}), '
                 f"[&](auto... __wbsim_a) {{ {kernel}(__wbsim_a...); }}"
                 + (f", {args})" if args.strip() else ")"))
         text += "\n" * source.count("\n", close, paren)
@@ -191,14 +207,14 @@ def runtime_archive() -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=target.name + ".") as tmp:
         objects = [str(Path(tmp) / (p.stem + ".o")) for p in parts]
         with ThreadPoolExecutor(max_workers=4) as pool:
-            done = list(pool.map(lambda p, o: subprocess.run([exe, *flags, "-c", str(p), "-o", o],
-                                                             capture_output=True, text=True, timeout=600),
+            done = list(pool.map(lambda p, o: subprocesses.run([exe, *flags, "-c", str(p), "-o", o],
+                                                             text=True, timeout=600),
                                  parts, objects))
         failed = [d.stderr for d in done if d.returncode != 0]
         if failed:
             raise RuntimeError("building the simulator's program runtime failed:\n" + "\n".join(failed))
         archive = str(Path(tmp) / "runtime.a")
-        made = subprocess.run(["ar", "rcs", archive, *objects], capture_output=True, text=True,
+        made = subprocesses.run(["ar", "rcs", archive, *objects], text=True,
                               timeout=120)
         if made.returncode != 0:
             raise RuntimeError(f"ar failed: {made.stderr}")
@@ -235,11 +251,13 @@ def build_program(files: Mapping[str, str], sources: Sequence[str] | None = None
     texts = {n: (generate(n, t, defines) if n in sources else rewrite_launches(rewrite_dynamic_shared(t)))
              for n, t in files.items()}
     flags = [*PROGRAM_FLAGS, build.std_flag(std), *compile_flags]
-    key_text = "\n".join([program_fingerprint(), " ".join(flags), " ".join(link_flags),
+    # a relative -I or -L folder is found from the current one
+    where = os.getcwd() if relative_folders([*flags, *link_flags]) else ""
+    key_text = "\n".join([program_fingerprint(), "deps 1", where, " ".join(flags), " ".join(link_flags),
                           *(f"{n}\n{t}" for n, t in sorted(texts.items()))])
     key = hashlib.sha256(key_text.encode()).hexdigest()[:24]
     target = build.CACHE.path(f"prog-{key}")
-    if target.exists():
+    if target.exists() and dependencies_unchanged(target):  # headers from -I folders, libraries
         return ProgramBinary(target, "", True)
     exe = build._require_compiler()
     archive = runtime_archive()
@@ -252,17 +270,30 @@ def build_program(files: Mapping[str, str], sources: Sequence[str] | None = None
             path.write_text(text)
             if name in sources:
                 units.append(str(path))
-        command = [exe, *flags, "-iquote", tmp, "-I", str(build.PRELUDE_DIR), "-I", str(RUNTIME_DIR),
-                   "-x", "c++", *units, "-x", "none", str(archive), "-o", "{out}", "-pthread",
-                   *link_flags]
-        proc = build._atomic_build(target, command)
+        includes = ["-iquote", tmp, "-I", str(build.PRELUDE_DIR), "-I", str(RUNTIME_DIR)]
+        depfile = str(folder / "program.d")
+        # g++ -MD writes one rule for the last unit only: with several, -M passes follow
+        deps_args = ["-MD", "-MF", depfile] if len(units) == 1 else []
+        command = [exe, *flags, *includes, *deps_args, "-x", "c++", *units, "-x", "none", str(archive),
+                   "-o", "{out}", "-pthread", *link_flags]
+
+        def dependencies() -> None:  # before the binary is in place (build._atomic_build)
+            found = read_depfile(depfile)
+            for i, unit in enumerate(units if len(units) > 1 else ()):
+                one = str(folder / f"unit{i}.d")
+                subprocesses.run([exe, *flags, *includes, "-x", "c++", unit, "-M", "-MF", one],
+                                 text=True, timeout=600)
+                found += read_depfile(one)
+            record_dependencies(target, [*found, *library_files(link_flags)], exclude=tmp)
+
+        proc = build._atomic_build(target, command, before_replace=dependencies)
         log = proc.stderr.replace(tmp + "/", "").replace(str(build.PRELUDE_DIR) + "/", "")
         log = re.sub(r"(\S+)\.wbsim\.cpp", r"\1", log)
     if proc.returncode != 0:
         raise CompileFailed(explain_log(log) or f"g++ failed with exit code {proc.returncode}",
                             compiler="g++")
     shown = [str(target) if c == "{out}" else re.sub(r"\.wbsim\.cpp$", "", c.replace(tmp + "/", ""))
-             for c in command]
+             for c in command if c not in deps_args]
     return ProgramBinary(target, log, False, shown)
 
 

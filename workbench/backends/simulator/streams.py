@@ -18,14 +18,18 @@ import time
 class SimStream:
     """A simulator stream (see the module docstring)."""
 
-    __slots__ = ("priority", "non_blocking", "device", "capture")
+    __slots__ = ("priority", "non_blocking", "device", "capture", "invalidated", "__weakref__")
 
-    def __init__(self, priority: int = 0, non_blocking: bool = False, device: int = 0):
+    def __init__(self, priority: int = 0, non_blocking: bool = False, device: int | None = 0):
         self.priority = priority
         self.non_blocking = non_blocking
+        #: its device; None for the default (null) stream, which, as CUDA's
+        #: legacy stream handle 0, is the current device's wherever it is used
         self.device = device
         #: While capturing: the operations queued, ``(callable, args)`` each.
         self.capture = None
+        #: what invalidated the capture going on (CUDA then fails its end)
+        self.invalidated = None
 
     def synchronize(self) -> None:
         """Nothing to wait for: launches are synchronous."""
@@ -36,24 +40,29 @@ class SimStream:
 
 
 #: The stream current in a thread that chose none (CUDA's legacy default stream).
-DEFAULT_STREAM = SimStream()
+DEFAULT_STREAM = SimStream(device=None)
 
 
 class SimEvent:
-    """A point in time on the CPU plus the kernel time run before it."""
+    """A point in time on the CPU plus the kernel time run before it, on one
+    device (the one current when it was made, as a CUDA event's). ``captured``:
+    recorded into a graph capture (CUDA then refuses to query or wait for it)."""
 
-    __slots__ = ("wall", "kernel_ns", "recorded")
+    __slots__ = ("wall", "kernel_ns", "recorded", "device", "captured")
 
-    def __init__(self):
+    def __init__(self, device: int = 0):
         self.wall = 0.0
         self.kernel_ns = 0
         self.recorded = False
+        self.device = device
+        self.captured = False
 
     def record(self, kernel_ns: int) -> None:
         """Mark now, after ``kernel_ns`` nanoseconds of kernels in all."""
         self.wall = time.perf_counter()
         self.kernel_ns = kernel_ns
         self.recorded = True
+        self.captured = False
 
 
 class CurrentStream(threading.local):

@@ -167,6 +167,7 @@ struct Heap {
         open_end = base;
     }
     void* allocate(size_t bytes) {
+        if (bytes > size) return nullptr;  // before rounding: span() would wrap near SIZE_MAX
         size_t n = span(bytes);
         for (auto it = freed.begin(); it != freed.end(); ++it)
             if (it->second >= n) {
@@ -177,7 +178,7 @@ struct Heap {
                 live[p] = bytes;
                 return (void*)p;
             }
-        if (top + n > base + size) return nullptr;
+        if (n > base + size - top) return nullptr;
         uintptr_t p = top;
         top += n;
         live[p] = bytes;
@@ -475,7 +476,7 @@ static bool locate(const void* p, size_t n, Side* side, const char* api, const c
                  role, p, h->what);
             return false;
         }
-        if (a + n > it->first + it->second) {
+        if (n > it->first + it->second - a) {
             fail(cudaErrorInvalidValue, "%s: %zu bytes at the %s %p run past the end of its allocation "
                  "(%zu bytes, %zu of them from this address)", api, n, role, p, it->second,
                  (size_t)(it->first + it->second - a));
@@ -665,6 +666,46 @@ extern "C" cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start_event, 
 }
 
 // -- launches ----------------------------------------------------------------------------
+// A kernel as written before <<< or as cudaFuncSetAttribute's first argument ("ns::k<float>",
+// "&k", "(const void*)k"): its name without template arguments, casts, '&' or namespaces.
+static std::string kernel_key(const char* text, size_t n) {
+    std::string s;
+    int angle = 0;
+    for (size_t i = 0; i < n && text[i]; ++i) {
+        char c = text[i];
+        if (c == '<') ++angle;
+        else if (c == '>') { if (angle) --angle; }
+        else if (!angle && c != ' ' && c != '\t' && c != '\n') s += c;
+    }
+    size_t cut = s.find_last_of(")&*:");
+    if (cut != std::string::npos) s = s.substr(cut + 1);
+    return s;
+}
+// cudaFuncAttributeMaxDynamicSharedMemorySize set per kernel (the opt-in above 48 KiB).
+static std::map<std::string, int> g_max_dynamic_shared;
+
+extern "C" cudaError_t __wbsim_func_set_attribute(const char* call_text, int attribute, int value) {
+    ApiLock held = start();
+    // the kernel is the text before the first top-level comma of "kernel, attribute, value"
+    size_t end = 0;
+    int depth = 0;
+    for (; call_text[end]; ++end) {
+        char c = call_text[end];
+        if (c == '(' || c == '<' || c == '[') ++depth;
+        else if (c == ')' || c == '>' || c == ']') --depth;
+        else if (c == ',' && depth == 0) break;
+    }
+    std::string key = kernel_key(call_text, end);
+    if (attribute == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+        if (value < 0 || (size_t)value > g_prop.sharedMemPerBlockOptin)
+            return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute(%s, cudaFuncAttributeMaxDynamicSharedMemorySize, "
+                        "%d): the device allows at most %zu bytes per block", key.c_str(), value,
+                        g_prop.sharedMemPerBlockOptin);
+        g_max_dynamic_shared[key] = value;
+    }
+    return cudaSuccess;
+}
+
 extern "C" cudaError_t __wbsim_program_launch(const wbsim_kernel* k, const __wbsim_config* c) {
     if (t_in_kernel)  // before the lock, which the launching host thread holds
         fault_now(WBSIM_FAULT_UNSUPPORTED, "a kernel launched a kernel (dynamic parallelism), which "
@@ -687,6 +728,15 @@ extern "C" cudaError_t __wbsim_program_launch(const wbsim_kernel* k, const __wbs
     if (c->shmem > p.sharedMemPerBlockOptin)
         return fail(cudaErrorInvalidValue, "launch of %s: %zu bytes of dynamic shared memory; the device "
                     "allows at most %zu per block", k->name, c->shmem, p.sharedMemPerBlockOptin);
+    if (c->shmem > p.sharedMemPerBlock) {
+        auto opted = g_max_dynamic_shared.find(kernel_key(k->name, strlen(k->name)));
+        size_t allowed = opted == g_max_dynamic_shared.end() ? p.sharedMemPerBlock : (size_t)opted->second;
+        if (c->shmem > allowed)
+            return fail(cudaErrorInvalidValue, "launch of %s: %zu bytes of dynamic shared memory, above the "
+                        "%zu a block gets without opting in; call cudaFuncSetAttribute(%s, "
+                        "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) first (up to %zu)", k->name,
+                        c->shmem, allowed, k->name, p.sharedMemPerBlockOptin);
+    }
     if (!known_stream(c->stream))
         return fail(cudaErrorInvalidResourceHandle, "launch of %s: unknown stream %p", k->name, (void*)c->stream);
     unsigned grid[3] = {g.x, g.y, g.z}, block[3] = {b.x, b.y, b.z};

@@ -216,9 +216,15 @@ cudaError_t __wbsim_symbol_copy(void* symbol, size_t symbol_bytes, size_t offset
 cudaError_t cudaMemPrefetchAsync(const void* ptr, size_t count, struct cudaMemLocation location,
                                  unsigned int flags, cudaStream_t stream = 0);
 
-template <class T> static inline cudaError_t cudaFuncSetAttribute(T*, enum cudaFuncAttribute, int) {
-    return cudaSuccess;  /* any size up to the device's opt-in limit is accepted */
+/* cudaFuncSetAttribute is recorded per kernel name (the launch knows its kernel by the name written
+ * before <<<), so the macro passes the text of its arguments along. */
+extern "C" cudaError_t __wbsim_func_set_attribute(const char* call_text, int attribute, int value);
+template <class T>
+static inline cudaError_t __wbsim_func_set_attribute_of(const char* call_text, T*, enum cudaFuncAttribute attr,
+                                                        int value) {
+    return __wbsim_func_set_attribute(call_text, (int)attr, value);
 }
+#define cudaFuncSetAttribute(...) __wbsim_func_set_attribute_of(#__VA_ARGS__, __VA_ARGS__)
 
 /* ---- module variables ------------------------------------------------------------ */
 template <class T>
