@@ -19,7 +19,7 @@ from ..benchmarking.engine import Plan, measure, repeat_call
 from ..core.arrays import to_device
 from ..core.compiler import compile as compile_source
 from ..errors import CompileError
-from ..hardware.live import energy_joules
+from ..hardware.live import energy_joules, live_stats
 from ..runtime.session import backend as active_backend
 
 #: Seconds of repeated launches for one energy reading (NVML's counter
@@ -194,19 +194,28 @@ def evaluate(task: Task) -> dict[str, Any]:
 
 
 def _energy_per_call(b, kernel, args, options) -> float:
-    """Joules per launch: NVML's energy counter across ``ENERGY_SECONDS`` of launches."""
+    """Joules per launch: NVML's energy counter across ``ENERGY_SECONDS`` of
+    launches, or where a device has no counter, its power draw at the end of
+    them times the time per launch."""
     call = repeat_call(b, kernel, [args], options)
     before = energy_joules()
-    if before is None:
-        raise RuntimeError("this device does not report its energy (NVML's total energy "
-                           "counter: Volta or later, not the simulator)")
+    if before is None and _power_watts() is None:
+        raise RuntimeError("this device reports neither its energy nor its power through NVML")
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < ENERGY_SECONDS:
         for i in range(16):
             call(count + i)
         count += 16
         b.synchronize()
-    return (energy_joules() - before) / count
+    elapsed = time.perf_counter() - start
+    if before is not None:
+        return (energy_joules() - before) / count
+    return _power_watts() * elapsed / count
+
+
+def _power_watts() -> float | None:
+    value = live_stats().power_w
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _reason(exc: BaseException) -> str:
@@ -216,8 +225,8 @@ def _reason(exc: BaseException) -> str:
 
 
 def energy_available() -> bool:
-    """Whether the active device reports energy (for the energy objective)."""
-    return energy_joules() is not None
+    """Whether the active device reports energy or power (for the energy objective)."""
+    return energy_joules() is not None or _power_watts() is not None
 
 
 def strip_output(row: dict) -> dict:
