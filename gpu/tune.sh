@@ -49,7 +49,7 @@ if __name__ == "__main__":
         assert [row["status"] for row in r.rows] == ["ok"] * 3, r.to_pandas()
     print("DASK_OK")
 PY
-timeout 120 python3 /tmp/tune_dask_probe.py 2>&1 | tee -a "$OUT/tune-dask-probe.log"
+timeout 90 python3 /tmp/tune_dask_probe.py 2>&1 | tee -a "$OUT/tune-dask-probe.log"
 if ! grep -q DASK_OK "$OUT/tune-dask-probe.log"; then
   echo "Dask cannot run here: the Dask parts below are skipped" | tee -a "$OUT/tune-dask-probe.log"
   mkdir -p /tmp/nodask
@@ -58,16 +58,16 @@ if ! grep -q DASK_OK "$OUT/tune-dask-probe.log"; then
 fi
 
 echo "== tests/test_tuning.py"
-timeout 240 python3 -m pytest -q -p no:cacheprovider -rs tests/test_tuning.py 2>&1 | tee "$OUT/tune-tests.log"
+timeout 180 python3 -m pytest -q -p no:cacheprovider -rs tests/test_tuning.py 2>&1 | tee "$OUT/tune-tests.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== notebooks/10-autotuning.ipynb under nbval (GPU)"
-timeout 300 python3 -m pytest -q -p no:cacheprovider --nbval --nbval-sanitize-with notebooks/sanitize.cfg \
+timeout 240 python3 -m pytest -q -p no:cacheprovider --nbval --nbval-sanitize-with notebooks/sanitize.cfg \
   notebooks/10-autotuning.ipynb 2>&1 | tee "$OUT/tune-notebook.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== benchmarks/tuning.py"
-timeout 240 python3 benchmarks/tuning.py 2>&1 | tee "$OUT/tune-benchmark.log"
+timeout 180 python3 benchmarks/tuning.py 2>&1 | tee "$OUT/tune-benchmark.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "tune.sh: exit $status"
