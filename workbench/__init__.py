@@ -85,6 +85,11 @@ _LAZY = {
     "report": "workbench.benchmarking.report",
     "ceilings": "workbench.benchmarking.ceilings",
     "BenchmarkPanel": "workbench.widgets.bench_panel",
+    # autotuning
+    "tune": "workbench.tuning",
+    "tuned": "workbench.tuning",
+    "TuneResult": "workbench.tuning",
+    "tuning": "workbench.tuning:",
     # the kernel library
     "kernels": "workbench.kernels:",
     # persistent ring kernels
@@ -97,6 +102,8 @@ _LAZY = {
     "build_program": "workbench.programs",
     "programs": "workbench.programs:",
     "ProgramError": "workbench.errors",
+    "MissingExtra": "workbench.errors",
+    "TuneError": "workbench.errors",
     # kernels written in Numba and Triton
     "kernel": "workbench.languages",
     "languages": "workbench.languages:",

@@ -123,3 +123,14 @@ class ProgramError(WorkbenchError, RuntimeError):
         self.fault = fault
         self.timed_out = timed_out
         super().__init__(message)
+
+
+class MissingExtra(WorkbenchError, ImportError):
+    """An optional package that a feature needs is not installed (Optuna for
+    the tuning strategies, Dask for a cluster); the message is one line that
+    names the extra to install and what works without it."""
+
+
+class TuneError(WorkbenchError, ValueError):
+    """``wb.tune`` cannot start as asked: the space, the objective, the
+    reference or the kernel's arguments do not fit (the message says how)."""

@@ -59,7 +59,7 @@ class SweepRun:
 def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, *,
           params: Mapping[str, Sequence] | None = None, setup: Callable | None = None,
           check: Callable | None = None, bytes=None, flops=None, name: str | None = None,
-          ceilings=True, progress: bool = True, **bench_options):
+          ceilings=True, progress: bool = True, client=None, **bench_options):
     """Time ``fn`` at every point of a grid; one table row per point.
 
     The grid is ``sizes`` (a parameter named ``size``) crossed with every
@@ -86,6 +86,13 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
     Other keywords (``repeat``, ``max_time``, ``flush_l2``, ...) go to
     :func:`workbench.bench`. A ``tqdm`` progress bar shows unless
     ``progress=False``.
+
+    ``client``: a ``dask.distributed.Client`` to spread the points over its
+    workers (each point's ``setup``, check and measurement run on one worker,
+    on that worker's backend; see :mod:`~workbench.benchmarking.distributed`).
+    ``fn``, ``setup`` and ``check`` travel by pickle: kernels are compiled
+    again on the workers. The rows come back as the points finish and the
+    table lists them in the grid's order, as without a client.
 
     Returns a pandas DataFrame with a ``name`` column, one column per
     parameter, the statistics in seconds (``median_s``, ``q1_s``, ...),
@@ -115,6 +122,10 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
     history.start_sweep(run)
     bar = _progress_bar(run.total, enabled=progress)
     try:
+        if client is not None:
+            _sweep_on_cluster(client, run, variants, points, setup, check, plan, check_options,
+                              bytes, flops, result_ceilings, bar)
+            return run.table()
         for point in points:
             inputs_args, inputs_kwargs = _inputs(setup, point)
             expected = None
@@ -146,6 +157,36 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
             bar.close()
         history.sweep_finished(run)
     return run.table()
+
+
+def _sweep_on_cluster(client, run, variants, points, setup, check, plan, check_options,
+                      bytes, flops, result_ceilings, bar) -> None:
+    """The sweep's points measured on a Dask cluster's workers, appended to
+    ``run`` as they finish, then put in the grid's order."""
+    from .distributed import Pool, measure_point  # lazy: Dask is imported only with a client
+    pool = Pool(client)
+    tags = iter(range(len(points) * len(variants)))
+    for point in points:
+        for label, variant in variants:
+            pool.submit(measure_point, variant, setup, check, point, label, plan, check_options,
+                        bytes, flops, run.id, tag=next(tags))
+    done: dict[int, Any] = {}
+    try:
+        for index, result, error in pool.as_completed():
+            if error is not None:
+                raise error
+            result.ceilings = result_ceilings
+            history.record_result(result)
+            done[index] = result
+            run.results.append(result)
+            history.sweep_updated(run)
+            if bar is not None:
+                bar.set_postfix_str(f"{result.name} {_point_text(result.params)}", refresh=False)
+                bar.update(1)
+    except BaseException:
+        pool.cancel()
+        raise
+    run.results[:] = [done[i] for i in sorted(done)]
 
 
 def _variants(fn, name) -> list[tuple[str, Callable]]:

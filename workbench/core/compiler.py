@@ -296,3 +296,36 @@ def compile(source: str, *, name: str | None = None, arch: str | None = None,
             module.kernels[s.name] = Kernel(s, module, compiled.get_function(s.qualified_name))
     modules[module.name] = module
     return module
+
+
+# -- kernels sent to another process (a Dask worker) -------------------------------------------
+
+#: Modules rebuilt in this process from a pickled kernel: (backend id, source, options) -> Module.
+_rebuilt: dict = {}
+
+
+def kernel_reduce(kernel: Kernel):
+    """``pickle`` support for a :class:`Kernel`: the source, options and name,
+    from which the receiving process compiles the kernel again on its own
+    active backend (a device function cannot travel between processes)."""
+    module = kernel.module
+    key = kernel.name
+    if module.kernels.get(key) is not kernel:
+        key = next((e for t in module.templates.values() for e, k in t.instances.items()
+                    if k is kernel), key)
+    return (rebuild_kernel, (module.source, module.options, module.name, module.line_offset, key))
+
+
+def rebuild_kernel(source: str, options: CompileOptions, name: str, line_offset: int, key: str):
+    """The kernel ``key`` of ``source`` compiled with ``options`` on this
+    process's active backend (compiled once per process and backend)."""
+    b = _active_backend()
+    cache_key = (id(b), source, options)
+    module = _rebuilt.get(cache_key)
+    if module is None or module.backend is not b:
+        module = compile(source, name=name, arch=options.arch, defines=options.defines,
+                         std=options.std, fast_math=options.fast_math, options=options.extra,
+                         instantiate=tuple(e for e in options.name_expressions if "<" in e),
+                         checked=options.checked, line_offset=line_offset)
+        _rebuilt[cache_key] = module
+    return module[key]

@@ -461,6 +461,11 @@ class Kernel:
                 f"{active.name if active else 'none'}; run its %%cuda cell (or wb.compile) "
                 f"again, or switch back with wb.backend({b.name!r}).")
 
+    def __reduce__(self):
+        # pickled (for a Dask worker) as its source and options: compiled again there
+        from .compiler import kernel_reduce  # lazy: compiler imports this module
+        return kernel_reduce(self)
+
     def __repr__(self) -> str:
         summary = self.resources.summary()
         return (f"<wb.Kernel {self.signature}{' | ' + summary if summary else ''}"

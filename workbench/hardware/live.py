@@ -106,6 +106,20 @@ def _query(fn, *args, scale=1.0):
     return value * scale if scale != 1.0 else value
 
 
+def energy_joules(index: int | None = None) -> float | None:
+    """Device ``index``'s energy counter in joules (NVML's total energy
+    consumption since the driver loaded: Volta and later), or None where the
+    device does not report it (the simulator, older GPUs, no NVML)."""
+    b = backend()
+    if b.simulated:
+        return None
+    handle = nvml_handle(b.current_device() if index is None else index)
+    if handle is None:
+        return None
+    value = _query(_pynvml().nvmlDeviceGetTotalEnergyConsumption, handle)  # millijoules
+    return None if value is NA else float(value) * 1e-3
+
+
 def driver_version() -> str:
     """The NVIDIA display driver's version (e.g. ``"580.65.06"``), or NA."""
     if not nvml_available():

@@ -9,10 +9,14 @@ line alone, so a saved notebook shows "sweep of 4 points" and no widget.
 from __future__ import annotations
 
 import html
+import math
+import time
 
 import ipywidgets as widgets
 
 from ..benchmarking import sweep
+from ..present.figures import line_chart_svg
+from .. import tuning
 
 
 def install(ipython) -> None:
@@ -20,26 +24,33 @@ def install(ipython) -> None:
     a front end talks to (a terminal IPython keeps tqdm's text bar)."""
     if getattr(ipython, "kernel", None) is not None:
         sweep.set_progress_factory(SweepProgress)
+        tuning.set_progress_factory(TuneProgress)
 
 
 def uninstall() -> None:
     sweep.set_progress_factory(None)
+    tuning.set_progress_factory(None)
 
 
 class SweepProgress:
     """tqdm's interface (``update``, ``set_postfix_str``, ``close``) over an
     ipywidgets progress bar shown in the running cell."""
 
+    description = "sweep"
+
     def __init__(self, total: int):
         from IPython.display import display  # lazy: the notebook layer's own import
-        self.total = int(total)
+        self.total = int(total or 0)
         self.n = 0
         self._bar = widgets.IntProgress(value=0, min=0, max=max(self.total, 1),
-                                        description="sweep", bar_style="info")
+                                        description=self.description, bar_style="info")
         self._label = widgets.Label(self._text())
-        self._box = _ProgressBox(self, children=[self._bar, self._label])
+        self._box = _ProgressBox(self, children=self._children())
         self._handle = display(self._box, display_id=True)
         self._closed = False
+
+    def _children(self) -> list:
+        return [self._bar, self._label]
 
     def _text(self, postfix: str = "") -> str:
         return f"{self.n}/{self.total} points" + (f" ({postfix})" if postfix else "")
@@ -66,6 +77,44 @@ class SweepProgress:
         if self._handle is not None:
             self._handle.update(_Line(self.line()))
         self._box.close()
+
+
+class TuneProgress(SweepProgress):
+    """A tune's bar with a small live chart of the best value so far
+    (SVG text, redrawn at most every ``REDRAW_S`` seconds)."""
+
+    description = "tune"
+    REDRAW_S = 0.3
+
+    def __init__(self, total, label: str = ""):
+        self.label = label
+        self._chart = widgets.HTML("")
+        self._drawn = 0.0
+        super().__init__(total or 0)
+
+    def _children(self) -> list:
+        return [widgets.VBox([widgets.HBox([self._bar, self._label]), self._chart])]
+
+    def _text(self, postfix: str = "") -> str:
+        of = f"/{self.total}" if self.total else ""
+        return f"{self.n}{of} configurations" + (f" ({postfix})" if postfix else "")
+
+    def line(self) -> str:
+        what = f" of {self.label}" if self.label else ""
+        return f"tune{what}: {self.total or 'a budget of'} configuration{'s' if self.total != 1 else ''}"
+
+    def best(self, values) -> None:
+        """Redraw the best-so-far chart from ``values`` (one per configuration)."""
+        now = time.monotonic()
+        if now - self._drawn < self.REDRAW_S and len(values) != self.total:
+            return
+        self._drawn = now
+        n = len(values)
+        finite = [v for v in values if not math.isnan(v)]
+        scale, unit = (1e3, "ms") if finite and max(finite) < 10 else (1.0, "")
+        points = [(i + 1 - n, float(v) * scale) for i, v in enumerate(values) if not math.isnan(v)]
+        self._chart.value = line_chart_svg(f"best so far {unit}".strip(), {"best": points},
+                                           span=max(n - 1, 1), width=360, height=140)
 
 
 class _ProgressBox(widgets.HBox):

@@ -1,0 +1,75 @@
+"""Where a tune's configurations run: here, one at a time, or on a Dask cluster."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .task import Task, evaluate, precompile
+
+
+class Runner:
+    """Runs tasks here, one at a time, or on a Dask cluster, several at once."""
+
+    def __init__(self, client):
+        self.pool = None
+        self.workers = 0
+        self.capacity = 1
+        self._done: list = []
+        self._payloads: dict = {}
+        if client is not None:
+            from ..benchmarking.distributed import Pool  # lazy: Dask only with a client
+            self.pool = Pool(client)
+            self.workers = self.pool.n_workers
+            self.capacity = self.pool.n_measure
+
+    @property
+    def resubmitted(self) -> int:
+        return self.pool.lost if self.pool is not None else 0
+
+    def submit(self, task: Task, handle) -> None:
+        if self.pool is None:
+            self._done.append((task, handle, evaluate(task)))
+            return
+        # the inputs and the reference travel once to every worker, not with each task
+        payload_key = (id(task.args), id(task.expected))
+        payload = self._payloads.get(payload_key)
+        if payload is None:
+            payload = self.pool.client.scatter((task.args, task.expected), broadcast=True)
+            self._payloads = {payload_key: payload}
+        light = replace(task, args=(), expected=None)
+        compiled = self.pool.submit(precompile, light, kind="compile", track=False)
+        self.pool.submit(evaluate_compiled, compiled, light, payload, kind="measure",
+                         tag=(task, handle))
+
+    def in_flight(self) -> int:
+        return self.pool.pending() if self.pool is not None else len(self._done)
+
+    def finished(self):
+        """Yield ``(task, handle, row)`` as tasks finish."""
+        if self.pool is None:
+            while self._done:
+                yield self._done.pop(0)
+            return
+        from ..benchmarking.distributed import error_text  # lazy: as above
+        for (task, handle), row, error in self.pool.as_completed():
+            if error is not None:
+                row = {"index": task.index, "config": dict(task.config), "status": "error",
+                       "reason": f"worker: {error_text(error)}", "median_s": None,
+                       "compile_s": 0.0, "measure_s": 0.0}
+            yield task, handle, row
+            return  # one at a time: the caller submits more before the next
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.cancel()
+
+
+def evaluate_compiled(compiled, task: Task, payload) -> dict:
+    """On a measuring worker: the row of a configuration whose compile (on a
+    CPU worker) failed, or its evaluation with ``payload`` (the inputs and
+    the reference output)."""
+    task = replace(task, args=payload[0], expected=payload[1])
+    ok, reason, seconds = compiled
+    if not ok:
+        return {"index": task.index, "config": dict(task.config), "status": "compile",
+                "reason": reason, "median_s": None, "compile_s": seconds, "measure_s": 0.0}
+    return evaluate(task)

@@ -1,0 +1,315 @@
+"""``wb.tune``: search a kernel's launch parameters, defines and template arguments."""
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..benchmarking.checks import default_tolerance, to_numpy
+from ..benchmarking.engine import Plan, device_name
+from ..errors import TuneError
+from ..runtime.session import backend as active_backend
+from . import cache as tuning_cache
+from .arguments import (as_tuple, host_copy, kernel_source, objectives_of, output_index,
+                        parse_budget, problem_size_of)
+from .result import OBJECTIVES, TuneResult, config_text, objective_text
+from .runner import Runner
+from .space import Space
+from .strategies import check_strategy, make_search
+from .task import Task, strip_output
+
+#: A tune's measuring plan unless told otherwise: short, because a tune
+#: measures many configurations and needs their order, not four digits.
+TUNE_PLAN = {"max_time": 0.03, "min_repeat": 3, "max_repeat": 200, "warmup": 1,
+             "warmup_time": 0.002}
+PLAN_OPTIONS = ("repeat", "max_time", "min_repeat", "max_repeat", "warmup", "warmup_time",
+                "flush_l2")
+#: The budget of an Optuna strategy when none is given.
+DEFAULT_BUDGET = 50
+#: Asks in a row that bring nothing new (duplicates, restricted) before the
+#: search counts the space as exhausted.
+_IDLE_ASKS = 200
+_REPEATS_BEFORE_FILL = 3
+
+_progress_factory: Callable | None = None
+
+
+def set_progress_factory(factory: Callable | None) -> None:
+    """Use ``factory(total, label)`` for tunes' progress (None: tqdm). The
+    object has tqdm's ``update``, ``set_postfix_str`` and ``close``, and
+    may have ``best(values)`` for a live best-so-far chart."""
+    global _progress_factory
+    _progress_factory = factory
+
+
+def _progress_bar(total, label: str, enabled: bool):
+    if not enabled:
+        return None
+    if _progress_factory is not None:
+        return _progress_factory(total, label)
+    from tqdm.auto import tqdm  # lazy: only a tune with a progress bar needs it
+    return tqdm(total=total, desc=f"tune {label}", unit="config", leave=False)
+
+
+def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrictions=(),
+         kernel_name: str | None = None, grid=None, block=None, n=None, shared_mem=0,
+         defines=(), objective="time", bytes=None, flops=None, strategy: str | None = None,
+         budget=None, seed=None, reference=None, output: int | None = None,
+         rtol: float | None = None, atol: float | None = None, client=None, cache=True,
+         problem_size=None, progress: bool = True, **bench_options) -> TuneResult:
+    """Search ``space`` for the fastest configuration of ``kernel``.
+
+    ``kernel``: a :class:`~workbench.Kernel` (its module's source and
+    options are compiled again per configuration), a template's kernels, or
+    CUDA C++ source (with ``kernel_name=`` when it has several kernels).
+    ``args``: the kernel's arguments (device or NumPy arrays, scalars); each
+    configuration runs on a fresh device copy of them.
+
+    ``space``: ``{name: [values]}``. ``block`` (or ``block_x``/``_y``/``_z``)
+    is the launch's block size; a template parameter's name sets the template
+    argument; any other name is a ``-D NAME=value`` define. ``restrictions``:
+    callables of the configuration or expressions (``"TILE * TILE <= block"``).
+    ``grid``/``n``/``shared_mem``: fixed, or functions of the configuration
+    dict (``grid=lambda c: (N // c["TILE"], N // c["TILE"])``); so may
+    ``block`` be, when the space does not tune it.
+
+    ``objective``: "time" (the median, default), "gbps" (needs ``bytes=``),
+    "gflops" (needs ``flops=``), "energy" (joules per launch from NVML's
+    energy counter, where the device reports it), or a list of them: then
+    the result's :meth:`~TuneResult.pareto` front. ``bytes``/``flops``:
+    per launch, or functions of the configuration.
+
+    ``strategy``: "grid" (exhaustive, in order; no Optuna needed), or an
+    Optuna sampler: "tpe", "random", "cmaes", "qmc", "nsga2". Default: grid
+    when the budget covers the space, else TPE (NSGA-II for several
+    objectives). ``budget``: the number of configurations to run, or a time
+    (``"30s"``, ``"2min"``, a ``timedelta``); ``seed`` makes a sampler
+    repeatable.
+
+    ``reference``: a function of the NumPy arguments returning the expected
+    output (``reference=lambda a, b, c, n: a @ b``), None for the default
+    configuration's output (the first values of the space), or False for no
+    check. ``output``: the index of the argument holding the result (default:
+    the kernel's only non-const pointer). A configuration is measured only
+    after its output matches within ``rtol``/``atol`` (default: by dtype).
+
+    ``client``: a ``dask.distributed.Client``: configurations compile on CPU
+    workers and are measured on GPU workers (see
+    :mod:`workbench.benchmarking.distributed`). ``cache``: True reads and
+    writes the tuning cache (a second identical tune returns the stored
+    result), "refresh" measures again, False neither; ``problem_size`` keys
+    it (default: the arguments' shapes and scalars). Other keywords
+    (``repeat``, ``max_time``, ...) set the measurement as for ``wb.bench``.
+
+    Configurations that fail to compile, launch or check are rows with their
+    reason, never an exception. Returns a :class:`TuneResult`.
+    """
+    started = time.perf_counter()
+    unknown = set(bench_options) - set(PLAN_OPTIONS)
+    if unknown:
+        raise TypeError(f"tune() got unexpected keyword(s) {sorted(unknown)}; it passes on only "
+                        f"{', '.join(PLAN_OPTIONS)} to the measurement")
+    source, name, template_params, compile_options = kernel_source(kernel, kernel_name)
+    the_space = Space.make(space, restrictions, template_params)
+    allowed = the_space.configurations()
+    if not allowed:
+        raise TuneError("the restrictions exclude every configuration of the space; loosen "
+                        "them or add values")
+    objectives = objectives_of(objective, bytes, flops, client)
+    tuned = set(the_space.names)
+    fixed_defines = tuple(d for d in (*compile_options.pop("defines", ()), *as_tuple(defines))
+                          if d.split("=", 1)[0] not in tuned)
+    b = active_backend()
+    host_args = tuple(host_copy(a) for a in args)
+    output = output_index(source, name, fixed_defines, host_args, output)
+    budget_count, budget_seconds, budget_text = parse_budget(budget)
+    n_objectives = len(objectives)
+    if strategy is None:
+        covers = budget_seconds is None and (budget_count is None or budget_count >= len(allowed))
+        strategy = "grid" if covers else ("nsga2" if n_objectives > 1 else "tpe")
+    strategy = check_strategy(strategy, n_objectives)
+    if budget_count is None and budget_seconds is None and strategy != "grid":
+        budget_count = min(DEFAULT_BUDGET, len(allowed))
+        budget_text = str(budget_count)
+    plan = Plan(**{**TUNE_PLAN, **bench_options})
+
+    size = problem_size if problem_size is not None else problem_size_of(host_args)
+    key = tuning_cache.key(device=device_name(b), backend=b.name, source=source, kernel=name,
+                           problem_size=size)
+    run_key = tuning_cache.run_key(the_space, objectives, strategy, budget_text, seed,
+                                   reference if reference is False else reference is None)
+    if cache is True:
+        stored = tuning_cache.load(key, run_key)
+        if stored is not None:
+            return TuneResult.from_dict(stored, from_cache=True)
+    elif cache not in (False, "refresh"):
+        raise TuneError(f"cache={cache!r}: give True, False or 'refresh'")
+
+    tol_dtype = host_args[output].dtype if output is not None and isinstance(
+        host_args[output], np.ndarray) else np.dtype(np.float32)
+    r_default, a_default = default_tolerance(tol_dtype)
+    rtol_used = r_default if rtol is None else rtol
+    atol_used = a_default if atol is None else atol
+    base = Task(source=source, kernel=name, template_params=template_params, config={},
+                kinds={p: the_space.kind(p) for p in the_space.names}, defines=fixed_defines,
+                compile_options=compile_options, args=host_args, grid=grid, block=block, n=n,
+                shared_mem=shared_mem, output=output, rtol=rtol_used, atol=atol_used, plan=plan,
+                objectives=objectives, bytes=bytes, flops=flops)
+    if callable(reference):
+        expected = reference(*[np.array(a, copy=True) if isinstance(a, np.ndarray) else a
+                               for a in host_args])
+        if expected is None:
+            raise TuneError("reference() returned None; return the expected output array")
+        base.expected = np.asarray(to_numpy(expected))
+        reference_text = f"reference {getattr(reference, '__name__', 'function')}()"
+    elif reference is None or reference is True:
+        reference_text = "the default configuration's output"
+    elif reference is False:
+        base.output = None
+        reference_text = "nothing (reference=False)"
+    else:
+        raise TuneError("reference= takes a function of the arguments returning the expected "
+                        "output, None (the default configuration's output) or False (no check)")
+
+    search = make_search(the_space, strategy, [OBJECTIVES[o][1] for o in objectives], seed)
+    runner = Runner(client)
+    result = TuneResult(kernel=name, params={p: the_space.kind(p) for p in the_space.names},
+                        objectives=objectives, strategy=strategy, seed=seed, budget=budget_text,
+                        space_size=len(allowed), restricted=the_space.size - len(allowed),
+                        backend=b.name, device=device_name(b), simulated=bool(b.simulated),
+                        reference=reference_text,
+                        tolerance=f"rtol={rtol_used:g}, atol={atol_used:g}",
+                        workers=runner.workers, problem_size=size, key=key)
+    total = budget_count if budget_count is not None else (
+        len(allowed) if budget_seconds is None else None)
+    bar = _progress_bar(min(total, len(allowed)) if total else None, name, progress)
+    try:
+        _search(search, the_space, base, runner, result, reference, budget_count,
+                budget_seconds, started, bar)
+    finally:
+        runner.close()
+        if bar is not None:
+            bar.close()
+    result.rows.sort(key=lambda r: r["index"])
+    result.resubmitted = runner.resubmitted
+    result.elapsed_s = time.perf_counter() - started
+    if cache is not False and result.best is not None:
+        tuning_cache.store(key, run_key, result.to_dict(), best=result.best,
+                           when=_dt.datetime.now().isoformat(timespec="seconds"),
+                           value=objective_text(objectives[0], result.best_value),
+                           kinds=result.params, defines=fixed_defines,
+                           compile_options=compile_options)
+    return result
+
+
+# -- the search loop --------------------------------------------------------------------------
+
+def _search(search, space: Space, base: Task, runner: Runner, result: TuneResult, reference,
+            budget_count, budget_seconds, started, bar) -> None:
+    seen: dict[tuple, Any] = {}          # key -> objective values (None: failed), or "pending"
+    restricted: set = set()
+    asked = 0
+    idle = 0
+    default = space.default()
+    search.enqueue(default)
+
+    def values_of(row):
+        return result._values(row) if row["status"] == "ok" else None
+
+    def finish(task, handle, row):
+        row = strip_output(row)
+        result.rows.append(row)
+        values = values_of(row)
+        seen[space.key(task.config)] = values
+        _tell(search, handle, values, result.objectives)
+        if bar is not None:
+            best = result.best_value
+            text = (f"best {objective_text(result.objectives[0], best)}" if best is not None
+                    else "no configuration ran yet")
+            bar.set_postfix_str(text, refresh=False)
+            bar.update(1)
+            if hasattr(bar, "best"):
+                bar.best(result.best_so_far())
+
+    # The reference run: the default configuration first, alone, its output kept.
+    if base.output is not None and base.expected is None:
+        handle, config = search.ask()
+        task = base.with_config(config, asked)
+        task.keep_output = True
+        asked += 1
+        runner.submit(task, handle)
+        for task_done, handle_done, row in runner.finished():
+            if row.get("output") is not None:
+                base.expected = row["output"]
+            finish(task_done, handle_done, row)
+        if base.expected is None:
+            reason = result.rows[0]["reason"] if result.rows else "it did not run"
+            result.reference = (f"nothing: the default configuration ({config_text(config)}) "
+                                f"failed ({reason}), so no configuration was checked")
+            base.output = None
+
+    def may_ask() -> bool:
+        if budget_seconds is not None and time.perf_counter() - started >= budget_seconds:
+            return False
+        if budget_count is not None and asked >= budget_count:
+            return False
+        return len(seen) + len(restricted) < space.size and idle < _IDLE_ASKS
+
+    # When a sampler keeps proposing what it has seen (it has converged, or the
+    # restrictions reject its picks), an unseen configuration is put in front
+    # of it every _REPEATS_BEFORE_FILL asks, in a seeded random order.
+    order = np.random.default_rng(result.seed if isinstance(result.seed, int) else None)
+    unseen = [space.key(c) for c in order.permutation(np.array(space.configurations(), object))]
+    by_key = {space.key(c): c for c in space.configurations()}
+
+    def fill() -> bool:
+        while unseen:
+            key = unseen.pop()
+            if key not in seen:
+                search.enqueue(by_key[key])
+                return True
+        return False
+
+    while True:
+        while runner.in_flight() < runner.capacity and may_ask():
+            if idle and idle % _REPEATS_BEFORE_FILL == 0 and not fill():
+                idle = _IDLE_ASKS
+                break
+            proposal = search.ask()
+            if proposal is None:
+                idle = _IDLE_ASKS
+                break
+            handle, config = proposal
+            key = space.key(config)
+            ok, why = space.allowed(config)
+            if not ok:
+                restricted.add(key)
+                search.fail(handle)
+                idle += 1
+                continue
+            if key in seen:
+                if seen[key] == "pending" or seen[key] is None:
+                    search.fail(handle)
+                else:
+                    _tell(search, handle, seen[key], result.objectives)
+                idle += 1
+                continue
+            idle = 0
+            seen[key] = "pending"
+            runner.submit(base.with_config(config, asked), handle)
+            asked += 1
+        if runner.in_flight() == 0:
+            break
+        for task, handle, row in runner.finished():
+            finish(task, handle, row)
+
+
+def _tell(search, handle, values, objectives) -> None:
+    if values is None:
+        search.fail(handle)
+        return
+    # back to each objective's own direction: Optuna's study knows them
+    search.tell(handle, [v if OBJECTIVES[o][1] == "minimize" else -v
+                         for v, o in zip(values, objectives)])
