@@ -34,6 +34,8 @@ _IDLE_ASKS = 200
 _REPEATS_BEFORE_FILL = 3
 
 _progress_factory: Callable | None = None
+#: The clock of a time budget (a test puts one of its own here).
+_clock = time.perf_counter
 
 
 def set_progress_factory(factory: Callable | None) -> None:
@@ -106,7 +108,7 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
     Configurations that fail to compile, launch or check are rows with their
     reason, never an exception. Returns a :class:`TuneResult`.
     """
-    started = time.perf_counter()
+    started, wall_started = _clock(), time.perf_counter()
     unknown = set(bench_options) - set(PLAN_OPTIONS)
     if unknown:
         raise TypeError(f"tune() got unexpected keyword(s) {sorted(unknown)}; it passes on only "
@@ -138,13 +140,20 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
     size = problem_size if problem_size is not None else problem_size_of(host_args)
     key = tuning_cache.key(device=device_name(b), backend=b.name, source=source, kernel=name,
                            problem_size=size)
-    run_key = tuning_cache.run_key(the_space, objectives, strategy, budget_text, seed,
-                                   reference if reference is False else reference is None)
-    if cache is True:
+    variant = tuning_cache.variant(fixed_defines, compile_options)
+    reference_kind = ("function" if callable(reference) else
+                      "none" if reference is False else "default output")
+    run_key, cache_note = tuning_cache.run_key(
+        the_space, objectives, strategy, budget_text, seed, variant=variant,
+        inputs={"reference_kind": reference_kind,
+                "reference": reference if callable(reference) else None,
+                "bytes": bytes, "flops": flops, "rtol": rtol, "atol": atol, "output": output,
+                "grid": grid, "block": block, "n": n, "shared_mem": shared_mem, "plan": plan})
+    if cache is True and run_key is not None:
         stored = tuning_cache.load(key, run_key)
         if stored is not None:
             return TuneResult.from_dict(stored, from_cache=True)
-    elif cache not in (False, "refresh"):
+    elif cache not in (True, False, "refresh"):
         raise TuneError(f"cache={cache!r}: give True, False or 'refresh'")
 
     tol_dtype = host_args[output].dtype if output is not None and isinstance(
@@ -181,7 +190,8 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
                         backend=b.name, device=device_name(b), simulated=bool(b.simulated),
                         reference=reference_text,
                         tolerance=f"rtol={rtol_used:g}, atol={atol_used:g}",
-                        workers=runner.workers, problem_size=size, key=key)
+                        workers=runner.workers, problem_size=size, key=key,
+                        note=(cache_note or "") if cache is True else "")
     total = budget_count if budget_count is not None else (
         len(allowed) if budget_seconds is None else None)
     bar = _progress_bar(min(total, len(allowed)) if total else None, name, progress)
@@ -194,13 +204,14 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
             bar.close()
     result.rows.sort(key=lambda r: r["index"])
     result.resubmitted = runner.resubmitted
-    result.elapsed_s = time.perf_counter() - started
+    result.elapsed_s = time.perf_counter() - wall_started
+    result.checked = base.output is not None and base.expected is not None
     if cache is not False and result.best is not None:
-        tuning_cache.store(key, run_key, result.to_dict(), best=result.best,
+        tuning_cache.store(key, run_key, result,
                            when=_dt.datetime.now().isoformat(timespec="seconds"),
-                           value=objective_text(objectives[0], result.best_value),
-                           kinds=result.params, defines=fixed_defines,
-                           compile_options=compile_options)
+                           variant=variant,
+                           tuned_defines=[p for p in the_space.names
+                                          if the_space.kind(p) == "define"])
     return result
 
 
@@ -251,7 +262,7 @@ def _search(search, space: Space, base: Task, runner: Runner, result: TuneResult
             base.output = None
 
     def may_ask() -> bool:
-        if budget_seconds is not None and time.perf_counter() - started >= budget_seconds:
+        if budget_seconds is not None and _clock() - started >= budget_seconds:
             return False
         if budget_count is not None and asked >= budget_count:
             return False
