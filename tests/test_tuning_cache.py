@@ -246,3 +246,48 @@ def test_energy_on_workers_without_nvml_is_explained(monkeypatch):
             distributed.Client(cluster) as client:
         with pytest.raises(TuneError, match="none of the 1 worker"):
             tune(objective="energy", client=client, cache=False)
+
+
+# -- 7. a configuration that takes too long on a Dask worker -----------------------------------
+
+def _sleep(seconds):
+    import time
+    time.sleep(seconds)
+    return seconds
+
+
+@pytest.fixture
+def threads_client(monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setenv("WORKBENCH_BACKEND", "simulator")
+    with distributed.LocalCluster(dashboard_address=None, n_workers=1, processes=False,
+                                  threads_per_worker=2) as cluster, \
+            distributed.Client(cluster) as client:
+        yield client
+
+
+def test_a_task_past_its_timeout_is_cancelled_and_reported(threads_client):
+    from workbench.benchmarking.distributed import Pool, TaskTimeout
+    pool = Pool(threads_client, timeout=0.3)
+    slow = pool.submit(_sleep, 1.0, tag="slow")
+    pool.submit(_sleep, 0.0, tag="quick")
+    results = {tag: (value, error) for tag, value, error in pool.as_completed()}
+    assert results["quick"] == (0.0, None)
+    assert results["slow"][0] is None and isinstance(results["slow"][1], TaskTimeout)
+    assert slow.cancelled()
+
+
+def test_cancel_cancels_the_outstanding_tasks_on_the_cluster(threads_client):
+    from workbench.benchmarking.distributed import Pool
+    pool = Pool(threads_client)
+    future = pool.submit(_sleep, 1.0, tag="slow")
+    pool.cancel()
+    assert future.cancelled() and pool.pending() == 0
+
+
+def test_a_tune_with_a_timeout_records_timeout_rows(threads_client):
+    r = tune(client=threads_client, timeout=1e-4, reference=False, cache=False)
+    assert {row["status"] for row in r.rows} == {"timeout"}
+    assert "no result after" in r.rows[0]["reason"]
+    with pytest.raises(TuneError, match="client="):
+        tune(timeout=1.0)

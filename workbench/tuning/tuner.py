@@ -60,7 +60,8 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
          defines=(), objective="time", bytes=None, flops=None, strategy: str | None = None,
          budget=None, seed=None, reference=None, output: int | None = None,
          rtol: float | None = None, atol: float | None = None, client=None, cache=True,
-         problem_size=None, progress: bool = True, **bench_options) -> TuneResult:
+         problem_size=None, progress: bool = True, timeout: float | None = None,
+         **bench_options) -> TuneResult:
     """Search ``space`` for the fastest configuration of ``kernel``.
 
     ``kernel``: a :class:`~workbench.Kernel` (its module's source and
@@ -97,9 +98,14 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
     the kernel's only non-const pointer). A configuration is measured only
     after its output matches within ``rtol``/``atol`` (default: by dtype).
 
-    ``client``: a ``dask.distributed.Client``: configurations compile on CPU
-    workers and are measured on GPU workers (see
-    :mod:`workbench.benchmarking.distributed`). ``cache``: True reads and
+    ``client``: a ``dask.distributed.Client``: configurations are measured
+    on workers that declare a ``GPU`` resource and compiled on the others;
+    when no worker declares one (as in :func:`~workbench.tuning.local_cluster`
+    and ``LocalCUDACluster``), every worker compiles and measures (see
+    :mod:`workbench.benchmarking.distributed`). ``timeout`` (with a client):
+    seconds one configuration may take from its submission, its compile
+    included; one past it is cancelled and recorded with status "timeout".
+    ``cache``: True reads and
     writes the tuning cache (a second identical tune returns the stored
     result), "refresh" measures again, False neither; ``problem_size`` keys
     it (default: the arguments' shapes and scalars). Other keywords
@@ -113,6 +119,9 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
     if unknown:
         raise TypeError(f"tune() got unexpected keyword(s) {sorted(unknown)}; it passes on only "
                         f"{', '.join(PLAN_OPTIONS)} to the measurement")
+    if timeout is not None and (client is None or not timeout > 0):
+        raise TuneError(f"timeout={timeout!r}: give seconds > 0, with client= (a configuration "
+                        "running in this process cannot be stopped; on a Dask worker it can)")
     source, name, template_params, compile_options = kernel_source(kernel, kernel_name)
     the_space = Space.make(space, restrictions, template_params)
     allowed = the_space.configurations()
@@ -148,7 +157,8 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
         inputs={"reference_kind": reference_kind,
                 "reference": reference if callable(reference) else None,
                 "bytes": bytes, "flops": flops, "rtol": rtol, "atol": atol, "output": output,
-                "grid": grid, "block": block, "n": n, "shared_mem": shared_mem, "plan": plan})
+                "grid": grid, "block": block, "n": n, "shared_mem": shared_mem, "plan": plan,
+                "timeout": timeout})
     if cache is True and run_key is not None:
         stored = tuning_cache.load(key, run_key)
         if stored is not None:
@@ -183,7 +193,7 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
                         "output, None (the default configuration's output) or False (no check)")
 
     search = make_search(the_space, strategy, [OBJECTIVES[o][1] for o in objectives], seed)
-    runner = Runner(client)
+    runner = Runner(client, timeout)
     result = TuneResult(kernel=name, params={p: the_space.kind(p) for p in the_space.names},
                         objectives=objectives, strategy=strategy, seed=seed, budget=budget_text,
                         space_size=len(allowed), restricted=the_space.size - len(allowed),
