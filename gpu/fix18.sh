@@ -6,7 +6,7 @@
 # Needs Optuna/Dask wheels in .whl as gpu/tune.sh does (without them those parts skip).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=/tmp/site:$PWD WORKBENCH_BACKEND=cupy PYTHONUNBUFFERED=1
 export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-status=0
+set -o pipefail; status=0
 
 echo "== tests" | tee "$OUT/fix18-tests.log"
 timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/test_tuning.py tests/test_tuning_cache.py \

@@ -243,7 +243,8 @@ class TunedKernel:
             kernel, self.config = self._kernel, None
             task = Task(source=self._source, kernel=self.name, template_params=(), config={},
                         kinds={}, grid=grid, block=self.block, n=n, shared_mem=shared_mem)
-            self.note = "no tuned configuration for this device and problem size: default used"
+            self.note = ("no tuned configuration for this device, problem size, defines and "
+                         "compile options: default used")
         launch = launch_options(task)
         if stream is not None:
             launch["stream"] = stream
