@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import pickle
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -127,33 +126,51 @@ def test_restrictions_leave_configurations_out(backend):
         wb.tune(SPIN, spin_args(), space=SPACE, restrictions="block > 1000", grid=4, progress=False)
 
 
-def test_budgets_of_a_count_and_of_a_time(backend):
+def test_budgets_of_a_count_and_of_a_time(backend, monkeypatch):
     r = wb.tune(SPIN, spin_args(), space=SPACE, grid=4, strategy="random", budget=5, seed=3,
                 progress=False, **FAST)
     assert len(r.rows) == 5 and len({tuple(row["config"].values()) for row in r.rows}) == 5
     again = wb.tune(SPIN, spin_args(), space=SPACE, grid=4, strategy="random", budget=5, seed=3,
                     progress=False, cache=False, **FAST)
     assert [row["config"] for row in again.rows] == [row["config"] for row in r.rows]
-    timed = wb.tune(SPIN, spin_args(), space=SPACE, grid=4, strategy="tpe", budget="0.05s",
-                    seed=1, progress=False, cache=False, **FAST)
-    assert 1 <= len(timed.rows) < 12      # no new configuration is started after 0.05 s
-    assert timed.budget == "0.05 s"
+    # a time budget, on a clock of the test's own: each finished configuration takes a second
+    from workbench.tuning import tuner
+    now = [0.0]
+
+    class Tick:
+        def __init__(self, total, label):
+            pass
+
+        def update(self, n):
+            now[0] += n
+
+        def set_postfix_str(self, text, refresh=False):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tuner, "_clock", lambda: now[0])
+    monkeypatch.setattr(tuner, "_progress_factory", Tick)
+    timed = wb.tune(SPIN, spin_args(), space=SPACE, grid=4, strategy="tpe", budget="3s",
+                    seed=1, cache=False, **FAST)
+    assert len(timed.rows) == 3 and timed.budget == "3 s"   # started at 0, 1 and 2 s
     with pytest.raises(TuneError, match="budget"):
         wb.tune(SPIN, spin_args(), space=SPACE, grid=4, budget="soon", progress=False)
 
 
 def test_tpe_finds_the_optimum_of_the_spin_kernel(backend):
-    r = wb.tune(SPIN, spin_args(), space=SPACE, grid=4, strategy="tpe", budget=12, seed=0,
+    space = {"block": [16, 32, 64, 128, 256, 512], "W": [1, 2, 3]}    # 18 configurations
+    r = wb.tune(SPIN, spin_args(), space=space, grid=4, strategy="tpe", budget=12, seed=0,
                 progress=False, **FAST)
-    assert len(r.rows) == 12 and r.best == BEST   # the budget covers the space: it must
+    assert len(r.rows) == 12 and r.best == BEST
 
 
 def test_a_second_tune_comes_from_the_cache_and_tuned_uses_it(backend, capsys):
     first = wb.tune(SPIN, spin_args(), space=SPACE, grid=4, progress=False, **FAST)
     assert not first.from_cache
-    start = time.perf_counter()
     second = wb.tune(SPIN, spin_args(), space=SPACE, grid=4, progress=False, **FAST)
-    assert second.from_cache and time.perf_counter() - start < 0.5
+    assert second.from_cache
     assert second.best == first.best and len(second.rows) == len(first.rows)
     assert "from the tuning cache" in repr(second)
     # another problem size is another entry

@@ -20,6 +20,7 @@ it is reported as failed with the reason.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Iterator
 
 from ..errors import MissingExtra
@@ -48,11 +49,19 @@ def check_client(client) -> None:
                         "make one with Client(LocalCluster(...)) or Client('scheduler-address')")
 
 
+class TaskTimeout(TimeoutError):
+    """A task gave no result within the pool's ``timeout`` and was cancelled."""
+
+
 class Pool:
     """Submits measurement and compile tasks to a Dask client and yields
-    finished ones as they come, resubmitting tasks lost with a worker."""
+    finished ones as they come, resubmitting tasks lost with a worker.
 
-    def __init__(self, client):
+    ``timeout``: seconds a tracked task may take from its submission (its
+    inputs' tasks, such as its compile, included); a task past it is
+    cancelled and reported with a :class:`TaskTimeout`."""
+
+    def __init__(self, client, *, timeout: float | None = None):
         check_client(client)
         self.distributed = require_dask()
         self.client = client
@@ -66,6 +75,8 @@ class Pool:
         self.n_measure = len(gpu) or len(workers)
         self._as_completed = self.distributed.as_completed([], with_results=False)
         self._tasks: dict = {}     # future key -> (fn, args, kind, tag, resubmits left)
+        self._futures: dict = {}   # future key -> (future, submitted at) of tracked tasks
+        self.timeout = timeout
         self.lost = 0               # tasks resubmitted after their worker died
 
     @property
@@ -93,6 +104,7 @@ class Pool:
             future = self.client.submit(fn, *args, pure=False, **self._options(kind))
         if not track:
             return future
+        self._futures[future.key] = (future, time.monotonic())
         self._tasks[future.key] = (fn, args, kind, tag, resubmits)
         self._as_completed.add(future)
         return future
@@ -105,8 +117,14 @@ class Pool:
         None or the exception that left the task without a value (its worker
         lost more often than the retries allow, or one the task raised)."""
         while self._tasks:
-            future = next(self._as_completed)
+            future = self._next()
+            if future is None:
+                yield from self._timed_out()
+                continue
+            if future.key not in self._tasks:       # cancelled after its timeout
+                continue
             fn, args, kind, tag, resubmits = self._tasks.pop(future.key)
+            self._futures.pop(future.key, None)
             try:
                 value = future.result()
             except Exception as exc:  # noqa: BLE001 - reported with the task, never fatal
@@ -120,10 +138,35 @@ class Pool:
                 future.release()
             yield tag, value, None
 
+    def _next(self):
+        """The next finished future; without a timeout, waits for one; with
+        one, None when none finished within a short poll."""
+        if self.timeout is None:
+            return next(self._as_completed)
+        deadline = time.monotonic() + min(0.05, self.timeout)
+        while time.monotonic() < deadline:
+            if self._as_completed.has_ready():
+                return next(self._as_completed)
+            time.sleep(0.002)
+        return None
+
+    def _timed_out(self):
+        now = time.monotonic()
+        late = [k for k in self._tasks if now - self._futures[k][1] > self.timeout]
+        for k in late:
+            future = self._futures.pop(k)[0]
+            _, _, _, tag, _ = self._tasks.pop(k)
+            self.client.cancel([future])
+            yield tag, None, TaskTimeout(f"no result after {self.timeout:g} s; cancelled")
+
     def cancel(self) -> None:
-        """Forget tasks still running (a stopped run)."""
-        for key in list(self._tasks):
-            self._tasks.pop(key, None)
+        """Cancel the tasks still queued or running on the cluster (a stopped
+        run) and forget them."""
+        outstanding = [f for f, _ in self._futures.values() if not f.done()]
+        if outstanding:
+            self.client.cancel(outstanding)
+        self._tasks.clear()
+        self._futures.clear()
         self._as_completed.clear()
 
 

@@ -71,6 +71,13 @@ def objectives_of(objective, bytes, flops, client) -> tuple[str, ...]:
     if "energy" in chosen and client is None and not energy_available():
         raise TuneError("objective 'energy' needs a device that reports its energy through NVML "
                         "(Volta or later); this one does not (the simulator never does)")
+    if "energy" in chosen and client is not None:
+        reports = client.run(energy_available)   # {worker address: bool}, on every worker
+        if not any(reports.values()):
+            raise TuneError(f"objective 'energy' needs workers whose devices report their energy "
+                            f"through NVML; none of the {len(reports)} worker(s) does (simulator "
+                            "workers never do): tune objective='time', or use workers on GPUs "
+                            "of Volta or later with NVML (pynvml) installed")
     if len(set(chosen)) != len(chosen):
         raise TuneError(f"objective lists one twice: {chosen}")
     return chosen
@@ -103,12 +110,14 @@ def _ambiguous(name, signature, writable):
 
 
 def problem_size_of(args) -> tuple:
+    """The arguments' shapes and scalars, read where they are (no copy of a
+    device array: any array's ``shape`` is enough)."""
     out = []
     for a in args:
-        if isinstance(a, np.ndarray):
-            out.append(tuple(a.shape))
-        elif isinstance(a, (int, float, np.generic)) and not isinstance(a, bool):
+        if isinstance(a, (int, float, np.generic)) and not isinstance(a, bool):
             out.append(a.item() if isinstance(a, np.generic) else a)
+        elif getattr(a, "shape", None) is not None:
+            out.append(tuple(int(d) for d in a.shape))
     return tuple(out)
 
 

@@ -67,6 +67,8 @@ class TuneResult:
     from_cache: bool = False
     problem_size: Any = None
     key: str = ""                        # the tuning cache's key
+    checked: bool = False                # every configuration was checked against a reference
+    note: str = ""                       # what the tuning cache did, when it is worth saying
 
     # -- the configurations --------------------------------------------------------
     def ok_rows(self) -> list[dict]:
@@ -153,12 +155,13 @@ class TuneResult:
                 "simulated": self.simulated, "reference": self.reference,
                 "tolerance": self.tolerance, "elapsed_s": self.elapsed_s, "workers": self.workers,
                 "resubmitted": self.resubmitted, "problem_size": plain_value(self.problem_size),
-                "key": self.key, "rows": rows}
+                "key": self.key, "checked": self.checked, "note": self.note, "rows": rows}
 
     @classmethod
     def from_dict(cls, d: dict, *, from_cache: bool = False) -> "TuneResult":
         d = dict(d)
         d["objectives"] = tuple(d["objectives"])
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         return cls(**d, from_cache=from_cache)
 
     # -- plots ---------------------------------------------------------------------
@@ -244,6 +247,8 @@ class TuneResult:
         notes = []
         if self.from_cache:
             notes.append("from the tuning cache (tune(..., cache='refresh') measures again)")
+        if self.note:
+            notes.append(self.note)
         if self.simulated:
             notes.append(f"{SIMULATED_TIMES}, not GPU times")
         body = html_fields(fields, title=f"Tune of {self.kernel}",

@@ -9,7 +9,7 @@ from .task import Task, evaluate, precompile
 class Runner:
     """Runs tasks here, one at a time, or on a Dask cluster, several at once."""
 
-    def __init__(self, client):
+    def __init__(self, client, timeout: float | None = None):
         self.pool = None
         self.workers = 0
         self.capacity = 1
@@ -17,7 +17,7 @@ class Runner:
         self._payloads: dict = {}
         if client is not None:
             from ..benchmarking.distributed import Pool  # lazy: Dask only with a client
-            self.pool = Pool(client)
+            self.pool = Pool(client, timeout=timeout)
             self.workers = self.pool.n_workers
             self.capacity = self.pool.n_measure
 
@@ -49,9 +49,13 @@ class Runner:
             while self._done:
                 yield self._done.pop(0)
             return
-        from ..benchmarking.distributed import error_text  # lazy: as above
+        from ..benchmarking.distributed import TaskTimeout, error_text  # lazy: as above
         for (task, handle), row, error in self.pool.as_completed():
-            if error is not None:
+            if isinstance(error, TaskTimeout):
+                row = {"index": task.index, "config": dict(task.config), "status": "timeout",
+                       "reason": f"timeout: {error}", "median_s": None,
+                       "compile_s": 0.0, "measure_s": 0.0}
+            elif error is not None:
                 row = {"index": task.index, "config": dict(task.config), "status": "error",
                        "reason": f"worker: {error_text(error)}", "median_s": None,
                        "compile_s": 0.0, "measure_s": 0.0}

@@ -178,6 +178,12 @@ def evaluate(task: Task) -> dict[str, Any]:
     except ResultMismatch as exc:
         row.update(status="check", reason=str(exc).split(". Fix the kernel")[0])
         return row
+    if "energy" in task.objectives and not energy_available():
+        # a worker without NVML among workers with it: its rows say why, not "launch"
+        row.update(status="error", reason="objective 'energy': this worker's device reports "
+                   "neither its energy nor its power through NVML; run the tune on workers "
+                   "that do (Volta or later, pynvml installed)")
+        return row
     try:
         result = measure(b, kernel, [args], options, name=task.kernel, plan=task.plan,
                          bytes=_per_call(task.bytes, task.config),

@@ -34,6 +34,8 @@ _IDLE_ASKS = 200
 _REPEATS_BEFORE_FILL = 3
 
 _progress_factory: Callable | None = None
+#: The clock of a time budget (a test puts one of its own here).
+_clock = time.perf_counter
 
 
 def set_progress_factory(factory: Callable | None) -> None:
@@ -58,7 +60,8 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
          defines=(), objective="time", bytes=None, flops=None, strategy: str | None = None,
          budget=None, seed=None, reference=None, output: int | None = None,
          rtol: float | None = None, atol: float | None = None, client=None, cache=True,
-         problem_size=None, progress: bool = True, **bench_options) -> TuneResult:
+         problem_size=None, progress: bool = True, timeout: float | None = None,
+         **bench_options) -> TuneResult:
     """Search ``space`` for the fastest configuration of ``kernel``.
 
     ``kernel``: a :class:`~workbench.Kernel` (its module's source and
@@ -95,9 +98,14 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
     the kernel's only non-const pointer). A configuration is measured only
     after its output matches within ``rtol``/``atol`` (default: by dtype).
 
-    ``client``: a ``dask.distributed.Client``: configurations compile on CPU
-    workers and are measured on GPU workers (see
-    :mod:`workbench.benchmarking.distributed`). ``cache``: True reads and
+    ``client``: a ``dask.distributed.Client``: configurations are measured
+    on workers that declare a ``GPU`` resource and compiled on the others;
+    when no worker declares one (as in :func:`~workbench.tuning.local_cluster`
+    and ``LocalCUDACluster``), every worker compiles and measures (see
+    :mod:`workbench.benchmarking.distributed`). ``timeout`` (with a client):
+    seconds one configuration may take from its submission, its compile
+    included; one past it is cancelled and recorded with status "timeout".
+    ``cache``: True reads and
     writes the tuning cache (a second identical tune returns the stored
     result), "refresh" measures again, False neither; ``problem_size`` keys
     it (default: the arguments' shapes and scalars). Other keywords
@@ -106,11 +114,14 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
     Configurations that fail to compile, launch or check are rows with their
     reason, never an exception. Returns a :class:`TuneResult`.
     """
-    started = time.perf_counter()
+    started, wall_started = _clock(), time.perf_counter()
     unknown = set(bench_options) - set(PLAN_OPTIONS)
     if unknown:
         raise TypeError(f"tune() got unexpected keyword(s) {sorted(unknown)}; it passes on only "
                         f"{', '.join(PLAN_OPTIONS)} to the measurement")
+    if timeout is not None and (client is None or not timeout > 0):
+        raise TuneError(f"timeout={timeout!r}: give seconds > 0, with client= (a configuration "
+                        "running in this process cannot be stopped; on a Dask worker it can)")
     source, name, template_params, compile_options = kernel_source(kernel, kernel_name)
     the_space = Space.make(space, restrictions, template_params)
     allowed = the_space.configurations()
@@ -138,13 +149,21 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
     size = problem_size if problem_size is not None else problem_size_of(host_args)
     key = tuning_cache.key(device=device_name(b), backend=b.name, source=source, kernel=name,
                            problem_size=size)
-    run_key = tuning_cache.run_key(the_space, objectives, strategy, budget_text, seed,
-                                   reference if reference is False else reference is None)
-    if cache is True:
+    variant = tuning_cache.variant(fixed_defines, compile_options)
+    reference_kind = ("function" if callable(reference) else
+                      "none" if reference is False else "default output")
+    run_key, cache_note = tuning_cache.run_key(
+        the_space, objectives, strategy, budget_text, seed, variant=variant,
+        inputs={"reference_kind": reference_kind,
+                "reference": reference if callable(reference) else None,
+                "bytes": bytes, "flops": flops, "rtol": rtol, "atol": atol, "output": output,
+                "grid": grid, "block": block, "n": n, "shared_mem": shared_mem, "plan": plan,
+                "timeout": timeout})
+    if cache is True and run_key is not None:
         stored = tuning_cache.load(key, run_key)
         if stored is not None:
             return TuneResult.from_dict(stored, from_cache=True)
-    elif cache not in (False, "refresh"):
+    elif cache not in (True, False, "refresh"):
         raise TuneError(f"cache={cache!r}: give True, False or 'refresh'")
 
     tol_dtype = host_args[output].dtype if output is not None and isinstance(
@@ -174,14 +193,15 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
                         "output, None (the default configuration's output) or False (no check)")
 
     search = make_search(the_space, strategy, [OBJECTIVES[o][1] for o in objectives], seed)
-    runner = Runner(client)
+    runner = Runner(client, timeout)
     result = TuneResult(kernel=name, params={p: the_space.kind(p) for p in the_space.names},
                         objectives=objectives, strategy=strategy, seed=seed, budget=budget_text,
                         space_size=len(allowed), restricted=the_space.size - len(allowed),
                         backend=b.name, device=device_name(b), simulated=bool(b.simulated),
                         reference=reference_text,
                         tolerance=f"rtol={rtol_used:g}, atol={atol_used:g}",
-                        workers=runner.workers, problem_size=size, key=key)
+                        workers=runner.workers, problem_size=size, key=key,
+                        note=(cache_note or "") if cache is True else "")
     total = budget_count if budget_count is not None else (
         len(allowed) if budget_seconds is None else None)
     bar = _progress_bar(min(total, len(allowed)) if total else None, name, progress)
@@ -194,13 +214,14 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
             bar.close()
     result.rows.sort(key=lambda r: r["index"])
     result.resubmitted = runner.resubmitted
-    result.elapsed_s = time.perf_counter() - started
+    result.elapsed_s = time.perf_counter() - wall_started
+    result.checked = base.output is not None and base.expected is not None
     if cache is not False and result.best is not None:
-        tuning_cache.store(key, run_key, result.to_dict(), best=result.best,
+        tuning_cache.store(key, run_key, result,
                            when=_dt.datetime.now().isoformat(timespec="seconds"),
-                           value=objective_text(objectives[0], result.best_value),
-                           kinds=result.params, defines=fixed_defines,
-                           compile_options=compile_options)
+                           variant=variant,
+                           tuned_defines=[p for p in the_space.names
+                                          if the_space.kind(p) == "define"])
     return result
 
 
@@ -251,7 +272,7 @@ def _search(search, space: Space, base: Task, runner: Runner, result: TuneResult
             base.output = None
 
     def may_ask() -> bool:
-        if budget_seconds is not None and time.perf_counter() - started >= budget_seconds:
+        if budget_seconds is not None and _clock() - started >= budget_seconds:
             return False
         if budget_count is not None and asked >= budget_count:
             return False
