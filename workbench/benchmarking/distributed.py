@@ -247,18 +247,10 @@ def measure_point(fn, setup, check, point: dict, label: str, plan, check_options
     backend. Returns the :class:`~workbench.benchmarking.result.BenchResult`."""
     from ..runtime.session import backend as active_backend
     from .engine import measure
-    from .sweep import _inputs, _per_point
+    from .sweep import _per_point, point_call
 
     b = active_backend()
-    inputs_args, inputs_kwargs = _inputs(setup, point)
-    expected = None
-    if check is not None:
-        expected = (check(*inputs_args, **inputs_kwargs) if setup is not None
-                    else check(**point))
-        if expected is None:
-            raise ValueError("check() returned None; it must return the expected "
-                             "output for the point's inputs")
-    call_kwargs = dict(inputs_kwargs) if setup is not None else dict(point)
+    inputs_args, call_kwargs, expected = point_call(setup, check, point)
     return measure(b, fn, [inputs_args], call_kwargs, name=label, plan=plan, check=expected,
                    bytes=_per_point(bytes, point, "bytes"), flops=_per_point(flops, point, "flops"),
                    params=point, sweep=sweep_id, ceilings=None, record=False, **check_options)

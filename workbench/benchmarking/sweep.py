@@ -127,16 +127,8 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
                               bytes, flops, result_ceilings, bar)
             return run.table()
         for point in points:
-            inputs_args, inputs_kwargs = _inputs(setup, point)
-            expected = None
+            inputs_args, call_kwargs, expected = point_call(setup, check, point)
             for label, variant in variants:
-                if check is not None and expected is None:
-                    expected = (check(*inputs_args, **inputs_kwargs) if setup is not None
-                                else check(**point))
-                    if expected is None:
-                        raise ValueError("check() returned None; it must return the expected "
-                                         "output for the point's inputs")
-                call_kwargs = dict(inputs_kwargs) if setup is not None else dict(point)
                 result = measure(
                     b, variant, [inputs_args], call_kwargs, name=label, plan=plan,
                     check=expected, bytes=_per_point(bytes, point, "bytes"),
@@ -260,6 +252,21 @@ def _check_takes_point(value, point, what: str) -> None:
                         "(or lambda **point: ...)") from None
     except ValueError:   # no signature to read (some builtins): the call itself will tell
         pass
+
+
+def point_call(setup, check, point: dict):
+    """``(positional inputs, keyword arguments, expected output or None)`` of
+    one sweep point: its inputs from ``setup`` (or the point itself) and the
+    reference from ``check``."""
+    inputs_args, inputs_kwargs = _inputs(setup, point)
+    expected = None
+    if check is not None:
+        expected = check(*inputs_args, **inputs_kwargs) if setup is not None else check(**point)
+        if expected is None:
+            raise ValueError("check() returned None; it must return the expected "
+                             "output for the point's inputs")
+    call_kwargs = dict(inputs_kwargs) if setup is not None else dict(point)
+    return inputs_args, call_kwargs, expected
 
 
 def _per_point(value, point, what: str):

@@ -159,19 +159,27 @@ def _managed_only(b, array, what: str) -> None:
                              f"{type(array).__name__}")
 
 
+def _managed_target(b, array, device, what: str, cannot: str) -> int:
+    """The device ``what`` (prefetch, advise) on managed ``array`` aims at,
+    checked (None: the current one; -1: the host)."""
+    _managed_only(b, array, what)
+    device = b.current_device() if device is None else int(device)
+    if device != -1:
+        _check_device(b, device)
+        if not b.managed_prefetch_supported(device):
+            raise DeviceError(f"device {device} {cannot}")
+    return device
+
+
 def prefetch(array, device: int | None = None, *, stream=None):
     """Move managed ``array``'s pages to ``device`` (None: the current one;
     -1: the host) ahead of use, queued on ``stream``. Returns ``array``. Where
     the device cannot (``managed_prefetch_supported`` false) this raises
     :class:`~workbench.DeviceError` and the pages still move on demand."""
     b = backend()
-    _managed_only(b, array, "prefetch")
-    device = b.current_device() if device is None else int(device)
-    if device != -1:
-        _check_device(b, device)
-        if not b.managed_prefetch_supported(device):
-            raise DeviceError(f"device {device} cannot prefetch managed memory (no concurrent "
-                              "managed access); its pages move on first use instead")
+    device = _managed_target(b, array, device, "prefetch",
+                             "cannot prefetch managed memory (no concurrent managed access); "
+                             "its pages move on first use instead")
     with queued_on(b, stream, "wb.prefetch()") as raw:
         session().timing_log.timed_op(b, "copy", "prefetch", int(array.nbytes), raw, b.prefetch,
                                       array, device, raw, keep=array)
@@ -183,12 +191,7 @@ def advise(array, advice: str, device: int | None = None):
     ``"preferred_location"`` or ``"accessed_by"`` (``"unset_..."`` undoes it),
     for ``device`` (None: the current one). Returns ``array``."""
     b = backend()
-    _managed_only(b, array, "advise")
-    device = b.current_device() if device is None else int(device)
-    if device != -1:
-        _check_device(b, device)
-        if not b.managed_prefetch_supported(device):
-            raise DeviceError(f"device {device} takes no advice for managed memory (no "
-                              "concurrent managed access)")
+    device = _managed_target(b, array, device, "advise",
+                             "takes no advice for managed memory (no concurrent managed access)")
     b.advise(array, advice, device)
     return array
