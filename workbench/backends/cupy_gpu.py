@@ -28,7 +28,7 @@ from .. import cxx
 from ..errors import LaunchConfigError
 from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
                    DeviceProperties, KernelResources, normalise_arch)
-from . import cupti_activity, cupy_persistent
+from . import cupti_activity, cupy_persistent, native_launch
 from .cupy_faults import _faults_as_kernel_faults, _kernel_fault
 from .cupy_transfers import CupyTransfers
 from .nvrtc import check_with_nvrtc
@@ -89,6 +89,43 @@ class CupyModule(CompiledModule):
             registers=fn.num_regs, shared_bytes=fn.shared_size_bytes,
             local_bytes=fn.local_size_bytes, const_bytes=fn.const_size_bytes,
             max_threads_per_block=fn.max_threads_per_block, arch=self.arch)
+
+
+def _native_launcher(function, params, formats: list[str], opted_in: list[int]):
+    """The launcher of :meth:`CupyBackend.make_launcher` through the C
+    launcher (:mod:`.native_launch`), or None where it cannot take this
+    kernel (a parameter type it does not pack) or does not run here."""
+    codes = "".join("P" if p.is_pointer else f for p, f in zip(params, formats))
+    if not set(codes) <= native_launch.CODES:
+        return None
+    launch = native_launch.launch_function()
+    if launch is None:
+        return None
+    codes = codes.encode()
+    func_ptr = function.kernel.ptr
+
+    def launcher(grid, block, args, shared_mem, stream):
+        if shared_mem > opted_in[0]:
+            function.max_dynamic_shared_size_bytes = shared_mem
+            opted_in[0] = shared_mem
+        status = launch(func_ptr, codes, args, grid[0], grid[1], grid[2], block[0], block[1],
+                        block[2], shared_mem, stream.ptr)
+        if status:
+            exc = driver.CUDADriverError(status)
+            raise _kernel_fault(exc) or exc
+
+    def between(start, end, grid, block, args, shared_mem, stream):
+        if shared_mem > opted_in[0]:
+            function.max_dynamic_shared_size_bytes = shared_mem
+            opted_in[0] = shared_mem
+        status = launch(func_ptr, codes, args, grid[0], grid[1], grid[2], block[0], block[1],
+                        block[2], shared_mem, stream.ptr, start, end)
+        if status:
+            exc = driver.CUDADriverError(status)
+            raise _kernel_fault(exc) or exc
+    launcher.packs_python_numbers = True  # checked ints and floats go in as their C types
+    launcher.between = between  # the launch between two event records (raw handles), in one call
+    return launcher
 
 
 class _AllocationHook(MemoryHook):
@@ -389,6 +426,11 @@ class CupyBackend(CupyTransfers, Backend):
                             f"backend; parameter '{p.name}' is a {p.ctype}")
                     return super().make_launcher(function, params)
                 formats.append(_STRUCT_CODES[dt.char])
+        opted_in = [function.max_dynamic_shared_size_bytes]  # 48 KiB less static shared
+        if not cooperative:
+            native = _native_launcher(function, params, formats, opted_in)
+            if native is not None:
+                return native
         packer = struct.Struct("<" + "".join(f + "x" * (8 - struct.calcsize(f)) for f in formats))
         count = len(params)
         pointer_slots = tuple(i for i, p in enumerate(params) if p.is_pointer)
@@ -397,7 +439,6 @@ class CupyBackend(CupyTransfers, Backend):
         if cooperative:
             def launch_kernel(f, gx, gy, gz, bx, by, bz, shared, stream_ptr, params, extra):
                 driver.launchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, stream_ptr, params)
-        opted_in = [function.max_dynamic_shared_size_bytes]  # 48 KiB less static shared
         per_thread = threading.local()  # each thread packs into its own argument block
 
         def argument_block():
@@ -425,6 +466,7 @@ class CupyBackend(CupyTransfers, Backend):
                               shared_mem, stream.ptr, pointers_address, 0)
             except driver.CUDADriverError as exc:
                 raise _kernel_fault(exc) or exc
+        launcher.packs_python_numbers = True  # struct packs a checked int or float exactly
         return launcher
 
     def suggest_block_size(self, function, shared_mem: int = 0) -> int:
@@ -500,6 +542,11 @@ class CupyBackend(CupyTransfers, Backend):
     def kernel_symbol(self, function) -> str | None:
         return getattr(function, "name", None)
 
+    def launch_path(self) -> str:
+        if native_launch.launch_function() is not None:
+            return "the C launcher (native/launch.c)"
+        return f"Python and CuPy's driver binding ({native_launch.unavailable_reason()})"
+
     def timing_source(self) -> str:
         if cupti_activity.kernel_activity() is not None:
             return "CUPTI activity records"
@@ -547,4 +594,5 @@ class CupyBackend(CupyTransfers, Backend):
         p = self.device_properties()
         major, minor = p.compute_capability
         return (f"GPU {p.index}: {p.name} (sm_{major}{minor}, {p.total_memory / 2**30:.0f} GiB) via "
-                f"CuPy {cupy.__version__}; launches timed by {self.timing_source()}")
+                f"CuPy {cupy.__version__}; launches timed by {self.timing_source()}, "
+                f"made by {self.launch_path()}")
