@@ -74,6 +74,42 @@ def test_messages_are_answered_once_and_in_order(backend):
     assert not r.running
 
 
+def test_answers_finishing_out_of_order_come_back_in_order_across_the_wrap(backend):
+    # recv() watches the last answer of a batch first; here the first messages of each
+    # batch finish last (their handlers spin), and the batches cross the 64-slot queue's
+    # end, in sizes that take each way of checking a run (a few words, a sum, NumPy)
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64) as r:
+        total, spun = 0, 0
+        for i, n in enumerate((3, 20, 40, 7, 64, 33, 5)):
+            batch = messages(n, first_id=total, seed=i)
+            slow = min(n, 3)
+            batch["spin_us"][:slow] = np.arange(slow, 0, -1) * 2000  # 6, 4, 2 ms, then none
+            spun += slow
+            r.send(batch)
+            check_answers(r.recv(n), batch)
+            total += n
+        assert r.send(messages(300)) == total + 1  # one send larger than the queue
+        check_answers(r.recv(), messages(300))
+        total += 300
+        stats = r.stats()
+        assert stats.messages == total == stats.device_time.size
+        # each message's own figures, in one order: its round trip holds its handler's time
+        assert (stats.host_latency >= stats.device_time - 1e-6).all()
+        assert (np.sort(stats.device_time)[-spun:] >= 1.9e-3).all()
+
+
+def test_a_timed_out_recv_keeps_what_arrived(backend):
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64) as r:
+        sent = messages(33)
+        sent["spin_us"][32] = 1_000_000  # the last one (a warp of its own on a GPU) takes 1 s
+        r.send(sent)
+        with pytest.raises(TimeoutError, match="unanswered after 0.3 s"):
+            r.recv(33, timeout=0.3)
+        assert r.pending + r.depth == 33 and r.depth >= 1
+        check_answers(r.recv(33, timeout=30), sent)
+        assert r.stats().messages == 33
+
+
 def test_call_takes_a_tuple_a_record_or_refuses_clearly(backend):
     padded = """
     struct Request { char tag; double x; short n; };

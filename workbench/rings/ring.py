@@ -14,6 +14,7 @@ more than the round trip a ring is for.
 from __future__ import annotations
 
 import asyncio
+import collections
 import struct
 import time
 import weakref
@@ -30,6 +31,9 @@ _CONTROL_BYTES = 128
 _ALIGN = 128
 #: Polls the host spins (no sleep) before it starts sleeping between polls.
 _SPIN_POLLS = 20000
+#: call()'s answers are records of a private array of this many, one each, so
+#: that an answer costs a copy of its bytes and no new array.
+_ANSWER_POOL = 256
 
 
 class RingError(WorkbenchError):
@@ -130,6 +134,7 @@ class Ring:
         self._finalizer = None
         self._ready: list[np.ndarray] = []  # answers collected, not yet returned by recv()
         self._ready_count = 0
+        self._new_answer_pool()
         self.reset_stats()
 
     # -- set-up ----------------------------------------------------------------------------
@@ -172,12 +177,13 @@ class Ring:
         self._head_words = memoryview(self._control)
         self._answered_words = memoryview(self._response_seq)
         self._stamp_words = memoryview(self._stamps.reshape(-1))
+        start, size = lay["stamps"]
+        self._stamp_bytes = memoryview(buffer.host[start:start + size])
         start, size = lay["requests"]
         self._request_bytes = memoryview(buffer.host[start:start + size])
         start, size = lay["responses"]
         self._response_bytes = memoryview(buffer.host[start:start + size])
         self._responses = view("responses", self.response_dtype)
-        self._sent_ns = np.zeros(self.capacity, dtype=np.int64)
         base = buffer.device_ptr
         return [base + lay[p][0] for p in ("requests", "responses", "response_seq", "stamps",
                                             "control")]
@@ -204,12 +210,15 @@ class Ring:
         self._buffer.host[:] = 0
         self._device_head = self.backend.to_device(np.zeros(1, dtype=np.int64))
         self._next_send = self._next_recv = 1
+        # [count, host send time ns] per send not yet collected, in order (the
+        # messages of a stop without draining are forgotten with their numbers)
+        self._sends = collections.deque()
         args = self._serve.convert_args((*addresses, self.backend.device_pointer(self._device_head),
                                          self.capacity))
         self._launch = self.backend.launch_persistent(
             self._serve.function, (self.blocks, 1, 1), (self.threads, 1, 1), args)
         self._finalizer = weakref.finalize(self, _shutdown, self._control, _Quiet(self._launch))
-        self._progress_at = time.monotonic()
+        self._progress_ns = time.perf_counter_ns()  # (a monotonic clock, as the stats' times)
         return self
 
     def stop(self, drain: bool = True, timeout: float = 10.0) -> None:
@@ -253,6 +262,9 @@ class Ring:
         return self._ready_count
 
     def _as_batch(self, batch) -> np.ndarray:
+        if (type(batch) is np.ndarray and batch.dtype == self.request_dtype and batch.ndim == 1
+                and batch.flags.c_contiguous):
+            return batch  # already what the queue holds: copied into it as it is
         if isinstance(batch, np.ndarray) and batch.dtype.names:
             if batch.dtype != self.request_dtype:
                 raise RingLayoutError(f"ring {self.name!r} takes messages of dtype "
@@ -269,11 +281,17 @@ class Ring:
         or a tuple of field values) and return the first message's sequence
         number. A full queue waits (``block=True``, up to ``timeout`` seconds)
         or raises :class:`RingFull`; answers that arrive meanwhile are kept."""
-        self._check_running()
+        if self._launch is None:
+            self._check_running()
         batch = self._as_batch(batch)
-        done = 0
         first = self._next_send
-        while done < len(batch):
+        n = len(batch)
+        if n <= self.capacity - (first - self._next_recv):  # room for all of it: one write
+            if n:
+                self._write(batch)
+            return first
+        done = 0
+        while done < n:
             room = self.capacity - self.depth
             if room == 0:
                 self._make_room(block, timeout)
@@ -284,22 +302,32 @@ class Ring:
         return first
 
     def _write(self, chunk: np.ndarray) -> None:
+        """Copy a C-contiguous chunk (no more than the free slots) into the
+        queue and publish it."""
         now = time.perf_counter_ns()
-        if self.depth == 0:  # the watchdog counts from the first message waiting
-            self._progress_at = time.monotonic()
-        n, slot = len(chunk), self._next_send % self.capacity
-        if slot + n <= self.capacity:  # no wrap: one slice
-            self._requests[slot:slot + n] = chunk
-            self._sent_ns[slot:slot + n] = now
+        seq = self._next_send
+        if seq == self._next_recv:  # the watchdog counts from the first message waiting
+            self._progress_ns = now
+        n, cap, size = len(chunk), self.capacity, self.request_dtype.itemsize
+        slot = seq % cap
+        # bytes to bytes: a memcpy, several times cheaper than NumPy's field-wise
+        # assignment of a structured array
+        try:
+            data = chunk.data.cast("B")
+        except (TypeError, ValueError, NotImplementedError):  # a dtype with no buffer format
+            data = chunk.view(np.uint8)
+        if slot + n <= cap:  # no wrap: one slice
+            self._request_bytes[slot * size:(slot + n) * size] = data
         else:
-            for lo, hi, at in _runs(self._next_send, n, self.capacity):
-                self._requests[at:at + hi - lo] = chunk[lo:hi]
-                self._sent_ns[at:at + hi - lo] = now
-        self._next_send += n
+            split = (cap - slot) * size
+            self._request_bytes[slot * size:] = data[:split]
+            self._request_bytes[:n * size - split] = data[split:]
+        self._next_send = seq + n
+        self._sends.append([n, now])
         # The head, after the payloads, publishes them: x86 keeps stores in order
-        # (NumPy copies chunks of at most the queue's size, well below the sizes
-        # where memcpy switches to weakly ordered streaming stores).
-        self._control[1] = self._next_send - 1
+        # (and glibc's memcpy fences the weakly ordered streaming stores it uses
+        # for very large copies).
+        self._head_words[1] = seq + n - 1
 
     def _make_room(self, block: bool, timeout: float | None) -> None:
         if self._collect():
@@ -313,68 +341,130 @@ class Ring:
             raise RingFull(f"ring {self.name!r}: the queue stayed full for {timeout:g} s "
                            f"({self.depth} unanswered messages)") from None
 
-    def _collect(self) -> int:
-        """Move answered messages, in order, from the queue to the host; how many.
-
-        Cheap for the small batches a ring is for: slices, not index arrays,
-        unless the answers wrap around the queue's end; the latencies are
-        worked out only when :meth:`stats` asks."""
-        count = self._next_send - self._next_recv
-        if count == 0:
-            return 0
-        start, cap = self._next_recv, self.capacity
+    def _answered_run(self, start: int, count: int) -> int:
+        """How many of messages ``start .. start + count - 1`` are answered,
+        counting in order up to the first that is not."""
+        cap = self.capacity
         lo = start % cap
-        if self._answered_words[lo] != start:  # the common case while waiting
-            return 0
-        if lo + count <= cap:
-            if count <= 16:  # a few words: a Python loop beats building arrays
-                answered, n = self._answered_words, 1
-                while n < count and answered[lo + n] == start + n:
-                    n += 1
-            else:
-                done = self._response_seq[lo:lo + count] == np.arange(start, start + count)
-                n = count if done.all() else int(np.argmin(done))
-            taken = slice(lo, lo + n)
-        else:
-            seqs = np.arange(start, start + count, dtype=np.int64)
-            slots = seqs % cap
-            done = self._response_seq[slots] == seqs
-            n = count if done.all() else int(np.argmin(done))
-            taken = slots[:n]
-        now = time.perf_counter_ns()
-        self._ready.append(self._responses[taken].copy())
-        self._ready_count += n
-        sent = self._sent_ns[taken].copy()
-        self._answered.append((now, sent, self._stamps[taken].copy()))
-        if self._first_send_ns is None:
-            self._first_send_ns = int(sent[0])
-        self._last_recv_ns = now
-        self._next_recv += n
-        self._progress_at = time.monotonic()
+        first = min(count, cap - lo)  # up to the queue's end; the rest wraps to slot 0
+        n = self._answered_in(lo, start, first)
+        if n == first < count:
+            n += self._answered_in(0, start + first, count - first)
         return n
 
+    def _answered_in(self, lo: int, seq: int, count: int) -> int:
+        """:meth:`_answered_run` within slots ``lo .. lo + count - 1``."""
+        answered = self._answered_words
+        if count > 16:
+            # A slot's word never exceeds the number it should hold (a later
+            # message for the slot is not sent yet), so the words are all right
+            # exactly when their sum is: one sum instead of a comparison each.
+            want = count * seq + count * (count - 1) // 2
+            if count <= 256:  # summed over Python ints: cheaper than a NumPy call here
+                if sum(answered[lo:lo + count]) == want:
+                    return count
+            else:
+                words = self._response_seq[lo:lo + count]
+                if int(words.sum()) == want:
+                    return count
+                return int(np.argmin(words == np.arange(seq, seq + count)))
+        n = 0  # a few words (or some missing): Python ints through a memoryview
+        while n < count and answered[lo + n] == seq + n:
+            n += 1
+        return n
+
+    def _collect(self, limit: int | None = None) -> int:
+        """Move answered messages, in order, from the queue to the host (at
+        most ``limit``); how many."""
+        start = self._next_recv
+        count = self._next_send - start
+        if limit is not None and limit < count:
+            count = limit
+        if count <= 0 or self._answered_words[start % self.capacity] != start:
+            return 0  # (the common case while waiting)
+        n = self._answered_run(start, count)
+        self._move(n)
+        return n
+
+    def _move(self, n: int) -> None:
+        """Take the next ``n`` answers (all there) out of the queue: their bytes
+        copied once into a new array, their stamps kept as bytes for stats();
+        host latencies are one (ns, count) pair per send they came from."""
+        now = time.perf_counter_ns()
+        start, cap, size = self._next_recv, self.capacity, self.response_dtype.itemsize
+        lo = start % cap
+        responses, stamps = self._response_bytes, self._stamp_bytes
+        if lo + n <= cap:
+            data = bytearray(responses[lo * size:(lo + n) * size])
+            self._stamp_chunks.append(bytes(stamps[lo * 16:(lo + n) * 16]))
+        else:  # the run wraps around the queue's end
+            rest = lo + n - cap
+            data = bytearray(responses[lo * size:])
+            data += responses[:rest * size]
+            self._stamp_chunks.append(bytes(stamps[lo * 16:]) + bytes(stamps[:rest * 16]))
+        self._ready.append(np.frombuffer(data, self.response_dtype))
+        self._ready_count += n
+        sends, runs = self._sends, self._latency_runs
+        if self._first_send_ns is None:
+            self._first_send_ns = sends[0][1]
+        left = n
+        while left:
+            entry = sends[0]
+            if entry[0] <= left:
+                sends.popleft()
+                runs.append((now - entry[1], entry[0]))
+                left -= entry[0]
+            else:
+                entry[0] -= left
+                runs.append((now - entry[1], left))
+                left = 0
+        self._next_recv = start + n
+        self._last_recv_ns = self._progress_ns = now
+
     def _take(self, count: int) -> np.ndarray:
-        out = np.concatenate(self._ready) if len(self._ready) != 1 else self._ready[0]
+        ready = self._ready
+        if len(ready) == 1 and len(ready[0]) == count:  # the common case: exactly one run
+            self._ready_count = 0
+            return ready.pop()
+        out = np.concatenate(ready) if len(ready) != 1 else ready[0]
         self._ready = [out[count:]] if count < len(out) else []
         self._ready_count = len(out) - min(count, len(out))
         return out[:count]
 
     def _wait_for(self, count: int, timeout: float | None, collecting_only: bool = False) -> None:
         """Collect until ``count`` answers are ready (or, ``collecting_only``,
-        until anything new arrives); the watchdog and faults are checked."""
+        until anything new arrives); the watchdog and faults are checked.
+
+        Answers arrive out of order (each message has a thread of its own), so
+        the poll watches one word: the LAST answer needed. Once it is there,
+        the others are checked; if one is still missing, that one is watched
+        next. All of them are then moved in one go, not run by partial run.
+        Polling only slowly (after a spin), it collects what has come."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        words, cap = self._answered_words, self.capacity
+        target = self._ready_count + count
+        watch = self._next_recv if collecting_only else self._next_recv + count - 1
         polls = 0
-        target = self.pending + count if not collecting_only else None
         try:
             while True:
-                got = self._collect()
-                if collecting_only and got:
-                    return
-                if target is not None and self.pending >= target:
-                    return
+                if words[watch % cap] == watch:
+                    if collecting_only:
+                        self._collect()
+                        return
+                    start, need = self._next_recv, target - self._ready_count
+                    if need <= 0:
+                        return
+                    n = self._answered_run(start, need)
+                    if n == need:
+                        self._move(n)
+                        return
+                    watch = start + n  # the first one still missing
                 polls += 1
                 if polls > _SPIN_POLLS:
                     time.sleep(50e-6)
+                    if self._collect(None if collecting_only else target - self._ready_count):
+                        if collecting_only or self._ready_count >= target:
+                            return
                     self._check_health()
                 elif polls % 1024 == 0:
                     self._check_health()
@@ -395,8 +485,10 @@ class Ring:
             if fault is not None:
                 raise fault
             raise RingStopped(f"ring {self.name!r}'s kernel ended")
-        idle = time.monotonic() - self._progress_at
+        idle = (time.perf_counter_ns() - self._progress_ns) * 1e-9
         if self.depth and idle > self.watchdog_s:
+            if self._collect():  # answers came that the poll, watching a later one, left
+                return
             seq = self._next_recv
             index = (seq - 1) % self.workers + 32  # the first warp dispatches
             self._control[0] = 1
@@ -424,15 +516,16 @@ class Ring:
         """The next ``count`` answers in order (default: every message sent and
         not yet received), as a structured array of the response dtype. On a
         timeout, answers that did arrive stay queued for the next call."""
+        pending, depth = self._ready_count, self._next_send - self._next_recv
         if count is None:
-            count = self.pending + self.depth
-        if count > self.pending:
-            if count > self.pending + self.depth:
+            count = pending + depth
+        if count > pending:
+            if count > pending + depth:
                 raise RingError(f"ring {self.name!r}: asked for {count} answers but only "
-                                f"{self.pending + self.depth} messages were sent and not received")
+                                f"{pending + depth} messages were sent and not received")
             if self._launch is None:
                 self._check_running()
-            self._wait_for(count - self.pending, timeout)
+            self._wait_for(count - pending, timeout)
         if count == 0:
             return np.empty(0, dtype=self.response_dtype)
         return self._take(count)
@@ -442,13 +535,15 @@ class Ring:
 
         The fast path of a ring: one slot written, the head published, one
         word polled; nothing is allocated until the answer is there. A tuple
-        of field values is packed straight into the slot."""
-        if self._ready or self._next_send != self._next_recv:
+        of field values is packed straight into the slot. The answer is a
+        record of a small private array that holds the next answers too, each
+        in a place of its own."""
+        seq = self._next_send
+        if self._ready or seq != self._next_recv:
             raise RingError(f"ring {self.name!r}: call() needs an empty queue; receive the "
                             f"{self.pending + self.depth} outstanding answers first")
         if self._launch is None:
             self._check_running()
-        seq = self._next_send
         slot = seq % self.capacity
         try:
             if self._pack is not None and type(message) is tuple:
@@ -462,25 +557,35 @@ class Ring:
         self._next_send = seq + 1
         self._head_words[1] = seq  # the head, after the payload: publishes it
         answered = self._answered_words
-        for _ in range(_SPIN_POLLS):
-            if answered[slot] == seq:
-                break
-        else:  # slow: wait with the watchdog and fault checks of recv()
-            self._sent_ns[slot] = sent
-            self._progress_at = time.monotonic()
-            return self.recv(1, timeout)[0]
+        if answered[slot] != seq:
+            for _ in range(_SPIN_POLLS):
+                if answered[slot] == seq:
+                    break
+            else:  # slow: wait with the watchdog and fault checks of recv()
+                self._sends.append([1, sent])
+                self._progress_ns = sent
+                return self.recv(1, timeout)[0]
         now = time.perf_counter_ns()
-        size = self.response_dtype.itemsize  # (a record over a private copy: cheaper than .copy())
-        answer = np.frombuffer(bytearray(self._response_bytes[slot * size:(slot + 1) * size]),
-                               self.response_dtype)[0]
+        size, i = self.response_dtype.itemsize, self._pool_next
+        if i == _ANSWER_POOL:
+            self._new_answer_pool()
+            i = 0
+        self._pool_bytes[i * size:(i + 1) * size] = self._response_bytes[slot * size:
+                                                                         (slot + 1) * size]
+        self._pool_next = i + 1
         stamps = self._stamp_words
         self._next_recv = seq + 1
-        self._single.append(((now - sent) * 1e-9, (stamps[2 * slot + 1] - stamps[2 * slot]) * 1e-9))
+        self._single.append((now - sent, stamps[2 * slot + 1] - stamps[2 * slot]))
         if self._first_send_ns is None:
             self._first_send_ns = sent
         self._last_recv_ns = now
-        self._progress_at = time.monotonic()
-        return answer
+        return self._pool[i]
+
+    def _new_answer_pool(self) -> None:
+        # (the old one lives on as long as answers taken from it do)
+        self._pool = np.empty(_ANSWER_POOL, dtype=self.response_dtype)
+        self._pool_bytes = memoryview(self._pool.view(np.uint8))
+        self._pool_next = 0
 
     async def acall(self, message, timeout: float | None = None):
         """:meth:`call` for asyncio: waits by yielding to the event loop."""
@@ -516,20 +621,25 @@ class Ring:
     # -- figures ---------------------------------------------------------------------------
     def reset_stats(self) -> None:
         """Forget the figures so far (:meth:`stats` starts again)."""
-        self._single: list[tuple[float, float]] = []  # (round trip, handler) of call()s
-        # (when collected, when each was sent, its device start/end stamps) per collection
-        self._answered: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self._single: list[tuple[int, int]] = []  # (round trip, handler) ns of call()s
+        # (round trip ns, messages) per send's part of a collection; the stamps
+        # (device start and end, u64 pairs) of each collection's messages
+        self._latency_runs: list[tuple[int, int]] = []
+        self._stamp_chunks: list[bytes] = []
         self._first_send_ns = None
         self._last_recv_ns = None
 
-
     def stats(self) -> RingStats:
         """Messages answered, rate and latency percentiles so far."""
-        single = np.array(self._single, dtype=np.float64).reshape(-1, 2)
-        host = np.concatenate([*((now - sent) * 1e-9 for now, sent, _ in self._answered),
-                               single[:, 0]])
-        device = np.concatenate([*((st[:, 1] - st[:, 0]).astype(np.float64) * 1e-9
-                                   for _, _, st in self._answered), single[:, 1]])
+        # lists read once each: a panel's thread asks while the ring collects
+        single = np.array(self._single, dtype=np.float64).reshape(-1, 2) * 1e-9
+        runs = np.array(self._latency_runs, dtype=np.int64).reshape(-1, 2)
+        stamps = np.frombuffer(b"".join(self._stamp_chunks), dtype=np.uint64).reshape(-1, 2)
+        n = min(int(runs[:, 1].sum()), len(stamps))  # (a collection read half-way: left out)
+        host = np.repeat(runs[:, 0], runs[:, 1])[:n].astype(np.float64) * 1e-9
+        device = (stamps[:n, 1] - stamps[:n, 0]).astype(np.float64) * 1e-9
+        host = np.concatenate([host, single[:, 0]])
+        device = np.concatenate([device, single[:, 1]])
         seconds = ((self._last_recv_ns - self._first_send_ns) * 1e-9
                    if self._first_send_ns is not None else 0.0)
         return RingStats(self.name, self.backend.name, host, device, seconds, self.workers,
@@ -558,17 +668,6 @@ class _Quiet:
 
     def kill(self) -> bool:
         return self._launch.kill()
-
-
-def _runs(first_seq: int, count: int, capacity: int):
-    """(lo, hi, slot) runs of ``count`` consecutive sequence numbers from
-    ``first_seq`` that are contiguous in the slots (a wrap splits them)."""
-    lo = 0
-    while lo < count:
-        slot = (first_seq + lo) % capacity
-        hi = min(count, lo + capacity - slot)
-        yield lo, hi, slot
-        lo = hi
 
 
 def _compile(text, handler, request_type, request, response_type, response, name,
