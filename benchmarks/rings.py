@@ -191,7 +191,7 @@ def host_only(batches=(1, 4, 16, 64), seconds: float = 0.5) -> list[list]:
     for k in batches:
         msgs = _messages(k, rng)
         us = timed(lambda: (r.send(msgs), r.recv(k)), k)
-        rows.append([f"send()+recv() of {k}", f"{us:.3g} µs", f"{us / k * 1e3:.3g} ns/msg"])
+        rows.append([f"send()+recv() of {k}", f"{us:.3g} µs", f"{us / k * 1e3:.0f} ns/msg"])
     msg = (1.0, 2.0, 0, 0)
     us = timed(lambda: r.call(msg), 1)
     rows.append(["call() of a tuple", f"{us:.3g} µs", ""])

@@ -271,7 +271,7 @@ class Ring:
                                       f"{self.request_dtype}, got {batch.dtype}")
             return np.ascontiguousarray(batch.reshape(-1))
         try:
-            return np.atleast_1d(np.asarray(batch, dtype=self.request_dtype))
+            return np.ascontiguousarray(np.asarray(batch, dtype=self.request_dtype).reshape(-1))
         except (TypeError, ValueError) as exc:
             raise RingLayoutError(f"cannot make messages of dtype {self.request_dtype} from "
                                   f"{type(batch).__name__}: {exc}") from None
@@ -322,12 +322,12 @@ class Ring:
             split = (cap - slot) * size
             self._request_bytes[slot * size:] = data[:split]
             self._request_bytes[:n * size - split] = data[split:]
-        self._next_send = seq + n
-        self._sends.append([n, now])
         # The head, after the payloads, publishes them: x86 keeps stores in order
         # (and glibc's memcpy fences the weakly ordered streaming stores it uses
-        # for very large copies).
+        # for very large copies). The bookkeeping after it overlaps the transport.
         self._head_words[1] = seq + n - 1
+        self._next_send = seq + n
+        self._sends.append([n, now])
 
     def _make_room(self, block: bool, timeout: float | None) -> None:
         if self._collect():
