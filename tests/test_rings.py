@@ -132,6 +132,9 @@ def test_call_takes_a_tuple_a_record_or_refuses_clearly(backend):
         with pytest.raises(RingLayoutError, match="cannot make a message"):
             r.call((300, 2.0, 1))  # 300 does not fit a char
         assert r.call((1, 0.5, 2))["y"] == 2.0  # and the ring still answers
+        answers = [r.call((1, float(i), 1)) for i in range(300)]  # each answer its own record
+        answers[0]["y"] = -1.0
+        assert [a["y"] for a in answers[1:]] == [i + 1.0 for i in range(1, 300)]
 
 
 def test_async_call_and_the_batch_launch_agree(backend):
