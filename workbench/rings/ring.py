@@ -313,11 +313,15 @@ class Ring:
         n, cap, size = len(chunk), self.capacity, self.request_dtype.itemsize
         slot = seq % cap
         # bytes to bytes: a memcpy, several times cheaper than NumPy's field-wise
-        # assignment of a structured array
-        try:
-            data = chunk.data.cast("B")
-        except (TypeError, ValueError, NotImplementedError):  # a dtype with no buffer format
-            data = chunk.view(np.uint8)
+        # assignment of a structured array; a small chunk goes through a bytes
+        # copy (cheaper to make than a memoryview of a structured array)
+        if n * size <= 4096:
+            data = chunk.tobytes()
+        else:
+            try:
+                data = chunk.data.cast("B")
+            except (TypeError, ValueError, NotImplementedError):  # a dtype with no buffer format
+                data = chunk.view(np.uint8)
         if slot + n <= cap:  # no wrap: one slice
             self._request_bytes[slot * size:(slot + n) * size] = data
         else:
@@ -357,7 +361,7 @@ class Ring:
     def _answered_in(self, lo: int, seq: int, count: int) -> int:
         """:meth:`_answered_run` within slots ``lo .. lo + count - 1``."""
         answered = self._answered_words
-        if count > 16:
+        if count > 1:
             # A slot's word never exceeds the number it should hold (a later
             # message for the slot is not sent yet), so the words are all right
             # exactly when their sum is: one sum instead of a comparison each.
@@ -370,7 +374,7 @@ class Ring:
                 if int(words.sum()) == want:
                     return count
                 return int(np.argmin(words == np.arange(seq, seq + count)))
-        n = 0  # a few words (or some missing): Python ints through a memoryview
+        n = 0  # one word, or some missing: Python ints through a memoryview
         while n < count and answered[lo + n] == seq + n:
             n += 1
         return n
@@ -475,7 +479,14 @@ class Ring:
                 start, need = self._next_recv, target - self._ready_count
                 if need <= 0:
                     return
-                n = 1 if need == 1 and watch == start else self._answered_run(start, need)
+                lo = start % cap
+                if need == 1 and watch == start:
+                    n = 1
+                elif (lo + need <= cap and need <= 256  # (inline: the common case)
+                      and sum(words[lo:lo + need]) == need * start + need * (need - 1) // 2):
+                    n = need  # (why a sum: see _answered_in)
+                else:
+                    n = self._answered_run(start, need)
                 if n == need:
                     self._move(n)
                     return
