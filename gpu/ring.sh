@@ -13,6 +13,10 @@ echo "== gpu tests" | tee "$OUT/ring-tests.log"
 timeout 150 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/test_rings*.py \
     2>&1 | tail -25 | tee -a "$OUT/ring-tests.log" || status=1
 
+echo "== a faulting handler on the GPU (its own process: the fault ends that CUDA context)" | tee -a "$OUT/ring-tests.log"
+timeout 90 python3 -m pytest -q -p no:cacheprovider tests/test_rings.py::test_a_faulting_handler_raises_kernel_fault \
+    2>&1 | tail -5 | tee -a "$OUT/ring-tests.log" || status=1
+
 echo "== notebook 07" | tee "$OUT/ring-nb07.log"
 timeout 120 python3 -m pytest -q -p no:cacheprovider --nbval --nbval-sanitize-with notebooks/sanitize.cfg \
     notebooks/07-ring-kernels.ipynb 2>&1 | tail -15 | tee -a "$OUT/ring-nb07.log" || status=1
