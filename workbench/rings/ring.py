@@ -7,8 +7,8 @@ the simulator's shared arena), one buffer holding, per slot, the request and
 its sequence number, the response and its sequence number, and the handler's
 device timestamps. The host writes a batch of requests and then their
 sequence numbers; the device answers each and publishes its number. Host-side
-reads and writes are plain NumPy operations on views of that buffer, with no
-copy call in between: on a GPU a copy call alone costs several microseconds,
+reads and writes are plain operations on views of that buffer (memoryviews
+and bytes copies, cheaper from Python than NumPy's), with no copy call in between: on a GPU a copy call alone costs several microseconds,
 more than the round trip a ring is for.
 """
 from __future__ import annotations
@@ -21,14 +21,11 @@ import weakref
 
 import numpy as np
 
-from ..core.compiler import compile as compile_source
-from ..errors import CompileError, WorkbenchError
 from ..runtime.session import backend as active_backend
-from . import codegen
+from .errors import RingError, RingFull, RingHang, RingLayoutError, RingStopped
+from .layout import compile_checked, offsets, packer, structured
 from .stats import RingStats
 
-_CONTROL_BYTES = 128
-_ALIGN = 128
 #: Polls the host spins (no sleep) before it starts sleeping between polls
 #: (a poll is one word read: some 40-80 ns, so a few milliseconds of spinning).
 _SPIN_POLLS = 65536
@@ -36,66 +33,6 @@ _SPIN_ROUND = range(1024)
 #: call()'s answers are records of a private array of this many, one each, so
 #: that an answer costs a copy of its bytes and no new array.
 _ANSWER_POOL = 256
-
-
-class RingError(WorkbenchError):
-    """A ring could not be made, started or used as asked."""
-
-
-class RingLayoutError(RingError, TypeError):
-    """A message dtype does not match its C struct."""
-
-
-class RingFull(RingError):
-    """The request queue stayed full (the device is not answering fast enough)."""
-
-
-class RingHang(RingError):
-    """No message was answered within the watchdog's time."""
-
-
-class RingStopped(RingError):
-    """The ring is not running."""
-
-
-def _structured(dtype, what: str) -> np.dtype:
-    dtype = np.dtype(dtype)
-    if not dtype.names:
-        raise RingLayoutError(f"{what} must be a structured NumPy dtype whose fields are the C "
-                              f"struct's members, got {dtype}; e.g. np.dtype([('a', 'f4'), "
-                              "('b', 'f4')]) for struct { float a, b; }")
-    return dtype
-
-
-_STRUCT_CODES = {"f2": "e", "f4": "f", "f8": "d", "i1": "b", "u1": "B", "i2": "h", "u2": "H", "i4": "i",
-                 "u4": "I", "i8": "q", "u8": "Q", "b1": "?"}
-
-
-def _packer(dtype: np.dtype):
-    """``pack_into(buffer, offset, *values)`` writing one message of ``dtype``
-    (little-endian scalar fields only), or None where NumPy must convert."""
-    fmt, at = "<", 0
-    for name in dtype.names:  # the tuple's order: offsets must increase along it
-        t, offset = dtype.fields[name][:2]
-        code = _STRUCT_CODES.get(f"{t.kind}{t.itemsize}")
-        if code is None or t.shape or t.byteorder == ">" or offset < at:
-            return None
-        fmt += "x" * (offset - at) + code
-        at = offset + t.itemsize
-    return struct.Struct(fmt).pack_into
-
-
-def _offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, tuple[int, int]]:
-    """Byte (offset, size) of each part of the shared buffer."""
-    parts = {"control": _CONTROL_BYTES,
-             "response_seq": 8 * capacity, "stamps": 16 * capacity,
-             "requests": request.itemsize * capacity, "responses": response.itemsize * capacity}
-    layout, at = {}, 0
-    for name, size in parts.items():
-        layout[name] = (at, size)
-        at += -(-size // _ALIGN) * _ALIGN
-    layout["total"] = (0, at)
-    return layout
 
 
 def _shutdown(control: np.ndarray, launch, wait_s: float = 2.0) -> None:
@@ -112,8 +49,8 @@ class Ring:
                  request_type: str = "Request", response_type: str = "Response",
                  capacity: int = 8192, threads: int = 128, blocks: int | None = None,
                  name: str | None = None, watchdog_s: float = 10.0, max_backoff_ns: int = 64):
-        self.request_dtype = _structured(request, "request")
-        self.response_dtype = _structured(response, "response")
+        self.request_dtype = structured(request, "request")
+        self.response_dtype = structured(response, "response")
         if capacity < 32 or capacity % 32:
             raise RingError(f"capacity must be a positive multiple of 32 (a warp's slots), got "
                             f"{capacity}")
@@ -125,9 +62,10 @@ class Ring:
         if not isinstance(text, str):
             raise RingError("source must be CUDA C++ text or a compiled module (wb.modules[...]), "
                             f"got {type(source).__name__}")
-        self._pack = _packer(self.request_dtype)
-        self.module = _compile(text, handler, request_type, self.request_dtype, response_type,
-                               self.response_dtype, f"ring:{self.name}", max_backoff_ns)
+        self._pack = packer(self.request_dtype)
+        self.module = compile_checked(text, handler, request_type, self.request_dtype,
+                                      response_type, self.response_dtype, f"ring:{self.name}",
+                                      max_backoff_ns)
         self._serve = self.module["wb_ring_serve"]
         self._batch = self.module["wb_ring_batch"]
         self.threads, self.blocks = self._grid(int(threads), blocks)
@@ -165,7 +103,7 @@ class Ring:
         return threads, int(blocks)
 
     def _views(self, buffer):
-        lay = _offsets(self.capacity, self.request_dtype, self.response_dtype)
+        lay = offsets(self.capacity, self.request_dtype, self.response_dtype)
 
         def view(part, dtype):
             start, size = lay[part]
@@ -207,7 +145,7 @@ class Ring:
             return self
         if self._buffer is None:  # (a new one after a hang: the stuck kernel may still write)
             self._buffer = self.backend.alloc_mapped(
-                _offsets(self.capacity, self.request_dtype, self.response_dtype)["total"][1])
+                offsets(self.capacity, self.request_dtype, self.response_dtype)["total"][1])
         addresses = self._views(self._buffer)
         self._buffer.host[:] = 0
         self._device_head = self.backend.to_device(np.zeros(1, dtype=np.int64))
@@ -693,38 +631,6 @@ class _Quiet:
 
     def kill(self) -> bool:
         return self._launch.kill()
-
-
-def _compile(text, handler, request_type, request, response_type, response, name,
-             max_backoff_ns):
-    """The user's source with the ring's kernels, its structs checked against the dtypes."""
-    serve = codegen.serve_source(handler, request_type, response_type, max_backoff_ns)
-    structs = [(request_type, request), (response_type, response)]
-    probe, labels = codegen.probe_source(structs)
-    try:
-        module = compile_source(text + serve + probe, name=name)
-    except CompileError as probe_error:
-        try:
-            compile_source(text + serve, name=name)
-        except CompileError:
-            raise  # the user's code or the handler's signature: the diagnostics say where
-        fields = "; ".join(f"{s}: {', '.join(d.names)}" for s, d in structs)
-        errors = [d.message for d in getattr(probe_error, "diagnostics", ())
-                  if d.severity == "error"] or [str(probe_error)]
-        raise RingLayoutError(f"the message dtypes' fields are not all members of their C "
-                              f"structs ({fields}): name each field as its struct member "
-                              f"(the compiler: {errors[0]})") from None
-    out = module.backend.xp.zeros(len(labels), dtype=np.int64)
-    module["wb_ring_layout"](out, grid=1, block=1)
-    got = module.backend.to_host(out).tolist()
-    want = codegen.expected_layout(structs)
-    wrong = [f"{label}: C says {g}, the dtype {w}" for label, g, w in zip(labels, got, want)
-             if g != w]
-    if wrong:
-        raise RingLayoutError("the message dtypes do not match the C structs (" + "; ".join(wrong)
-                              + "). Give the dtype the struct's padding (np.dtype(..., align=True) "
-                              "lays fields out as C does) or reorder its fields.")
-    return module
 
 
 def ring(source, *, request, response, handler: str = "handle", start: bool = True,
