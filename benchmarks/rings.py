@@ -177,8 +177,10 @@ def host_only(batches=(1, 4, 16, 64), seconds: float = 0.5) -> list[list]:
     r.start()
     rng = np.random.default_rng(0)
     rows = []
+    sent = 0
 
     def timed(step, per: int) -> float:
+        nonlocal sent
         best = float("inf")
         for _ in range(5):  # best of 5 windows: the least disturbed by the machine
             room = _answer_ahead(r) // per
@@ -186,6 +188,7 @@ def host_only(batches=(1, 4, 16, 64), seconds: float = 0.5) -> list[list]:
             for _ in range(room):
                 step()
             best = min(best, (time.perf_counter_ns() - t0) * 1e-3 / room)
+            sent += room * per
         return best
 
     for k in batches:
@@ -201,6 +204,9 @@ def host_only(batches=(1, 4, 16, 64), seconds: float = 0.5) -> list[list]:
     r.stop()
     t0 = time.perf_counter_ns()
     st = r.stats()
+    if st.messages != sent or r.depth or r.pending:
+        raise AssertionError(f"{sent} messages sent, {st.messages} counted by stats(), "
+                             f"{r.depth} unanswered, {r.pending} not received")
     rows.append([f"stats() of {st.messages} messages", f"{(time.perf_counter_ns() - t0) * 1e-3:.3g} µs",
                  ""])
     return rows
