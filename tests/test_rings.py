@@ -288,6 +288,20 @@ def test_ctrl_c_while_waiting_stops_the_ring(backend):
         assert again.call((1.0, 1.0, 5, 0))["id"] == 5
 
 
+def test_ctrl_c_in_call_stops_the_ring(backend):
+    import signal
+    import threading
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64)
+    threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        r.call((1.0, 1.0, 5, 1_500_000), timeout=20)  # its handler takes 1.5 s
+    assert not r.running
+    r.start()  # and starts again, the message given up forgotten
+    assert r.call((2.0, 1.0, 6, 0))["sum"] == 3.0
+    assert r.stats().messages == 1
+    r.stop()
+
+
 def test_the_ring_panel_shows_depth_and_rate(backend):
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64) as r:
         panel = wb.RingPanel(r, interval=0.05)

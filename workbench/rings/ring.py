@@ -266,12 +266,15 @@ class Ring:
             split = (cap - slot) * size
             self._request_bytes[slot * size:] = data[:split]
             self._request_bytes[:n * size - split] = data[split:]
+        # The bookkeeping comes first: a Ctrl-C between statements then leaves
+        # the head behind (_wait_for publishes it again), never messages
+        # answered that the host does not count.
+        self._sends.append([n, now])
+        self._next_send = seq + n
         # The head, after the payloads, publishes them: x86 keeps stores in order
         # (and glibc's memcpy fences the weakly ordered streaming stores it uses
-        # for very large copies). The bookkeeping after it overlaps the transport.
+        # for very large copies).
         self._head_words[1] = seq + n - 1
-        self._next_send = seq + n
-        self._sends.append([n, now])
 
     def _make_room(self, block: bool, timeout: float | None) -> None:
         if self._collect():
@@ -349,10 +352,10 @@ class Ring:
         self._ready.append(np.frombuffer(data, self.response_dtype))
         self._ready_count += n
         sends, runs = self._sends, self._latency_runs
-        if self._first_send_ns is None:
+        if self._first_send_ns is None and sends:
             self._first_send_ns = sends[0][1]
         left = n
-        while left:
+        while left and sends:  # (a Ctrl-C at the wrong moment can leave a send unrecorded)
             entry = sends[0]
             if entry[0] <= left:
                 sends.popleft()
@@ -386,6 +389,8 @@ class Ring:
         Polls spin in rounds of 1024 with the health checks in between; after
         ``_SPIN_POLLS`` they sleep, and collect what has come each time."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self._head_words[1] != self._next_send - 1:  # a send cut short by Ctrl-C
+            self._head_words[1] = self._next_send - 1
         words, cap = self._answered_words, self.capacity
         target = self._ready_count + count
         watch = self._next_recv if collecting_only else self._next_recv + count - 1
@@ -518,16 +523,22 @@ class Ring:
                                   f"{message!r}: {exc}") from None
         sent = time.perf_counter_ns()
         self._next_send = seq + 1
-        self._head_words[1] = seq  # the head, after the payload: publishes it
         answered = self._answered_words
-        if answered[slot] != seq:
-            for _ in range(_SPIN_POLLS):
-                if answered[slot] == seq:
-                    break
-            else:  # slow: wait with the watchdog and fault checks of recv()
+        try:
+            self._head_words[1] = seq  # the head, after the payload: publishes it
+            if answered[slot] != seq:
+                for _ in range(_SPIN_POLLS):
+                    if answered[slot] == seq:
+                        break
+                else:  # slow: wait with the watchdog and fault checks of recv()
+                    self._sends.append([1, sent])
+                    self._progress_ns = sent
+                    return self.recv(1, timeout)[0]
+        except KeyboardInterrupt:  # as in recv(): Ctrl-C while waiting stops the ring
+            if not self._sends:
                 self._sends.append([1, sent])
-                self._progress_ns = sent
-                return self.recv(1, timeout)[0]
+            self.stop(drain=False, timeout=2.0)
+            raise
         now = time.perf_counter_ns()
         size, i = self.response_dtype.itemsize, self._pool_next
         if i == _ANSWER_POOL:
