@@ -22,13 +22,12 @@ from typing import Sequence
 import cupy
 import numpy
 from cupy.cuda import driver, runtime
-from cupy.cuda.memory_hook import MemoryHook
 
 from .. import cxx
 from ..errors import LaunchConfigError
 from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
                    DeviceProperties, KernelResources, normalise_arch)
-from . import cupti_activity, cupy_persistent
+from . import cupti_activity, cupy_allocations, cupy_persistent
 from .cupy_faults import _faults_as_kernel_faults, _kernel_fault
 from .cupy_transfers import CupyTransfers
 from .nvrtc import check_with_nvrtc
@@ -89,24 +88,6 @@ class CupyModule(CompiledModule):
             registers=fn.num_regs, shared_bytes=fn.shared_size_bytes,
             local_bytes=fn.local_size_bytes, const_bytes=fn.const_size_bytes,
             max_threads_per_block=fn.max_threads_per_block, arch=self.arch)
-
-
-class _AllocationHook(MemoryHook):
-    """Forwards CuPy pool allocations and frees to workbench listeners."""
-
-    def __init__(self, on_alloc, on_free):
-        self.name = f"workbench-{id(self):x}"  # hooks are registered by unique name
-        self._on_alloc = on_alloc
-        self._on_free = on_free
-
-    # malloc_*: an allocation from the pool (alloc_* would be the pool's own
-    # cudaMalloc, missed when a cached block is reused); free_*: back to the pool.
-    def malloc_postprocess(self, **kw):
-        if kw["mem_ptr"]:  # 0: the allocation failed (out of memory)
-            self._on_alloc(kw["mem_ptr"], kw["mem_size"])
-
-    def free_postprocess(self, **kw):
-        self._on_free(kw["mem_ptr"], kw["mem_size"])
 
 
 #: NumPy dtype char -> struct format of the C type, for packed launches.
@@ -516,12 +497,8 @@ class CupyBackend(CupyTransfers, Backend):
 
     # -- memory accounting --------------------------------------------------------
     def add_allocation_listener(self, on_alloc, on_free):
-        hook = _AllocationHook(on_alloc, on_free)
-        hook.__enter__()  # CuPy memory hooks are per thread: this is the notebook's
-
-        def remove():
-            hook.__exit__(None, None, None)
-        return remove
+        # An allocator of our own around CuPy's (process-wide; see cupy_allocations)
+        return cupy_allocations.add_allocation_listener(on_alloc, on_free)
 
     def pool_stats(self) -> dict[str, int]:
         pool = cupy.get_default_memory_pool()
