@@ -29,8 +29,14 @@ pool = cupy.get_default_memory_pool()
 wb.memory.tracking(True)
 print("allocator while tracking:", cupy.cuda.get_allocator(), "| memory hooks:", memory_hook.get_memory_hooks())
 a = cupy.arange(1000, dtype=cupy.float32)
-assert type(a.data.mem).__name__ == "PythonFunctionAllocatorMemory", type(a.data.mem)
+assert type(a.data.mem).__name__ == "_WatchedMemory", type(a.data.mem)
 assert tracker().in_use == pool.used_bytes(), (tracker().in_use, pool.used_bytes())
+import gc
+class Holder: pass
+used = pool.used_bytes()
+h = Holder(); h.x = cupy.ones(1 << 20, cupy.uint8); h.me = h; del h   # an array in a garbage cycle
+gc.collect()
+assert pool.used_bytes() == used and tracker().in_use == used, (pool.used_bytes(), used)
 print(wb.memory.live_rows()[:2])
 wb.memory.tracking(False)
 assert cupy.cuda.get_allocator() is before, "previous allocator restored"

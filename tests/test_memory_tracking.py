@@ -108,6 +108,37 @@ def test_cupy_allocator_is_ours_only_while_tracking_and_the_previous_comes_back(
 
 
 @pytest.mark.gpu
+def test_cupy_arrays_in_garbage_cycles_go_back_to_the_pool():
+    import cupy
+    from workbench.runtime import session
+    previous_backend = session.active_backend_or_none()
+    session.use_backend("cupy")
+    pool = cupy.get_default_memory_pool()
+    wb.memory.tracking(True)
+    try:
+        gc.collect()
+        used = pool.used_bytes()
+
+        class Holder:
+            pass
+        gc.disable()       # the cycles stay until collected below
+        try:
+            for _ in range(3):
+                holder = Holder()
+                holder.array, holder.me = cupy.ones(1 << 20, cupy.uint8), holder
+                holder.view = holder.array[1:]
+                del holder
+            assert pool.used_bytes() == used + (3 << 20)
+        finally:
+            gc.enable()
+        gc.collect()       # the collector clears the cycles: the frees are heard, the blocks back
+        assert pool.used_bytes() == used == tracker().in_use
+    finally:
+        wb.memory.tracking(False)
+        session.restore_backend(previous_backend)
+
+
+@pytest.mark.gpu
 def test_cupy_out_of_memory_is_cupys_error_and_leaves_no_trace():
     import cupy
     from workbench.runtime import session

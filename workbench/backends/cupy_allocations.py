@@ -3,13 +3,20 @@
 CuPy's memory hooks cost about 2.7 µs per allocation and free on their own
 (six Python hook methods called with keyword arguments), so the GPU backend
 does not use them. While someone listens, :class:`AllocationWatcher` is
-CuPy's allocator (``cupy.cuda.set_allocator``): a
-``cupy.cuda.memory.PythonFunctionAllocator`` whose *malloc* takes the block
-from the allocator that was installed before (normally the default
-``MemoryPool``), keeps that block's ``MemoryPointer`` and tells the listeners;
-its *free* runs when CuPy drops the memory object (its ``__dealloc__``),
-tells the listeners and only then lets the block go back to the pool, so a
+CuPy's allocator (``cupy.cuda.set_allocator``): it takes each block from the
+allocator that was installed before (normally the default ``MemoryPool``),
+hands CuPy a :class:`_WatchedMemory` holding that block and tells the
+listeners; when CuPy drops the memory object its ``__del__`` tells the
+listeners of the free, and only then does the block go back to the pool, so a
 listener hears of a free before any allocation that reuses the address.
+
+Why a Python subclass of ``cupy.cuda.memory.BaseMemory`` and not
+``PythonFunctionAllocator``: the latter's memory objects call their *free*
+from a Cython ``__dealloc__``, and when such an object is part of a garbage
+cycle the collector clears its free function first (its ``tp_clear``): the
+free then fails ("Exception ignored ... 'NoneType' object is not callable")
+and the block is never given back. A ``__del__`` runs before any clearing
+(PEP 442), cycle or not.
 
 What follows from this design (checked against CuPy 14's ``memory.pyx``):
 
@@ -39,6 +46,8 @@ from cupy.cuda import runtime as _runtime
 
 from ..errors import WorkbenchError
 
+_MemoryPointer = _memory.MemoryPointer
+
 
 def _fan_out(callbacks: list):
     """One callable calling each of ``callbacks`` (None for none)."""
@@ -57,51 +66,54 @@ def _fan_out(callbacks: list):
     return call
 
 
+class _WatchedMemory(_memory.BaseMemory):
+    """A block of the wrapped allocator, as CuPy's memory object while the
+    watcher hands it out (``ptr``, ``size``, ``device_id`` are the block's)."""
+
+    __slots__ = ("_block",)
+
+    def __del__(self):
+        try:
+            watcher = _WATCHER
+            on_free = watcher._on_free
+            if on_free is not None and self.device_id == watcher._device:
+                on_free(self.ptr, self.size)
+        except Exception:  # a listener must not break freeing (nor the interpreter's exit)
+            pass
+        self._block = None   # back to the pool only now, after the listeners heard
+
+
 class AllocationWatcher:
     """CuPy's allocator while listeners are registered (one per process: CuPy's
     allocator is process-wide)."""
 
     def __init__(self):
-        self._held: dict[int, tuple] = {}   # ptr -> (MemoryPointer of the wrapped allocator, bytes)
         self._listeners: list[tuple] = []
         self._on_alloc = None               # read on every allocation: one callable or None
         self._on_free = None
         self._device = -1                   # the device whose allocations are reported
         self._wrapped = None                # the allocator we take blocks from (the one before us)
-        self._allocator = _memory.PythonFunctionAllocator(self._malloc, self._free)
         self._installed = None              # the bound malloc given to set_allocator
         self._lock = threading.Lock()       # add/remove only; never taken on the hot path
 
-    # -- the hot path: called by CuPy ------------------------------------------------
-    def _malloc(self, size: int, device_id: int) -> int:
-        memptr = self._wrapped(size)         # raises CuPy's OutOfMemoryError as before
-        ptr = memptr.ptr
-        nbytes = memptr.mem.size             # the pool's block (rounded up), as used_bytes() counts it
-        self._held[ptr] = (memptr, nbytes)
+    # -- the hot path: called by CuPy (memory.alloc) ------------------------------------
+    def _malloc(self, size: int):
+        block = self._wrapped(size)          # raises CuPy's OutOfMemoryError as before
+        ptr = block.ptr
+        if not ptr:                          # size 0: nothing allocated, nothing to report
+            return block
+        mem = _WatchedMemory()
+        mem.ptr = ptr
+        mem.size = nbytes = block.mem.size   # the pool's block (rounded up), as used_bytes() counts it
+        mem.device_id = device = block.device_id
+        mem._block = block
         on_alloc = self._on_alloc
-        if on_alloc is not None and device_id == self._device:
+        if on_alloc is not None and device == self._device:
             try:
                 on_alloc(ptr, nbytes)
             except Exception:  # a listener must not break allocating
                 pass
-            except BaseException:  # interrupted: the block goes back and is not handed out
-                self._free(ptr, device_id)
-                raise
-        return ptr
-
-    def _free(self, ptr: int, device_id: int) -> None:
-        # Called from a memory object's __dealloc__: must not raise.
-        entry = self._held.pop(ptr, None)
-        if entry is None:
-            return
-        on_free = self._on_free
-        if on_free is not None and device_id == self._device:
-            try:
-                on_free(ptr, entry[1])
-            except Exception:  # a listener must not break freeing
-                pass
-        # `entry` goes with this frame: the block returns to the pool only now,
-        # after the listeners have heard of the free.
+        return _MemoryPointer(mem, 0)
 
     # -- listeners -----------------------------------------------------------------------
     def add_listener(self, on_alloc, on_free):
@@ -131,9 +143,9 @@ class AllocationWatcher:
 
     def _install(self) -> None:
         current = cupy.cuda.get_allocator()
-        if getattr(current, "__self__", None) is self._allocator:
+        if getattr(current, "__self__", None) is self:
             current = self._wrapped   # ours, put back by someone who kept it: never wrap ourselves
-        installed = self._allocator.malloc
+        installed = self._malloc
         try:
             cupy.cuda.set_allocator(installed)
         except ValueError as exc:  # CuPy refuses inside `using_allocator` on this thread
@@ -148,18 +160,12 @@ class AllocationWatcher:
         installed, self._installed = self._installed, None
         if installed is not None and cupy.cuda.get_allocator() is installed:
             cupy.cuda.set_allocator(self._wrapped)   # exactly the allocator from before
-        # `_wrapped` stays: memory handed out still belongs to it, and a caller
-        # that kept our allocator still gets blocks from it.
+        # `_wrapped` stays: a caller that kept our allocator still gets blocks from it.
 
     @property
     def installed(self) -> bool:
         """Whether the watcher is CuPy's allocator now."""
         return self._installed is not None and cupy.cuda.get_allocator() is self._installed
-
-    @property
-    def held(self) -> int:
-        """Blocks handed out through the watcher and not freed yet."""
-        return len(self._held)
 
 
 _WATCHER: AllocationWatcher | None = None
