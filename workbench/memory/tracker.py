@@ -47,6 +47,7 @@ the free). Limits of what is seen:
 from __future__ import annotations
 
 import collections
+import gc
 import threading
 import time
 from bisect import bisect_right
@@ -214,7 +215,16 @@ class Tracker:
         if n:
             events = raw[:n]
             del raw[:n]   # callbacks append behind: nothing is lost
-            self._replay(events)
+            # A long replay makes two tuples per event: without the collector
+            # running over them again and again (one collection follows later).
+            paused = n > 1000 and gc.isenabled()
+            if paused:
+                gc.disable()
+            try:
+                self._replay(events)
+            finally:
+                if paused:
+                    gc.enable()
         if self._untracked and not self._frees_reported and self._remove_listener is not None:
             self._recount_untracked()
 
