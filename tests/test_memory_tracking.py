@@ -85,6 +85,7 @@ def test_cupy_allocator_is_ours_only_while_tracking_and_the_previous_comes_back(
     session.use_backend("cupy")
     before = cupy.cuda.get_allocator()
     pool = cupy.get_default_memory_pool()
+    gc.collect()   # garbage of earlier tests must not be freed (and counted) in the middle
     try:
         early = cupy.arange(1 << 18, dtype=cupy.float32)      # from before tracking: the pool's own
         wb.memory.tracking(True)

@@ -27,7 +27,7 @@ from .. import cxx
 from ..errors import LaunchConfigError
 from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
                    DeviceProperties, KernelResources, normalise_arch)
-from . import cupti_activity, cupy_allocations, cupy_persistent
+from . import cupti_activity, cupy_persistent
 from .cupy_faults import _faults_as_kernel_faults, _kernel_fault
 from .cupy_transfers import CupyTransfers
 from .nvrtc import check_with_nvrtc
@@ -497,7 +497,7 @@ class CupyBackend(CupyTransfers, Backend):
 
     # -- memory accounting --------------------------------------------------------
     def add_allocation_listener(self, on_alloc, on_free):
-        # An allocator of our own around CuPy's (process-wide; see cupy_allocations)
+        from . import cupy_allocations   # an allocator of our own around CuPy's (process-wide)
         return cupy_allocations.add_allocation_listener(on_alloc, on_free)
 
     def pool_stats(self) -> dict[str, int]:
