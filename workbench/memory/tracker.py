@@ -3,9 +3,10 @@
 One :class:`Tracker` per process (:func:`tracker`). It listens to the
 backend through :meth:`Backend.add_allocation_listener` and keeps:
 
-- the live allocations (pointer -> ``(size, time, cell, frames)``: the
-  notebook cell and the allocating user frames; :meth:`Tracker.allocations`
-  gives them as :class:`Allocation` objects);
+- the live allocations (pointer -> the raw record ``(size, perf_counter
+  time, cell, frames, reserved, pointer)``: the notebook cell and the
+  allocating user frames; :meth:`Tracker.allocations` gives them as
+  :class:`Allocation` objects);
 - per-cell counters (:class:`CellCounts`: allocated, freed, still alive, peak);
 - a bounded timeline of ``(time, in_use, reserved, event, size, cell)``
   tuples, bytes in use and reserved as they were after each event.
@@ -64,10 +65,12 @@ TIMELINE_LENGTH = 200_000
 #: about 0.3 KB each). Reads count them at once whatever their number.
 COUNT_EVERY = 1 << 17
 
+_NO_CELL = object()
+
 
 class Allocation:
     """One live device allocation (built on demand from the tracker's raw
-    ``(size, time, cell, frames)`` entry)."""
+    record of a live allocation)."""
 
     __slots__ = ("ptr", "size", "time", "cell", "frames")
 
@@ -123,7 +126,7 @@ class Tracker:
         self._reset_counts(0)
 
     def _reset_counts(self, untracked: int) -> None:
-        self._live: dict[int, tuple] = {}   # ptr -> (size, time, cell, frames)
+        self._live: dict[int, tuple] = {}   # ptr -> (size, perf_counter time, cell, frames, reserved, ptr)
         self._cells: dict = {}
         self._timeline = collections.deque(maxlen=self._timeline_length)
         self._tracked = 0
@@ -192,7 +195,7 @@ class Tracker:
                 after = reserved()   # the pool may have grown: read per allocation
             except Exception:
                 after = None
-            append((ptr, size, now(), session.cell, capture(), after))
+            append((size, now(), session.cell, capture(), after, ptr))   # kept as the live entry
             if len(raw) >= COUNT_EVERY:
                 count_now()
 
@@ -242,19 +245,21 @@ class Tracker:
         t0, last_t = self.t0, self._last_t
         tracked, untracked, peak = self._tracked, self._untracked, self._peak
         reserved = self._last_reserved
+        last_cell, counts = _NO_CELL, None   # most batches are one cell's: look it up once
         for event in events:
             if len(event) == 6:
-                ptr, size, t, cell, frames, reserved = event
+                size, t, cell, _frames, reserved, ptr = event
                 t -= t0
                 if t < last_t:
                     t = last_t
                 last_t = t
-                live[ptr] = (size, t, cell, frames)
+                live[ptr] = event
                 tracked += size
                 in_use = tracked + untracked
                 if in_use > peak:
                     peak = in_use
-                counts = cells.get(cell)
+                if cell is not last_cell:
+                    last_cell, counts = cell, cells.get(cell)
                 if counts is None:
                     counts = cells[cell] = CellCounts(cell, in_use - size)
                 counts.allocated += size
@@ -278,7 +283,8 @@ class Tracker:
                 else:  # allocated before tracking started
                     untracked = max(0, untracked - size)
                 in_use = tracked + untracked
-                counts = cells.get(cell)
+                if cell is not last_cell:
+                    last_cell, counts = cell, cells.get(cell)
                 if counts is None:
                     counts = cells[cell] = CellCounts(cell, in_use + size)
                 counts.freed += size
@@ -345,7 +351,8 @@ class Tracker:
 
     @property
     def live(self) -> dict:
-        """The live allocations: pointer -> ``(size, time, cell, frames)``."""
+        """The live allocations: pointer -> ``(size, perf_counter time, cell,
+        frames, reserved, pointer)`` (:meth:`allocations` makes objects of them)."""
         with self._lock:
             self._count()
             return self._live
@@ -415,8 +422,12 @@ class Tracker:
         """The live allocations as :class:`Allocation` objects."""
         with self._lock:
             self._count()
-            entries = list(self._live.items())
-        return [Allocation(ptr, *entry) for ptr, entry in entries]
+            entries = list(self._live.values())
+        return [self._allocation(e) for e in entries]
+
+    def _allocation(self, entry: tuple) -> Allocation:
+        size, t, cell, frames, _reserved, ptr = entry
+        return Allocation(ptr, size, t - self.t0, cell, frames)
 
     def address_index(self):
         """A function ``address -> Allocation | None``: the allocation live now
@@ -433,7 +444,7 @@ class Tracker:
                 i = bisect_right(starts, address) - 1
                 if i >= 0 and address < starts[i] + live[starts[i]][0]:
                     ptr = starts[i]
-            return None if ptr is None else Allocation(ptr, *live[ptr])
+            return None if ptr is None else self._allocation(live[ptr])
         return lookup
 
     def __repr__(self) -> str:
