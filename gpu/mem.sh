@@ -9,17 +9,17 @@ export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 set -o pipefail; status=0
 
 echo "== tests" | tee "$OUT/mem-tests.log"
-timeout 150 python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+timeout 100 python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
     tests/test_memory.py tests/test_memory_tracking.py tests/test_memory_units.py \
     2>&1 | tail -30 | tee -a "$OUT/mem-tests.log" || status=1
 # other files' tests that allocate under tracking, hit out-of-memory or set a pool limit
-timeout 120 python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+timeout 90 python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
     tests/test_streams.py tests/test_languages.py tests/test_conformance_small.py tests/test_backend_streams.py \
     -k "tracked or pinned_and_managed or never_fit or pool_limit" \
     2>&1 | tail -20 | tee -a "$OUT/mem-tests.log" || status=1
 
 echo "== probe" | tee "$OUT/mem-probe.log"
-timeout 60 python3 - <<'PY' 2>&1 | tee -a "$OUT/mem-probe.log" || status=1
+timeout 40 python3 - <<'PY' 2>&1 | tee -a "$OUT/mem-probe.log" || status=1
 import cupy, numpy as np, workbench as wb
 from cupy.cuda import memory_hook
 from workbench.memory.tracker import tracker
@@ -46,5 +46,5 @@ print("probe OK")
 PY
 
 echo "== benchmark" | tee "$OUT/mem-bench.log"
-timeout 200 python3 benchmarks/memory.py --n 50000 2>&1 | tee -a "$OUT/mem-bench.log" || status=1
+timeout 120 python3 benchmarks/memory.py --n 50000 2>&1 | tee -a "$OUT/mem-bench.log" || status=1
 exit $status
