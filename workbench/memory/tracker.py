@@ -123,6 +123,7 @@ class Tracker:
         # start a count inside another (a garbage collection frees an array).
         self._lock = threading.RLock()
         self._raw: list[tuple] = []   # appended by the callbacks, emptied by _count()
+        self._counting = False
         self._reset_counts(0)
 
     def _reset_counts(self, untracked: int) -> None:
@@ -213,23 +214,29 @@ class Tracker:
         """Count the raw events appended so far, in order; then, where the
         backend does not report frees of memory from before tracking, re-read
         the untracked bytes from the pool."""
-        raw = self._raw
-        n = len(raw)
-        if n:
-            events = raw[:n]
-            del raw[:n]   # callbacks append behind: nothing is lost
-            # A long replay makes two tuples per event: without the collector
-            # running over them again and again (one collection follows later).
-            paused = n > 1000 and gc.isenabled()
-            if paused:
-                gc.disable()
-            try:
-                self._replay(events)
-            finally:
+        if self._counting:
+            return   # re-entered on this thread (a finalizer run inside): the outer count goes on
+        self._counting = True
+        try:
+            raw = self._raw
+            n = len(raw)
+            if n:
+                events = raw[:n]
+                del raw[:n]   # callbacks append behind: nothing is lost
+                # A long replay makes two tuples per event: without the collector
+                # running over them again and again (one collection follows later).
+                paused = n > 1000 and gc.isenabled()
                 if paused:
-                    gc.enable()
-        if self._untracked and not self._frees_reported and self._remove_listener is not None:
-            self._recount_untracked()
+                    gc.disable()
+                try:
+                    self._replay(events)
+                finally:
+                    if paused:
+                        gc.enable()
+            if self._untracked and not self._frees_reported and self._remove_listener is not None:
+                self._recount_untracked()
+        finally:
+            self._counting = False
 
     def _stamp(self, t: float) -> float:
         """Seconds since start, no earlier than the last event (a garbage
