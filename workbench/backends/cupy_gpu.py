@@ -509,8 +509,12 @@ class CupyBackend(CupyTransfers, Backend):
     def is_out_of_memory(self, exc: BaseException) -> bool:
         return isinstance(exc, (MemoryError, cupy.cuda.memory.OutOfMemoryError))
 
-    def pool_reserved_bytes(self) -> int:
-        return cupy.get_default_memory_pool().total_bytes()
+    @property
+    def pool_reserved_bytes(self):
+        # The pool's own bound method: `backend.pool_reserved_bytes()` reads it as
+        # before, and the memory tracker, which calls it on every allocation,
+        # skips a Python frame per call.
+        return cupy.get_default_memory_pool().total_bytes
 
     def set_pool_limit(self, nbytes: int | None) -> None:
         cupy.get_default_memory_pool().set_limit(size=nbytes or 0)  # CuPy: 0 is no cap
