@@ -22,7 +22,6 @@ from typing import Sequence
 import cupy
 import numpy
 from cupy.cuda import driver, runtime
-from cupy.cuda.memory_hook import MemoryHook
 
 from .. import cxx
 from ..errors import LaunchConfigError
@@ -126,24 +125,6 @@ def _native_launcher(function, params, formats: list[str], opted_in: list[int]):
     launcher.packs_python_numbers = True  # checked ints and floats go in as their C types
     launcher.between = between  # the launch between two event records (raw handles), in one call
     return launcher
-
-
-class _AllocationHook(MemoryHook):
-    """Forwards CuPy pool allocations and frees to workbench listeners."""
-
-    def __init__(self, on_alloc, on_free):
-        self.name = f"workbench-{id(self):x}"  # hooks are registered by unique name
-        self._on_alloc = on_alloc
-        self._on_free = on_free
-
-    # malloc_*: an allocation from the pool (alloc_* would be the pool's own
-    # cudaMalloc, missed when a cached block is reused); free_*: back to the pool.
-    def malloc_postprocess(self, **kw):
-        if kw["mem_ptr"]:  # 0: the allocation failed (out of memory)
-            self._on_alloc(kw["mem_ptr"], kw["mem_size"])
-
-    def free_postprocess(self, **kw):
-        self._on_free(kw["mem_ptr"], kw["mem_size"])
 
 
 #: NumPy dtype char -> struct format of the C type, for packed launches.
@@ -563,12 +544,8 @@ class CupyBackend(CupyTransfers, Backend):
 
     # -- memory accounting --------------------------------------------------------
     def add_allocation_listener(self, on_alloc, on_free):
-        hook = _AllocationHook(on_alloc, on_free)
-        hook.__enter__()  # CuPy memory hooks are per thread: this is the notebook's
-
-        def remove():
-            hook.__exit__(None, None, None)
-        return remove
+        from . import cupy_allocations   # an allocator of our own around CuPy's (process-wide)
+        return cupy_allocations.add_allocation_listener(on_alloc, on_free)
 
     def pool_stats(self) -> dict[str, int]:
         pool = cupy.get_default_memory_pool()
@@ -579,8 +556,12 @@ class CupyBackend(CupyTransfers, Backend):
     def is_out_of_memory(self, exc: BaseException) -> bool:
         return isinstance(exc, (MemoryError, cupy.cuda.memory.OutOfMemoryError))
 
-    def pool_reserved_bytes(self) -> int:
-        return cupy.get_default_memory_pool().total_bytes()
+    @property
+    def pool_reserved_bytes(self):
+        # The pool's own bound method: `backend.pool_reserved_bytes()` reads it as
+        # before, and the memory tracker, which calls it on every allocation,
+        # skips a Python frame per call.
+        return cupy.get_default_memory_pool().total_bytes
 
     def set_pool_limit(self, nbytes: int | None) -> None:
         cupy.get_default_memory_pool().set_limit(size=nbytes or 0)  # CuPy: 0 is no cap
