@@ -35,6 +35,18 @@ What follows from this design (checked against CuPy 14's ``memory.pyx``):
 - When the last listener goes, the allocator installed before is put back
   exactly (the same object), unless someone replaced ours meanwhile: theirs
   is left in place.
+
+The allocator in C (``native/allocations.c``, built once per machine by
+:mod:`.native_build`; ``WORKBENCH_NATIVE_ALLOCATIONS=0`` turns it off,
+:func:`unavailable_reason` says why it is not used) does the same as
+:meth:`AllocationWatcher._malloc` and :class:`_WatchedMemory` without a
+Python frame: its memory objects are a C subclass of ``BaseMemory`` (no
+garbage-collector support, like ``BaseMemory`` itself: never cleared, never
+in a cycle) whose dealloc reports the free and then releases the block. A
+listener whose ``on_alloc`` carries a ``native_sink`` attribute (the memory
+tracker's) is not called at all: the C allocator appends the listener's raw
+records itself, in the format and with the frames its Python callbacks
+would give (see allocations.c); other listeners are called from C.
 """
 from __future__ import annotations
 
@@ -45,8 +57,30 @@ from cupy.cuda import memory as _memory
 from cupy.cuda import runtime as _runtime
 
 from ..errors import WorkbenchError
+from . import native_build
 
 _MemoryPointer = _memory.MemoryPointer
+_native_reason: str | None = None
+
+
+def _native_allocator():
+    """A new C allocator (``_wb_allocations.Allocator``), or None where the C
+    module cannot be built or loaded here (:func:`unavailable_reason`)."""
+    global _native_reason
+    built, _native_reason = native_build.build(
+        native_build.NATIVE_DIR / "allocations.c", "_wb_allocations", "WORKBENCH_NATIVE_ALLOCATIONS")
+    if built is None:
+        return None
+    try:
+        return built.Allocator(built.memory_type(_memory.BaseMemory, _MemoryPointer))
+    except Exception as exc:  # noqa: BLE001 -- a CuPy whose classes differ: the Python watcher
+        _native_reason = f"CuPy's memory classes do not fit the C allocator ({exc})"
+        return None
+
+
+def unavailable_reason() -> str | None:
+    """Why the watcher runs in Python (None: in C, or not decided yet)."""
+    return _native_reason
 
 
 def _fan_out(callbacks: list):
@@ -93,7 +127,8 @@ class AllocationWatcher:
         self._on_free = None
         self._device = -1                   # the device whose allocations are reported
         self._wrapped = None                # the allocator we take blocks from (the one before us)
-        self._installed = None              # the bound malloc given to set_allocator
+        self._installed = None              # the allocator given to set_allocator
+        self._native = False                # the C allocator; False: not looked for yet
         self._lock = threading.Lock()       # add/remove only; never taken on the hot path
 
     # -- the hot path: called by CuPy (memory.alloc) ------------------------------------
@@ -140,15 +175,38 @@ class AllocationWatcher:
     def _update(self) -> None:
         self._on_alloc = _fan_out([a for a, _ in self._listeners])
         self._on_free = _fan_out([f for _, f in self._listeners])
+        if self._native:
+            # One listener that records raw events is served by the C allocator
+            # directly; the others are called from C.
+            sink, others = None, []
+            for on_alloc, on_free in self._listeners:
+                spec = getattr(on_alloc, "native_sink", None)
+                if sink is None and spec is not None:
+                    sink = spec
+                else:
+                    others.append((on_alloc, on_free))
+            self._native.configure(self._device, _fan_out([a for a, _ in others]),
+                                   _fan_out([f for _, f in others]), sink)
+
+    def _ours(self, allocator) -> bool:
+        return (allocator is not None and allocator is self._native) or \
+            getattr(allocator, "__self__", None) is self
 
     def _install(self) -> None:
+        if self._native is False:
+            self._native = _native_allocator()
         current = cupy.cuda.get_allocator()
-        if getattr(current, "__self__", None) is self:
+        if self._ours(current):
             current = self._wrapped   # ours, put back by someone who kept it: never wrap ourselves
-        installed = self._malloc
+        installed = self._native or self._malloc
+        if self._native:
+            self._native.configure(-1, None, None, None)   # reports nothing until _update
+            self._native.wrapped = current
         try:
             cupy.cuda.set_allocator(installed)
         except ValueError as exc:  # CuPy refuses inside `using_allocator` on this thread
+            if self._native:
+                self._native.wrapped = self._wrapped
             raise WorkbenchError(
                 "cannot track device allocations inside a cupy.cuda.using_allocator(...) block: "
                 f"turn tracking on outside it ({exc})") from None

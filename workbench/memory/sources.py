@@ -51,6 +51,12 @@ def _library_roots() -> tuple[str, ...]:
     return _library_dirs
 
 
+def kinds_by_file() -> dict:
+    """The cache :func:`capture` classifies frames with (file name -> USER,
+    LIBRARY or DRIVER), shared with a backend that captures frames in C."""
+    return _kind_by_file
+
+
 def frame_kind(filename: str) -> int:
     """USER for code the user wrote, LIBRARY for the workbench, the standard
     library and every installed package (skipped), DRIVER for the notebook

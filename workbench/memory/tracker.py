@@ -11,8 +11,9 @@ backend through :meth:`Backend.add_allocation_listener` and keeps:
 - a bounded timeline of ``(time, in_use, reserved, event, size, cell)``
   tuples, bytes in use and reserved as they were after each event.
 
-Two halves. The callbacks (the hot path, every allocation and free) only
-append one raw tuple to a list: the time, the cell, the pool's reserved bytes
+Two halves. The callbacks (the hot path, every allocation and free; on the
+GPU, where the C allocator can be built, C code appending the same tuples in
+their place: ``on_alloc.native_sink``) only append one raw tuple to a list: the time, the cell, the pool's reserved bytes
 and the allocating frames as ``(code, instruction offset)`` pairs (no frame
 objects, which would keep arrays alive; see :mod:`.sources`). Everything else
 is counted later, when anything is read (:meth:`Tracker._counted`) or when
@@ -203,6 +204,12 @@ class Tracker:
         def on_free(ptr: int, size: int) -> None:
             append((ptr, size, now(), session.cell))
 
+        # A backend able to append these records itself (the C allocator of
+        # backends/cupy_allocations.py) takes them from here instead of calling
+        # the callbacks: the list, what each record reads, and how frames are
+        # classified (the same dict as sources.capture, so both walk alike).
+        on_alloc.native_sink = (raw, session, reserved, count_now, COUNT_EVERY,
+                                sources.kinds_by_file(), sources.frame_kind, sources.DEPTH)
         return on_alloc, on_free
 
     def _count_now(self) -> None:

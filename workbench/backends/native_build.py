@@ -1,0 +1,79 @@
+"""C extension modules of the backends (``native/*.c``), built once per
+machine with the system's C compiler and Python's headers, and kept in the
+disk cache (``DiskCache("native")``).
+
+A build is keyed by the source, the Python version and the compiler, so a
+change to any of them builds again. Where no compiler or no ``Python.h`` is
+found, where the compiler fails or the built file does not load, or where the
+module's switch variable is ``0``, :func:`build` gives None and says why: each
+caller then has a Python path that does the same work.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from .. import subprocesses
+from ..cache import DiskCache
+
+NATIVE_DIR = Path(__file__).resolve().parent / "native"
+CACHE = DiskCache("native")
+
+
+def compiler() -> str | None:
+    """The C compiler: ``$CC``, else ``cc`` (a full path), or None."""
+    return shutil.which(os.environ.get("CC", "cc"))
+
+
+def compile_source(cc: str, source: Path, target: Path, libs: tuple[str, ...] = ()) -> str | None:
+    """Compile ``source`` to the shared object ``target``; the compiler's
+    complaint, or None when it worked."""
+    include = sysconfig.get_paths().get("include") or ""
+    if not Path(include, "Python.h").exists():
+        return f"Python's headers are not installed (no Python.h in {include})"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / target.name
+        try:
+            done = subprocesses.run([cc, "-O2", "-shared", "-fPIC", f"-I{include}", str(source),
+                                     "-o", str(out), *libs], timeout=120)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"{cc} failed to run ({exc})"
+        if done.returncode != 0:
+            return f"{cc} could not build it: {done.stderr.strip().splitlines()[-1:] or '?'}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(out, target)   # atomic: a concurrent build leaves one whole file
+    return None
+
+
+def build(source: Path, name: str, switch: str, libs: tuple[str, ...] = ()):
+    """``(module, None)``: the extension ``name`` built from ``source`` (once
+    per machine) and loaded; or ``(None, why)`` where it cannot be (the
+    environment variable ``switch`` set to ``0`` turns it off)."""
+    if os.environ.get(switch, "").strip() == "0":
+        return None, f"{switch}=0"
+    cc = compiler()
+    if cc is None:
+        return None, "no C compiler (set $CC)"
+    key = hashlib.sha256(source.read_bytes() + sys.version.encode() + cc.encode()).hexdigest()[:16]
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    path = CACHE.path(f"{name}-{key}{suffix}")
+    if not path.exists():
+        complaint = compile_source(cc, source, path, libs)
+        if complaint is not None:
+            return None, complaint
+    try:
+        loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+        spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
+        built = importlib.util.module_from_spec(spec)
+        loader.exec_module(built)
+    except Exception as exc:  # noqa: BLE001 -- a broken cache entry: the Python path instead
+        return None, f"the built module did not load ({exc})"
+    return built, None
