@@ -169,6 +169,17 @@ def test_records_have_the_trackers_format_and_the_users_frames(setup, native):
         type(p.mem)()                                  # made by the allocator only
 
 
+def test_frames_follow_the_allocating_line(setup):
+    allocator, pool, log, _ = setup
+    kept = [allocator(64) for _ in range(3)]           # one line three times
+    kept.append(allocator(64))                         # then another
+    lines = [sources.resolve(e[3])[0].line for e in log]
+    assert lines[0] == lines[1] == lines[2] != lines[3]
+    assert [sources.resolve(e[3])[0].text for e in log][2:] == [
+        "kept = [allocator(64) for _ in range(3)]           # one line three times",
+        "kept.append(allocator(64))                         # then another"]
+
+
 def test_a_free_is_recorded_before_the_block_goes_back_to_the_pool(setup):
     allocator, pool, log, _ = setup
     p = allocator(100)

@@ -78,6 +78,8 @@ typedef struct {
     Py_ssize_t count_every;
     int depth;
     Kind *kind;             /* the memory objects it makes */
+    PyObject *last_frames;  /* the last frames captured (a tuple), or NULL */
+    int last_lastis[MAX_DEPTH];
 } Allocator;
 
 static Kind *kinds = NULL;
@@ -107,11 +109,14 @@ static int frame_lasti(PyFrameObject *frame) {
 #endif
 }
 
-/* The caller's user frames as ((code, lasti), ...); NULL with an error set. */
-static PyObject *capture(PyObject *kinds, PyObject *frame_kind, int depth) {
-    PyObject *found[MAX_DEPTH];
-    int n = 0;
-    if (depth > MAX_DEPTH) depth = MAX_DEPTH;
+/* The caller's user frames as ((code, lasti), ...); NULL with an error set.
+ * Allocations in a loop come from the same frames again and again: when they
+ * match the last capture, its tuple is handed out again (tuples are immutable,
+ * so the record is the same as a new one), which saves making three. */
+static PyObject *capture(Allocator *self, PyObject *kinds, PyObject *frame_kind) {
+    PyObject *codes[MAX_DEPTH];
+    int lastis[MAX_DEPTH];
+    int n = 0, depth = self->depth;
     PyFrameObject *frame = PyEval_GetFrame();   /* borrowed */
     Py_XINCREF(frame);
     while (frame != NULL && n < depth) {
@@ -138,17 +143,8 @@ static PyObject *capture(PyObject *kinds, PyObject *frame_kind, int depth) {
             goto fail;
         }
         if (kind == 0) {
-            PyObject *pair = PyTuple_New(2);
-            PyObject *lasti = PyLong_FromLong(frame_lasti(frame));
-            if (pair == NULL || lasti == NULL) {
-                Py_XDECREF(pair);
-                Py_XDECREF(lasti);
-                Py_DECREF(code);
-                goto fail;
-            }
-            PyTuple_SET_ITEM(pair, 0, (PyObject *)code);   /* steals the code's reference */
-            PyTuple_SET_ITEM(pair, 1, lasti);
-            found[n++] = pair;
+            codes[n] = (PyObject *)code;   /* keeps the reference */
+            lastis[n++] = frame_lasti(frame);
         } else {
             Py_DECREF(code);
             if (kind == 2) break;   /* the notebook kernel, test runner...: nothing below is the user's */
@@ -159,13 +155,41 @@ static PyObject *capture(PyObject *kinds, PyObject *frame_kind, int depth) {
     }
     Py_XDECREF(frame);
     frame = NULL;
+    PyObject *last = self->last_frames;
+    if (last != NULL && PyTuple_GET_SIZE(last) == n) {
+        int same = 1;
+        for (int i = 0; i < n && same; ++i) {
+            PyObject *pair = PyTuple_GET_ITEM(last, i);
+            same = PyTuple_GET_ITEM(pair, 0) == codes[i] && self->last_lastis[i] == lastis[i];
+        }
+        if (same) {
+            for (int i = 0; i < n; ++i) Py_DECREF(codes[i]);
+            Py_INCREF(last);
+            return last;
+        }
+    }
     PyObject *frames = PyTuple_New(n);
     if (frames == NULL) goto fail;
-    for (int i = 0; i < n; ++i) PyTuple_SET_ITEM(frames, i, found[i]);
+    for (int i = 0; i < n; ++i) {
+        PyObject *pair = PyTuple_New(2), *lasti = PyLong_FromLong(lastis[i]);
+        if (pair == NULL || lasti == NULL) {
+            Py_XDECREF(pair);
+            Py_XDECREF(lasti);
+            for (int j = i; j < n; ++j) Py_DECREF(codes[j]);
+            Py_DECREF(frames);   /* drops the pairs made so far */
+            return NULL;
+        }
+        PyTuple_SET_ITEM(pair, 0, codes[i]);   /* steals the code's reference */
+        PyTuple_SET_ITEM(pair, 1, lasti);
+        PyTuple_SET_ITEM(frames, i, pair);
+        self->last_lastis[i] = lastis[i];
+    }
+    Py_INCREF(frames);
+    Py_XSETREF(self->last_frames, frames);
     return frames;
 fail:
     Py_XDECREF(frame);
-    for (int i = 0; i < n; ++i) Py_DECREF(found[i]);
+    for (int i = 0; i < n; ++i) Py_DECREF(codes[i]);
     return NULL;
 }
 
@@ -204,7 +228,7 @@ static void report_alloc(Allocator *self, PyObject *ptr, PyObject *size) {
         }
         PyObject *t = now_object();
         PyObject *cell = cell_of(session);
-        PyObject *frames = capture(kinds, frame_kind, self->depth);
+        PyObject *frames = capture(self, kinds, frame_kind);
         if (frames == NULL) {   /* a frame that cannot be classified: no frames, the counts still exact */
             PyErr_Clear();
             frames = PyTuple_New(0);
@@ -480,6 +504,7 @@ static int allocator_traverse(Allocator *self, visitproc visit, void *arg) {
     Py_VISIT(self->on_alloc);
     Py_VISIT(self->on_free);
     Py_VISIT(self->sink);
+    Py_VISIT(self->last_frames);
     return 0;
 }
 
@@ -488,6 +513,7 @@ static int allocator_clear(Allocator *self) {
     Py_CLEAR(self->on_alloc);
     Py_CLEAR(self->on_free);
     Py_CLEAR(self->sink);
+    Py_CLEAR(self->last_frames);
     return 0;
 }
 
