@@ -175,6 +175,12 @@ def main() -> None:
                       f"tracking adds <= {TARGET_US} µs: {verdict}" + (" (simulated)" if simulated else "")])
     print_table("µs per allocation + free", ["pattern", "off", "empty listener", "on", "added",
                                               "count later", "on/off", "target"], table)
+    if not simulated:
+        try:
+            from workbench.backends import cupy_allocations
+            print(f"the allocator around the pool: {cupy_allocations.implementation()}")
+        except ImportError:   # a GPU backend other than CuPy's
+            pass
     for r in rows:
         if r["recorded"] != args.n:
             print(f"  WARNING ({r['pattern']}): tracking recorded {r['recorded']} of {args.n} allocations")

@@ -83,6 +83,15 @@ def unavailable_reason() -> str | None:
     return _native_reason
 
 
+def implementation() -> str:
+    """Which allocator the watcher installs: ``"C"``, ``"Python (why)"``, or
+    ``"not decided yet"`` before the first listener."""
+    native = watcher()._native
+    if native is False:
+        return "not decided yet"
+    return "C (native/allocations.c)" if native else f"Python ({_native_reason})"
+
+
 def _fan_out(callbacks: list):
     """One callable calling each of ``callbacks`` (None for none)."""
     if not callbacks:
