@@ -39,9 +39,15 @@ def test_peak_between_two_reads_is_kept(backend, tracking):
     del small
 
 
+@pytest.fixture
+def small_batches(monkeypatch):
+    """Raw events counted every 7 by the recording side itself (read when
+    tracking starts: this fixture comes before ``tracking``)."""
+    monkeypatch.setattr(tracker_module, "COUNT_EVERY", 7)
+
+
 def test_counts_stay_exact_when_the_raw_events_are_counted_in_small_batches(
-        backend, tracking, monkeypatch):
-    monkeypatch.setattr(tracker_module, "COUNT_EVERY", 7)   # counted by the callbacks themselves
+        small_batches, backend, tracking):
     rng = np.random.default_rng(11)
     gc.collect()   # arrays of earlier tests must not be freed in the middle
     before, since = tracking.n_allocs, len(tracking.events())

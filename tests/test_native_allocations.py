@@ -19,6 +19,7 @@ import pytest
 from workbench.backends import native_build
 from workbench.memory import sources
 from workbench.memory.tracker import Tracker
+from workbench.runtime.session import session
 
 rng = np.random.default_rng(12)
 
@@ -324,7 +325,7 @@ def test_the_trackers_figures_stay_exact_through_the_c_allocator(setup):
         assert set(tracker.live) == set(kept)
         sites = {a.sites[0].text for a in tracker.allocations()}
         assert sites == {"p = allocator(int(rng.integers(1, 20_000)))"}
-        assert {a.cell for a in tracker.allocations()} == {None}   # no notebook cell here
+        assert {a.cell for a in tracker.allocations()} == {session().cell}
         del early, p                                   # early's free reaches no allocator:
         kept.clear()                                   # the tracker re-reads the pool for it
         assert tracker.in_use == pool.used == 0

@@ -63,7 +63,8 @@ _now = time.perf_counter
 #: Events the timeline keeps (the oldest are dropped first).
 TIMELINE_LENGTH = 200_000
 #: Raw events the callbacks keep before they are counted (bounds their memory:
-#: about 0.3 KB each). Reads count them at once whatever their number.
+#: about 0.3 KB each; read when tracking starts). Reads count them at once
+#: whatever their number.
 COUNT_EVERY = 1 << 17
 
 _NO_CELL = object()
@@ -191,6 +192,7 @@ class Tracker:
         reserved = self._reserved
         now = _now
         count_now = self._count_now
+        count_every = COUNT_EVERY   # read when tracking starts
 
         def on_alloc(ptr: int, size: int) -> None:
             try:
@@ -198,7 +200,7 @@ class Tracker:
             except Exception:
                 after = None
             append((size, now(), session.cell, capture(), after, ptr))   # kept as the live entry
-            if len(raw) >= COUNT_EVERY:
+            if len(raw) >= count_every:
                 count_now()
 
         def on_free(ptr: int, size: int) -> None:
@@ -208,7 +210,7 @@ class Tracker:
         # backends/cupy_allocations.py) takes them from here instead of calling
         # the callbacks: the list, what each record reads, and how frames are
         # classified (the same dict as sources.capture, so both walk alike).
-        on_alloc.native_sink = (raw, session, reserved, count_now, COUNT_EVERY,
+        on_alloc.native_sink = (raw, session, reserved, count_now, count_every,
                                 sources.kinds_by_file(), sources.frame_kind, sources.DEPTH)
         return on_alloc, on_free
 

@@ -182,8 +182,10 @@ static PyObject *capture(Allocator *self, PyObject *kinds, PyObject *frame_kind)
         PyTuple_SET_ITEM(pair, 0, codes[i]);   /* steals the code's reference */
         PyTuple_SET_ITEM(pair, 1, lasti);
         PyTuple_SET_ITEM(frames, i, pair);
-        self->last_lastis[i] = lastis[i];
     }
+    /* Only now, with nothing in between that could run Python code (a collection
+     * started by the allocations above may allocate again, through us). */
+    for (int i = 0; i < n; ++i) self->last_lastis[i] = lastis[i];
     Py_INCREF(frames);
     Py_XSETREF(self->last_frames, frames);
     return frames;
