@@ -185,7 +185,8 @@ def main() -> None:
         if r["recorded"] != args.n:
             print(f"  WARNING ({r['pattern']}): tracking recorded {r['recorded']} of {args.n} allocations")
     rec = record_path(args.n, args.repeat)
-    print_table("the tracker's record path alone (callbacks called directly, no allocator)",
+    print_table("the tracker's Python record path alone (callbacks called directly;"
+                " on the GPU the C allocator records instead where it is built)",
                 ["what", "µs per alloc + free"],
                 [["record (on_alloc + on_free)", f"{rec['record_us']:.3f}"],
                  ["count later (when read)", f"{rec['count_us']:.3f}"]])

@@ -67,8 +67,11 @@ def _native_allocator():
     """A new C allocator (``_wb_allocations.Allocator``), or None where the C
     module cannot be built or loaded here (:func:`unavailable_reason`)."""
     global _native_reason
-    built, _native_reason = native_build.build(
-        native_build.NATIVE_DIR / "allocations.c", "_wb_allocations", "WORKBENCH_NATIVE_ALLOCATIONS")
+    try:
+        built, _native_reason = native_build.build(
+            native_build.NATIVE_DIR / "allocations.c", "_wb_allocations", "WORKBENCH_NATIVE_ALLOCATIONS")
+    except Exception as exc:  # noqa: BLE001 -- tracking must work regardless: the Python watcher
+        built, _native_reason = None, f"the build failed ({type(exc).__name__}: {exc})"
     if built is None:
         return None
     try:

@@ -48,8 +48,11 @@ def compile_source(cc: str, source: Path, target: Path, libs: tuple[str, ...] = 
             return f"{cc} failed to run ({exc})"
         if done.returncode != 0:
             return f"{cc} could not build it: {done.stderr.strip().splitlines()[-1:] or '?'}"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(out, target)   # atomic: a concurrent build leaves one whole file
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(out, target)   # atomic: a concurrent build leaves one whole file
+        except OSError as exc:
+            return f"the disk cache cannot keep it ({exc})"
     return None
 
 
