@@ -109,6 +109,13 @@ static int frame_lasti(PyFrameObject *frame) {
 #endif
 }
 
+/* The records and their frames are taken off the garbage collector's list
+ * (PyObject_GC_UnTrack): they hold ints, floats, None and code objects, none
+ * of which refers back to a record, so they are never part of a cycle, and a
+ * collection then need not walk the hundreds of thousands of them the tracker
+ * may keep (what they refer to counts as referenced, so nothing is freed
+ * early). */
+
 /* The caller's user frames as ((code, lasti), ...); NULL with an error set.
  * Allocations in a loop come from the same frames again and again: when they
  * match the last capture, its tuple is handed out again (tuples are immutable,
@@ -182,7 +189,9 @@ static PyObject *capture(Allocator *self, PyObject *kinds, PyObject *frame_kind)
         PyTuple_SET_ITEM(pair, 0, codes[i]);   /* steals the code's reference */
         PyTuple_SET_ITEM(pair, 1, lasti);
         PyTuple_SET_ITEM(frames, i, pair);
+        PyObject_GC_UnTrack(pair);   /* see above capture() */
     }
+    PyObject_GC_UnTrack(frames);
     /* Only now, with nothing in between that could run Python code (a collection
      * started by the allocations above may allocate again, through us). */
     for (int i = 0; i < n; ++i) self->last_lastis[i] = lastis[i];
@@ -245,6 +254,7 @@ static void report_alloc(Allocator *self, PyObject *ptr, PyObject *size) {
             PyTuple_SET_ITEM(record, 3, frames);
             PyTuple_SET_ITEM(record, 4, after);
             PyTuple_SET_ITEM(record, 5, ptr);
+            PyObject_GC_UnTrack(record);   /* see above capture() */
             if (PyList_Append(records, record) < 0) PyErr_Clear();
             Py_DECREF(record);
         } else {
@@ -280,6 +290,7 @@ static void report_free(Allocator *self, Fields *f) {
             PyTuple_SET_ITEM(record, 1, f->size);
             PyTuple_SET_ITEM(record, 2, t);
             PyTuple_SET_ITEM(record, 3, cell);
+            PyObject_GC_UnTrack(record);
             if (PyList_Append(records, record) < 0) PyErr_Clear();
             Py_DECREF(record);
         } else {
