@@ -1,7 +1,9 @@
 """Where an allocation came from: a short Python stack cut to the user's code.
 
 :func:`capture` runs on every tracked allocation, so it only walks frames
-(``sys._getframe``) and keeps ``(code, line)`` pairs; everything readable
+(``sys._getframe``) and keeps ``(code, instruction offset)`` pairs (on the GPU
+the C allocator of ``backends/native/allocations.c`` makes the same walk, with
+the same classification cache, in C); everything readable
 (file names, notebook cells, source text) is worked out later by
 :func:`resolve`, only for the allocations someone looks at.
 """
