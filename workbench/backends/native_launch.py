@@ -30,8 +30,6 @@ def module():
     """The built ``_wb_launch`` module, or None (see :func:`unavailable_reason`)."""
     global _reason
     built, _reason = native_build.build(SOURCE, "_wb_launch", "WORKBENCH_NATIVE_LAUNCH", ("-ldl",))
-    if built is None and _reason and _reason.startswith("the built module"):
-        _reason = _reason.replace("the built module", "the built launcher", 1)
     return built
 
 
