@@ -63,6 +63,7 @@ typedef struct Kind {
     PyTypeObject *base;      /* BaseMemory */
     PyObject *pointer;       /* MemoryPointer */
     PyObject *set_ptr, *set_size, *set_device;   /* BaseMemory's attribute descriptors */
+    PyObject *get_ptr, *get_mem, *get_device;    /* MemoryPointer's, where it has them, or NULL */
     Py_ssize_t offset;       /* of the Fields */
     int decref_type;         /* must our dealloc drop the instance's reference to its heap type? */
 } Kind;
@@ -338,6 +339,24 @@ static PyType_Spec memory_spec = {
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, memory_slots,
 };
 
+/* A data descriptor of `type` read directly, or NULL (no error) where there is none. */
+static PyObject *data_descriptor(PyTypeObject *type, const char *name) {
+    PyObject *d = PyObject_GetAttrString((PyObject *)type, name);   /* a descriptor gives itself */
+    if (d == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (Py_TYPE(d)->tp_descr_get == NULL || Py_TYPE(d)->tp_descr_set == NULL) Py_CLEAR(d);
+    return d;
+}
+
+/* obj.name, through `descr` when obj's type is exactly `type` (the same as a look-up then). */
+static PyObject *read_attribute(PyObject *obj, PyObject *type, PyObject *descr, PyObject *name) {
+    if (descr != NULL && (PyObject *)Py_TYPE(obj) == type)
+        return Py_TYPE(descr)->tp_descr_get(descr, obj, type);
+    return PyObject_GetAttr(obj, name);
+}
+
 static PyObject *descriptor(PyTypeObject *type, const char *name) {
     PyObject *d = PyObject_GetAttrString((PyObject *)type, name);
     if (d != NULL && Py_TYPE(d)->tp_descr_set == NULL) {
@@ -379,6 +398,11 @@ static PyObject *make_memory_type(PyObject *module, PyObject *args) {
     k->set_ptr = descriptor(b, "ptr");
     k->set_size = descriptor(b, "size");
     k->set_device = descriptor(b, "device_id");
+    if (PyType_Check(pointer)) {   /* CuPy's MemoryPointer (final, no __dict__): read without look-ups */
+        k->get_ptr = data_descriptor((PyTypeObject *)pointer, "ptr");
+        k->get_mem = data_descriptor((PyTypeObject *)pointer, "mem");
+        k->get_device = data_descriptor((PyTypeObject *)pointer, "device_id");
+    }
     if (k->set_ptr == NULL || k->set_size == NULL || k->set_device == NULL) goto fail;
     Py_ssize_t align = (Py_ssize_t)sizeof(void *);
     k->offset = (b->tp_basicsize + align - 1) / align * align;
@@ -413,6 +437,9 @@ fail:
     Py_XDECREF(k->set_ptr);
     Py_XDECREF(k->set_size);
     Py_XDECREF(k->set_device);
+    Py_XDECREF(k->get_ptr);
+    Py_XDECREF(k->get_mem);
+    Py_XDECREF(k->get_device);
     PyMem_RawFree(k);
     return NULL;
 }
@@ -422,7 +449,8 @@ fail:
 /* The block wrapped for CuPy (steals `block`); NULL with an error set. */
 static PyObject *wrap_block(Allocator *self, PyObject *block) {
     PyObject *ptr = NULL, *size = NULL, *device_o = NULL, *memory = NULL, *result = NULL;
-    ptr = PyObject_GetAttr(block, s_ptr);
+    Kind *k = self->kind;
+    ptr = read_attribute(block, k->pointer, k->get_ptr, s_ptr);
     if (ptr == NULL) goto done;
     int nonzero = PyObject_IsTrue(ptr);
     if (nonzero < 0) goto done;
@@ -431,16 +459,15 @@ static PyObject *wrap_block(Allocator *self, PyObject *block) {
         block = NULL;
         goto done;
     }
-    PyObject *mem = PyObject_GetAttr(block, s_mem);
+    PyObject *mem = read_attribute(block, k->pointer, k->get_mem, s_mem);
     if (mem == NULL) goto done;
     size = PyObject_GetAttr(mem, s_size);   /* the pool's block (rounded up), as used_bytes() counts it */
     Py_DECREF(mem);
     if (size == NULL) goto done;
-    device_o = PyObject_GetAttr(block, s_device_id);
+    device_o = read_attribute(block, k->pointer, k->get_device, s_device_id);
     if (device_o == NULL) goto done;
     long device = PyLong_AsLong(device_o);
     if (device == -1 && PyErr_Occurred()) goto done;
-    Kind *k = self->kind;
     memory = new_memory(k);
     if (memory == NULL) goto done;
     Fields *f = FIELDS(k, memory);
