@@ -254,7 +254,8 @@ class Worker:
             while clock() < until:
                 if poll(0):
                     return
-        while not poll(max(0.0, deadline - time.monotonic()) * 1000.0):
+        # (in slices: poll() takes at most 2**31 - 1 milliseconds)
+        while not poll(min(max(0.0, deadline - time.monotonic()), 3600.0) * 1000.0):
             if time.monotonic() >= deadline:
                 self._died(True)
 
