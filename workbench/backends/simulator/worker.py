@@ -38,6 +38,9 @@ WORKER_SPIN_US = 100
 #: kernel's reply then comes without a wake-up).
 REPLY_SPIN_US = 50
 
+#: A pause this long between two polls means another thread had the CPU.
+_BUSY_CPU_S = 20e-6
+
 _HEAD = struct.Struct("<II")    # request: op, payload length
 _REPLY = struct.Struct("<iI")   # reply: status, payload length
 
@@ -249,11 +252,19 @@ class Worker:
         if poll(0):
             return
         if self._spin_s:
-            clock = time.perf_counter
-            until = clock() + self._spin_s
-            while clock() < until:
+            # As the worker polls (native/worker.cpp: wait_readable): the CPU
+            # offered between polls, and no more polling once another thread took it.
+            clock, give_way = time.perf_counter, os.sched_yield
+            last = clock()
+            until = last + self._spin_s
+            while True:
+                give_way()
                 if poll(0):
                     return
+                now = clock()
+                if now - last > _BUSY_CPU_S or now > until:
+                    break
+                last = now
         # (in slices: poll() takes at most 2**31 - 1 milliseconds)
         while not poll(min(max(0.0, deadline - time.monotonic()), 3600.0) * 1000.0):
             if time.monotonic() >= deadline:

@@ -56,19 +56,23 @@ static int g_in = -1, g_out = -1;  // g_in is non-blocking: see wait_readable
 static uint64_t g_spin_ns = 0;        // how long to poll before blocking
 
 // Wait until `fd` has data (or its writer is gone): poll it without blocking
-// for up to g_spin_ns, then block.
+// for up to g_spin_ns, then block. Between polls the CPU is offered to any
+// other thread that waits for it (the notebook may run on the same CPU), and
+// when one took it, polling stops: on a busy CPU a blocked worker is woken
+// sooner (the scheduler lets a waking thread in at once) than a polling one
+// gets its turn back, and waking costs little when the CPU is not idle.
+static const uint64_t kBusyCpuNs = 20000;
 static void wait_readable(int fd) {
     struct pollfd p = {fd, POLLIN, 0};
     if (g_spin_ns) {
-        uint64_t start = now_ns();
+        uint64_t start = now_ns(), last = start, t;
         do {
             if (poll(&p, 1, 0) > 0) return;
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#elif defined(__aarch64__)
-            __asm__ __volatile__("yield");
-#endif
-        } while (now_ns() - start < g_spin_ns);
+            sched_yield();  // the notebook may be waiting for this CPU
+            t = now_ns();
+            if (t - last > kBusyCpuNs) break;  // it was: no polling while the CPU is shared
+            last = t;
+        } while (t - start < g_spin_ns);
     }
     while (poll(&p, 1, -1) < 0 && errno == EINTR) {
     }
