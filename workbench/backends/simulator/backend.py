@@ -551,8 +551,11 @@ class SimulatorBackend(Backend):
         event.recorded = False
 
     def record_event(self, event, stream=None) -> None:
-        stream = stream if stream is not None else self.current_stream()
-        device = self.stream_device(stream)
+        if stream is None:
+            stream = self.current_stream()
+        device = stream.device  # (stream_device, inline: the timing log records two per launch)
+        if device is None:
+            device = self.current_device()
         if device != event.device:  # cudaErrorInvalidResourceHandle on a GPU
             raise DeviceError(f"an event of device {event.device} recorded on a stream of "
                               f"device {device}: CUDA records an event on a stream of "

@@ -297,7 +297,8 @@ class Worker:
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+    n = os.write(fd, data)  # all of it, unless it is larger than the pipe's buffer
+    if n < len(data):
+        view = memoryview(data)[n:]
+        while view:
+            view = view[os.write(fd, view):]
