@@ -219,8 +219,8 @@ class Worker:
         """Forget a worker found ended between requests (its exit status in
         ``_returncode``)."""
         proc = self._proc
-        self._returncode = proc.wait() if proc is not None else None
         self.stop()
+        self._returncode = proc.returncode if proc is not None else None
 
     def _abandon(self) -> None:
         """End the worker without waiting for its reply (SIGKILL) and forget
