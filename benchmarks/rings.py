@@ -5,6 +5,7 @@ out) for batches of 1 to 64 messages.
 
     python benchmarks/rings.py            # the active backend (GPU when there is one)
     python benchmarks/rings.py --quick    # fewer messages
+    python benchmarks/rings.py --host-only    # only Python's part of send/recv/call
 
 Targets (H100; PASS or below is printed beside each):
 
@@ -19,6 +20,12 @@ show what one small copy call costs on its own.
 
 On the simulator the figures are CPU wall-clock times of a ring that runs one
 block in a worker process; they say nothing of a GPU and carry no verdict.
+
+``--host-only`` times the host's part alone, on any machine: no kernel runs;
+the benchmark itself writes every answer (response, device stamps, sequence
+word) into the queue before the message is sent, so ``recv()`` and ``call()``
+find it on their first poll. What is left is Python's cost per batch and per
+call, the part of a round trip the GPU cannot shorten.
 """
 from __future__ import annotations
 
@@ -33,6 +40,7 @@ import workbench as wb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _table import print_table  # noqa: E402
+from workbench.backends.persistent import MappedBuffer, PersistentLaunch  # noqa: E402
 
 SOURCE = r"""
 struct Request { float a; float b; int id; int pad; };
@@ -111,6 +119,99 @@ def copy_call_seconds(count: int) -> float:
     return float(np.median(times))
 
 
+class _NoKernel(PersistentLaunch):
+    """A "launch" that runs nothing and never ends by itself (--host-only)."""
+
+    kernel = "host-only"
+
+    def __init__(self):
+        self._stopped = False
+
+    def done(self) -> bool:
+        return self._stopped
+
+    def wait(self, timeout=None) -> bool:
+        self._stopped = True
+        return True
+
+    def kill(self) -> bool:
+        self._stopped = True
+        return True
+
+
+class _HostOnlyBackend:
+    """The active backend, except that a ring's queues are plain host memory
+    and its persistent kernel is :class:`_NoKernel` (--host-only)."""
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def alloc_mapped(self, nbytes: int) -> MappedBuffer:
+        return MappedBuffer(np.zeros(nbytes, dtype=np.uint8), 0, None)
+
+    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0):
+        return _NoKernel()
+
+
+def _answer_ahead(r) -> int:
+    """Play the device for the next ``capacity`` messages (not yet sent): their
+    answers, stamps and sequence words written now. Reaches into the ring's
+    private queue views, as only a benchmark of its host side may."""
+    first, cap = r._next_send, r.capacity
+    seqs = np.arange(first, first + cap, dtype=np.int64)
+    slots = seqs % cap
+    r._responses[slots] = np.zeros(1, dtype=r.response_dtype)
+    r._stamps[slots] = np.array([1000, 1500], dtype=np.uint64)
+    r._response_seq[slots] = seqs
+    return cap
+
+
+def host_only(batches=(1, 4, 16, 64)) -> list[list]:
+    """Rows: host µs per send()+recv() of each batch size and per call()."""
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=4096, threads=128,
+                start=False)
+    r.backend = _HostOnlyBackend(r.backend)
+    r.start()
+    rng = np.random.default_rng(0)
+    rows = []
+    sent = 0
+
+    def timed(step, per: int) -> float:
+        nonlocal sent
+        best = float("inf")
+        for _ in range(5):  # best of 5 windows: the least disturbed by the machine
+            room = _answer_ahead(r) // per
+            t0 = time.perf_counter_ns()
+            for _ in range(room):
+                step()
+            best = min(best, (time.perf_counter_ns() - t0) * 1e-3 / room)
+            sent += room * per
+        return best
+
+    for k in batches:
+        msgs = _messages(k, rng)
+        us = timed(lambda: (r.send(msgs), r.recv(k)), k)
+        rows.append([f"send()+recv() of {k}", f"{us:.3g} µs", f"{us / k * 1e3:.0f} ns/msg"])
+    msg = (1.0, 2.0, 0, 0)
+    us = timed(lambda: r.call(msg), 1)
+    rows.append(["call() of a tuple", f"{us:.3g} µs", ""])
+    record = _messages(1, rng)[0]
+    us = timed(lambda: r.call(record), 1)
+    rows.append(["call() of a record", f"{us:.3g} µs", ""])
+    r.stop()
+    t0 = time.perf_counter_ns()
+    st = r.stats()
+    us = (time.perf_counter_ns() - t0) * 1e-3
+    if st.messages != sent or r.depth or r.pending:
+        raise AssertionError(f"{sent} messages sent, {st.messages} counted by stats(), "
+                             f"{r.depth} unanswered, {r.pending} not received")
+    rows.append([f"stats() of {st.messages} messages", f"{us:.3g} µs", ""])
+    return rows
+
+
 def _verdict(ok: bool, simulated: bool) -> str:
     return "" if simulated else ("PASS" if ok else "below")
 
@@ -118,8 +219,14 @@ def _verdict(ok: bool, simulated: bool) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer messages")
+    parser.add_argument("--host-only", action="store_true",
+                        help="only Python's part of send/recv/call (no kernel; answers pre-written)")
     args = parser.parse_args(argv)
     b = wb.backend()
+    if args.host_only:
+        print_table(f"ring host side alone (Python {sys.version.split()[0]}, {b.name} compile)",
+                    ["what", "per batch or call", "per message"], host_only())
+        return 0
     sim = bool(b.simulated)
     quick = args.quick or sim
     rng = np.random.default_rng(0)

@@ -118,6 +118,31 @@ extern "C" __global__ void s(bool b, __half h, size_t big, unsigned char c, doub
         k(True, 0.5, 1, 1, out, grid=1, block=1, shared_mem="64")
 
 
+def test_python_numbers_reach_the_kernel_as_their_exact_c_values(backend):
+    """A call may pack Python numbers itself (no NumPy scalars on the GPU's
+    launch path): every C type must get the value NumPy's conversion gives."""
+    k = wb.compile(r'''
+#include <cuda_fp16.h>
+extern "C" __global__ void exact(float f, double d, __half h, int i, unsigned int u, long long q,
+                                 unsigned long long uq, short s, double* out, long long* iout,
+                                 unsigned long long* uout) {
+    out[0] = f; out[1] = d; out[2] = __half2float(h);
+    iout[0] = i; iout[1] = u; iout[2] = q; iout[3] = s; uout[0] = uq;
+}''')["exact"]
+    out, iout, uout = wb.allocate(3, np.float64), wb.allocate(4, np.int64), wb.allocate(1, np.uint64)
+    cases = [(0.1, 1 / 3, 1e-5, -2**31, 2**32 - 1, -2**63, 2**64 - 1, -2**15),
+             (float(np.finfo(np.float32).max), -1e300, 65504.0, 2**31 - 1, 0, 2**63 - 1, 0, 2**15 - 1),
+             (float(rng.standard_normal()), float(rng.standard_normal()), float(rng.standard_normal()),
+              int(rng.integers(-2**31, 2**31)), int(rng.integers(0, 2**32)),
+              int(rng.integers(-2**62, 2**62)), int(rng.integers(0, 2**63)) * 2 + 1, -7)]
+    for f, d, h, i, u, q, uq, s in cases:
+        k(f, d, h, i, u, q, uq, s, out, iout, uout, grid=1, block=1)
+        np.testing.assert_array_equal(
+            wb.to_host(out), [np.float64(np.float32(f)), d, np.float64(np.float16(h))])
+        np.testing.assert_array_equal(wb.to_host(iout), [i, u, q, s])
+        assert int(wb.to_host(uout)[0]) == uq
+
+
 def test_a_kernel_without_parameters(backend):
     k = wb.compile('extern "C" __global__ void nothing() { }')["nothing"]
     k(grid=2, block=32)

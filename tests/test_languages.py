@@ -294,3 +294,50 @@ def test_gpu_numba_launch_on_a_new_array_at_a_reused_address_writes_the_new_arra
         k(x, y, value, x.size, grid=x.size // 128, block=128)
         np.testing.assert_allclose(wb.to_host(y), value * host, rtol=1e-6)
         del y
+
+
+@pytest.mark.gpu
+def test_gpu_triton_relaunches_follow_every_specialisation(on_gpu):
+    """Repeat launches skip Triton's dispatch (languages/triton_direct.py): each
+    one must still run the specialisation Triton would pick for its arguments
+    (sizes divisible by 16 or not, aligned or offset pointers, another dtype,
+    another BLOCK), and be logged."""
+    k = wb.kernel(kernels(on_gpu, "triton")["scale"])
+    rng = np.random.default_rng(11)
+
+    def scale_rows():
+        log = wb.timings()
+        return log[(log["kind"] == "kernel") & (log["kernel"] == "scale")]
+
+    before = len(scale_rows())
+    launches = 0
+    for dtype in (np.float32, np.float64):
+        for n, offset, block in ((1024, 0, 128), (777, 0, 128), (1024, 1, 128), (1, 0, 128),
+                                 (1024, 0, 256), (1024, 0, 128), (777, 1, 128)):
+            host = rng.standard_normal(n + offset).astype(dtype)
+            x = wb.to_device(host)[offset:]  # offset 1: a pointer off Triton's 16-byte alignment
+            y = wb.xp.zeros(n + offset, dtype=dtype)[offset:]
+            for a in (1.5, -3.0):
+                k(x, y, a, n, grid=(triton_cdiv(n, block),), BLOCK=block)
+                launches += 1
+                np.testing.assert_allclose(wb.to_host(y), a * host[offset:].astype(np.float64),
+                                           rtol=1e-6 if dtype == np.float32 else 1e-12)
+    rows = scale_rows()
+    assert len(rows) == before + launches
+    assert (rows["ms"].iloc[-launches:] > 0).all()
+    assert k._direct and k._direct._kernels  # the repeats went past Triton's dispatch
+    from triton import knobs  # a profiler's launch hook still sees every launch
+    chain = knobs.runtime.launch_enter_hook
+    if hasattr(chain, "add"):
+        seen = []
+        chain.add(seen.append)
+        try:
+            k(x, y, 2.0, n, grid=(triton_cdiv(n, 128),), BLOCK=128)
+            k(x, y, 2.0, n, grid=(triton_cdiv(n, 128),), BLOCK=128)
+        finally:
+            chain.remove(seen.append)
+        assert len(seen) == 2
+
+
+def triton_cdiv(n: int, block: int) -> int:
+    return -(-n // block)

@@ -74,6 +74,42 @@ def test_messages_are_answered_once_and_in_order(backend):
     assert not r.running
 
 
+def test_answers_finishing_out_of_order_come_back_in_order_across_the_wrap(backend):
+    # recv() watches the last answer of a batch first; here the first messages of each
+    # batch finish last (their handlers spin), and the batches cross the 64-slot queue's
+    # end, in sizes that take each way of checking a run (a few words, a sum, NumPy)
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64) as r:
+        total, spun = 0, 0
+        for i, n in enumerate((3, 20, 40, 7, 64, 33, 5)):
+            batch = messages(n, first_id=total, seed=i)
+            slow = min(n, 3)
+            batch["spin_us"][:slow] = np.arange(slow, 0, -1) * 2000  # 6, 4, 2 ms, then none
+            spun += slow
+            r.send(batch)
+            check_answers(r.recv(n), batch)
+            total += n
+        assert r.send(messages(300)) == total + 1  # one send larger than the queue
+        check_answers(r.recv(), messages(300))
+        total += 300
+        stats = r.stats()
+        assert stats.messages == total == stats.device_time.size
+        # each message's own figures, in one order: its round trip holds its handler's time
+        assert (stats.host_latency >= stats.device_time - 1e-6).all()
+        assert (np.sort(stats.device_time)[-spun:] >= 1.9e-3).all()
+
+
+def test_a_timed_out_recv_keeps_what_arrived(backend):
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64) as r:
+        sent = messages(33)
+        sent["spin_us"][32] = 1_000_000  # the last one (a warp of its own on a GPU) takes 1 s
+        r.send(sent)
+        with pytest.raises(TimeoutError, match="unanswered after 0.3 s"):
+            r.recv(33, timeout=0.3)
+        assert r.pending + r.depth == 33 and r.depth >= 1
+        check_answers(r.recv(33, timeout=30), sent)
+        assert r.stats().messages == 33
+
+
 def test_call_takes_a_tuple_a_record_or_refuses_clearly(backend):
     padded = """
     struct Request { char tag; double x; short n; };
@@ -96,6 +132,9 @@ def test_call_takes_a_tuple_a_record_or_refuses_clearly(backend):
         with pytest.raises(RingLayoutError, match="cannot make a message"):
             r.call((300, 2.0, 1))  # 300 does not fit a char
         assert r.call((1, 0.5, 2))["y"] == 2.0  # and the ring still answers
+        answers = [r.call((1, float(i), 1)) for i in range(300)]  # each answer its own record
+        answers[0]["y"] = -1.0
+        assert [a["y"] for a in answers[1:]] == [i + 1.0 for i in range(1, 300)]
 
 
 def test_async_call_and_the_batch_launch_agree(backend):
@@ -247,6 +286,20 @@ def test_ctrl_c_while_waiting_stops_the_ring(backend):
     assert not r.running
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as again:
         assert again.call((1.0, 1.0, 5, 0))["id"] == 5
+
+
+def test_ctrl_c_in_call_stops_the_ring(backend):
+    import signal
+    import threading
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64)
+    threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        r.call((1.0, 1.0, 5, 1_500_000), timeout=20)  # its handler takes 1.5 s
+    assert not r.running
+    r.start()  # and starts again, the message given up forgotten
+    assert r.call((2.0, 1.0, 6, 0))["sum"] == 3.0
+    assert r.stats().messages == 1
+    r.stop()
 
 
 def test_the_ring_panel_shows_depth_and_rate(backend):

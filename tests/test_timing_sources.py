@@ -178,6 +178,23 @@ def test_cupti_times_every_launch_on_the_gpu(gpu):
     assert float(wb.to_host(x)[0]) == 80.0
 
 
+@pytest.mark.gpu
+def test_event_timed_launches_through_the_c_launcher_keep_their_lengths(gpu):
+    """Events recorded around the launch by the C launcher's one call (or by
+    Python where it is not built) time kernels of 1x, 2x and 4x the work."""
+    from workbench.runtime.session import session
+    module = wb.compile(SPIN, instantiate=["fill<float>"])
+    spin = module["spin"]
+    with session().timing_log.timed_by_events():
+        spin(np.int64(1000), grid=1, block=1)  # (a first launch also loads the module)
+        start = len(wb.timings())
+        for us in (50, 500, 100, 50):
+            spin(np.int64(us * 1000), grid=1, block=1)
+        df = wb.timings().iloc[start:]
+    assert list(df["kernel"]) == ["spin"] * 4
+    np.testing.assert_allclose(df["ms"].to_numpy(), [0.05, 0.5, 0.1, 0.05], rtol=0.15)
+
+
 def test_cupti_timed_launches_get_a_place_on_the_timeline():
     from workbench.runtime import timing
     log, b = TimingLog(Cell()), RecordsBackend()

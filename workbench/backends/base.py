@@ -296,7 +296,13 @@ class Backend(abc.ABC):
         ``function``, built once per kernel. ``params`` are the kernel's parsed
         parameters (:class:`workbench.core.signature.Param`), so a backend can
         prepare the argument layout ahead of time. The default calls
-        :meth:`launch`."""
+        :meth:`launch`. A launcher that packs Python ints and floats into the
+        parameters' C types itself (the caller has range-checked them) says so
+        with an attribute ``packs_python_numbers = True``: calls then skip
+        making NumPy scalars of the exact types. A launcher may also carry
+        ``between(start, end, grid, block, args, shared_mem, stream)``: the
+        launch with events ``start`` and ``end`` recorded on ``stream`` around
+        it, in one call (the timing log uses it where it times by events)."""
         launch = self.launch
 
         def launcher(grid, block, args, shared_mem, stream):
@@ -462,6 +468,10 @@ class Backend(abc.ABC):
     def timing_source(self) -> str:
         """In words: what times the launches of the timing log."""
         return "events"
+
+    def launch_path(self) -> str:
+        """In words: what launches a kernel's call (a compiled launcher, or Python)."""
+        return "the backend's launch()"
 
     # -- memory accounting --------------------------------------------------
     def add_allocation_listener(self, on_alloc: Callable[[int, int], None],

@@ -22,13 +22,12 @@ from typing import Sequence
 import cupy
 import numpy
 from cupy.cuda import driver, runtime
-from cupy.cuda.memory_hook import MemoryHook
 
 from .. import cxx
 from ..errors import LaunchConfigError
 from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
                    DeviceProperties, KernelResources, normalise_arch)
-from . import cupti_activity, cupy_persistent
+from . import cupti_activity, cupy_persistent, native_launch
 from .cupy_faults import _faults_as_kernel_faults, _kernel_fault
 from .cupy_transfers import CupyTransfers
 from .nvrtc import check_with_nvrtc
@@ -91,22 +90,41 @@ class CupyModule(CompiledModule):
             max_threads_per_block=fn.max_threads_per_block, arch=self.arch)
 
 
-class _AllocationHook(MemoryHook):
-    """Forwards CuPy pool allocations and frees to workbench listeners."""
+def _native_launcher(function, params, formats: list[str], opted_in: list[int]):
+    """The launcher of :meth:`CupyBackend.make_launcher` through the C
+    launcher (:mod:`.native_launch`), or None where it cannot take this
+    kernel (a parameter type it does not pack) or does not run here."""
+    codes = "".join("P" if p.is_pointer else f for p, f in zip(params, formats))
+    if not set(codes) <= native_launch.CODES:
+        return None
+    launch = native_launch.launch_function()
+    if launch is None:
+        return None
+    codes = codes.encode()
+    func_ptr = function.kernel.ptr
 
-    def __init__(self, on_alloc, on_free):
-        self.name = f"workbench-{id(self):x}"  # hooks are registered by unique name
-        self._on_alloc = on_alloc
-        self._on_free = on_free
+    def launcher(grid, block, args, shared_mem, stream):
+        if shared_mem > opted_in[0]:
+            function.max_dynamic_shared_size_bytes = shared_mem
+            opted_in[0] = shared_mem
+        status = launch(func_ptr, codes, args, grid[0], grid[1], grid[2], block[0], block[1],
+                        block[2], shared_mem, stream.ptr)
+        if status:
+            exc = driver.CUDADriverError(status)
+            raise _kernel_fault(exc) or exc
 
-    # malloc_*: an allocation from the pool (alloc_* would be the pool's own
-    # cudaMalloc, missed when a cached block is reused); free_*: back to the pool.
-    def malloc_postprocess(self, **kw):
-        if kw["mem_ptr"]:  # 0: the allocation failed (out of memory)
-            self._on_alloc(kw["mem_ptr"], kw["mem_size"])
-
-    def free_postprocess(self, **kw):
-        self._on_free(kw["mem_ptr"], kw["mem_size"])
+    def between(start, end, grid, block, args, shared_mem, stream):
+        if shared_mem > opted_in[0]:
+            function.max_dynamic_shared_size_bytes = shared_mem
+            opted_in[0] = shared_mem
+        status = launch(func_ptr, codes, args, grid[0], grid[1], grid[2], block[0], block[1],
+                        block[2], shared_mem, stream.ptr, start, end)
+        if status:
+            exc = driver.CUDADriverError(status)
+            raise _kernel_fault(exc) or exc
+    launcher.packs_python_numbers = True  # checked ints and floats go in as their C types
+    launcher.between = between  # the launch between two event records (raw handles), in one call
+    return launcher
 
 
 #: NumPy dtype char -> struct format of the C type, for packed launches.
@@ -389,6 +407,11 @@ class CupyBackend(CupyTransfers, Backend):
                             f"backend; parameter '{p.name}' is a {p.ctype}")
                     return super().make_launcher(function, params)
                 formats.append(_STRUCT_CODES[dt.char])
+        opted_in = [function.max_dynamic_shared_size_bytes]  # 48 KiB less static shared
+        if not cooperative:
+            native = _native_launcher(function, params, formats, opted_in)
+            if native is not None:
+                return native
         packer = struct.Struct("<" + "".join(f + "x" * (8 - struct.calcsize(f)) for f in formats))
         count = len(params)
         pointer_slots = tuple(i for i, p in enumerate(params) if p.is_pointer)
@@ -397,7 +420,6 @@ class CupyBackend(CupyTransfers, Backend):
         if cooperative:
             def launch_kernel(f, gx, gy, gz, bx, by, bz, shared, stream_ptr, params, extra):
                 driver.launchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, stream_ptr, params)
-        opted_in = [function.max_dynamic_shared_size_bytes]  # 48 KiB less static shared
         per_thread = threading.local()  # each thread packs into its own argument block
 
         def argument_block():
@@ -425,6 +447,7 @@ class CupyBackend(CupyTransfers, Backend):
                               shared_mem, stream.ptr, pointers_address, 0)
             except driver.CUDADriverError as exc:
                 raise _kernel_fault(exc) or exc
+        launcher.packs_python_numbers = True  # struct packs a checked int or float exactly
         return launcher
 
     def suggest_block_size(self, function, shared_mem: int = 0) -> int:
@@ -500,6 +523,11 @@ class CupyBackend(CupyTransfers, Backend):
     def kernel_symbol(self, function) -> str | None:
         return getattr(function, "name", None)
 
+    def launch_path(self) -> str:
+        if native_launch.launch_function() is not None:
+            return "the C launcher (native/launch.c)"
+        return f"Python and CuPy's driver binding ({native_launch.unavailable_reason()})"
+
     def timing_source(self) -> str:
         if cupti_activity.kernel_activity() is not None:
             return "CUPTI activity records"
@@ -516,12 +544,8 @@ class CupyBackend(CupyTransfers, Backend):
 
     # -- memory accounting --------------------------------------------------------
     def add_allocation_listener(self, on_alloc, on_free):
-        hook = _AllocationHook(on_alloc, on_free)
-        hook.__enter__()  # CuPy memory hooks are per thread: this is the notebook's
-
-        def remove():
-            hook.__exit__(None, None, None)
-        return remove
+        from . import cupy_allocations   # an allocator of our own around CuPy's (process-wide)
+        return cupy_allocations.add_allocation_listener(on_alloc, on_free)
 
     def pool_stats(self) -> dict[str, int]:
         pool = cupy.get_default_memory_pool()
@@ -532,8 +556,12 @@ class CupyBackend(CupyTransfers, Backend):
     def is_out_of_memory(self, exc: BaseException) -> bool:
         return isinstance(exc, (MemoryError, cupy.cuda.memory.OutOfMemoryError))
 
-    def pool_reserved_bytes(self) -> int:
-        return cupy.get_default_memory_pool().total_bytes()
+    @property
+    def pool_reserved_bytes(self):
+        # The pool's own bound method: `backend.pool_reserved_bytes()` reads it as
+        # before, and the memory tracker, which calls it on every allocation,
+        # skips a Python frame per call.
+        return cupy.get_default_memory_pool().total_bytes
 
     def set_pool_limit(self, nbytes: int | None) -> None:
         cupy.get_default_memory_pool().set_limit(size=nbytes or 0)  # CuPy: 0 is no cap
@@ -547,4 +575,5 @@ class CupyBackend(CupyTransfers, Backend):
         p = self.device_properties()
         major, minor = p.compute_capability
         return (f"GPU {p.index}: {p.name} (sm_{major}{minor}, {p.total_memory / 2**30:.0f} GiB) via "
-                f"CuPy {cupy.__version__}; launches timed by {self.timing_source()}")
+                f"CuPy {cupy.__version__}; launches timed by {self.timing_source()}, "
+                f"made by {self.launch_path()}")

@@ -176,14 +176,17 @@ def _scalar_converter(kernel: str, p: Param, backend):
     return convert
 
 
-def _argument_checker(params, converters, backend):
+def _argument_checker(params, converters, backend, exact_numbers: bool = True):
     """One function that checks and converts a whole argument tuple.
 
     It is generated (as ``collections.namedtuple`` and ``dataclasses`` do)
     so that the common cases -- a Python float for a float parameter, an int
     in range for an integer one, a device array of the right dtype for a
     pointer -- are inline tests with no call; anything else falls back to the
-    parameter's full converter, which raises the helpful error.
+    parameter's full converter, which raises the helpful error. With
+    ``exact_numbers=False`` a Python number that passed its range test stays
+    as it is (for a launcher that packs numbers into their C types itself)
+    instead of becoming a NumPy scalar of the exact type.
     """
     ns: dict = {"array_type": backend.device_array_type}
     fast_contiguous = ns["array_type"] is not None and hasattr(ns["array_type"], "_c_contiguous")
@@ -195,15 +198,18 @@ def _argument_checker(params, converters, backend):
         if p.is_pointer and dt is not None and p.pointer_depth == 1 and ns["array_type"] is not None:
             ns[f"d{i}"] = dt
             contiguous = f" and {a}._c_contiguous" if fast_contiguous else ""
-            items.append(f"{a} if type({a}) is array_type and {a}.dtype == d{i}{contiguous} else c{i}({a})")
+            items.append(f"{a} if type({a}) is array_type and ({a}.dtype is d{i} or {a}.dtype == d{i})"
+                         f"{contiguous} else c{i}({a})")
         elif not p.is_pointer and dt is not None and dt.kind == "f":
             ns[f"t{i}"] = dt.type
             top = float(np.finfo(dt).max)
-            items.append(f"t{i}({a}) if type({a}) is float and {-top!r} <= {a} <= {top!r} else c{i}({a})")
+            value = f"t{i}({a})" if exact_numbers else a
+            items.append(f"{value} if type({a}) is float and {-top!r} <= {a} <= {top!r} else c{i}({a})")
         elif not p.is_pointer and dt is not None and dt.kind in "iu":
             info = np.iinfo(dt)
             ns[f"t{i}"] = dt.type
-            items.append(f"t{i}({a}) if type({a}) is int and {info.min} <= {a} <= {info.max} else c{i}({a})")
+            value = f"t{i}({a})" if exact_numbers else a
+            items.append(f"{value} if type({a}) is int and {info.min} <= {a} <= {info.max} else c{i}({a})")
         else:
             items.append(f"c{i}({a})")
     names = ", ".join(f"a{i}" for i in range(len(params)))
@@ -293,6 +299,10 @@ class Kernel:
         self._configs: dict = {}  # (grid, block, shared_mem, n) -> checked (grid3, block3)
         self._launcher = self.backend.make_launcher(function, signature.params)
         register_check(self._launcher, self._check)  # set_args of graph nodes checks with it
+        #: the check of a call: Python numbers as they are where the launcher packs them
+        self._check_call = (_argument_checker(signature.params, self._converters, self.backend,
+                                              exact_numbers=False)
+                            if getattr(self._launcher, "packs_python_numbers", False) else self._check)
         self._symbol = self.backend.kernel_symbol(function)  # as CUPTI's records name it
         self._coop_launcher = None
         self._session = session()
@@ -400,7 +410,7 @@ class Kernel:
             raise LaunchConfigError(self._other_backend_message())
         if len(args) != self._nparams:
             args = self._complete(args)  # defaults, or raises with the signature
-        converted = self._check(args)
+        converted = self._check_call(args)
         try:
             key = (grid, block, shared_mem, n)
             grid3, block3 = self._configs[key]

@@ -90,6 +90,9 @@ class PyKernel:
         self._dtypes = {k: np.dtype(v) for k, v in (dtypes or {}).items()}
         self._resources: KernelResources | None = None
         self._counts: dict = {}  # keyword names of a call -> the positional counts it takes
+        #: (positional count, *keyword names) of a call -> the parameters given by keyword
+        #: that become positional (the count checked)
+        self._shapes: dict = {}
 
     # -- what a subclass says -----------------------------------------------------
     def _params(self) -> list[str]:
@@ -121,46 +124,56 @@ class PyKernel:
     def check_args(self, args, kwargs=None) -> list:
         """Count, device memory and (where declared) dtype of ``args``; the
         converted arguments the language launches with."""
-        params = self._params()
-        key = tuple(kwargs) if kwargs else ()
+        self._check_count(len(args), tuple(kwargs) if kwargs else ())
+        return self._convert_args(args)
+
+    def _check_count(self, given: int, keywords: tuple) -> None:
         try:
-            lo, hi = self._counts[key]
+            lo, hi = self._counts[keywords]
         except KeyError:
-            lo, hi = self._counts[key] = self._required(kwargs or {})
-        if not lo <= len(args) <= hi:
+            lo, hi = self._counts[keywords] = self._required(dict.fromkeys(keywords))
+        if not lo <= given <= hi:
             count = str(lo) if lo == hi else f"{lo} to {hi}"
             raise KernelArgumentError(
                 f"{self.name}() ({self.language}) takes {count} positional argument"
-                f"{'s' if hi != 1 else ''} ({', '.join(params[:hi])}), got {len(args)}.")
-        b = self.backend
-        fast = b.device_array_type
+                f"{'s' if hi != 1 else ''} ({', '.join(self._params()[:hi])}), got {given}.")
+
+    def _convert_args(self, args) -> list:
+        fast = self.backend.device_array_type
+        convert = self._convert_array
         scalars = _SCALARS
-        dtypes = self._dtypes
+        checked = not self._dtypes  # (declared dtypes: every array goes by the careful path)
         out = []
-        for i, a in enumerate(args):
+        for a in args:
             t = type(a)
-            if t in scalars:
+            if t is fast and checked:
+                out.append(convert(a))
+            elif t in scalars:
                 out.append(a)
-                continue
-            if t is not fast and not b.is_device_array(a):
-                if isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__") \
-                        or hasattr(a, "__dlpack__"):
-                    raise KernelArgumentError(
-                        f"{self.name}() ({self.language}): parameter '{self._param_name(i)}' "
-                        f"needs device memory, got {describe(a)}. Copy it first: "
-                        f"wb.to_device(array).")
-                out.append(a)  # anything else is the language's to take or refuse
-                continue
-            if dtypes:
-                pname = self._param_name(i)
-                want = dtypes.get(pname)
-                if want is not None and a.dtype != want:
-                    raise KernelArgumentError(
-                        f"{self.name}() ({self.language}): parameter '{pname}' takes a device "
-                        f"array of {want}, got {describe(a)}. Convert it with "
-                        f".astype({want.name!r}).")
-            out.append(self._convert_array(a))
+            else:
+                out.append(self._convert_other(len(out), a))
         return out
+
+    def _convert_other(self, i: int, a):
+        """Argument ``i`` that is neither a plain scalar nor (without declared
+        dtypes) a device array of the backend's own type."""
+        b = self.backend
+        if type(a) is not b.device_array_type and not b.is_device_array(a):
+            if isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__") \
+                    or hasattr(a, "__dlpack__"):
+                raise KernelArgumentError(
+                    f"{self.name}() ({self.language}): parameter '{self._param_name(i)}' "
+                    f"needs device memory, got {describe(a)}. Copy it first: "
+                    f"wb.to_device(array).")
+            return a  # anything else is the language's to take or refuse
+        pname = self._param_name(i)
+        want = self._dtypes.get(pname)
+        if want is not None and a.dtype != want:
+            raise KernelArgumentError(
+                f"{self.name}() ({self.language}): parameter '{pname}' takes a device "
+                f"array of {want}, got {describe(a)}. Convert it with "
+                f".astype({want.name!r}).")
+        return self._convert_array(a)
 
     def _param_name(self, i: int) -> str:
         params = self._params()
@@ -178,27 +191,35 @@ class PyKernel:
         if n is not None and grid is not None and "n" in self._params()[len(args):]:
             meta["n"] = n  # the kernel's own parameter n, given by keyword (wb.sweep's setup dict)
             n = None
-        if meta:
-            args, meta = self._bind(args, meta)
-        converted = self.check_args(args, meta)
+        shape = (len(args), *meta) if meta else len(args)
+        moved = self._shapes.get(shape)
+        if moved is None:
+            moved = self._shape(shape, len(args), meta)
+        if moved:
+            meta = dict(meta)
+            args = (*args, *[meta.pop(p) for p in moved])
+        converted = self._convert_args(args)
         grid, block = self.launch_config(grid, block, n, meta)
         stream = b.current_stream() if stream is None else launch_stream(b, stream, f"{self.name}()")
         self._session.timing_log.timed_launch(
             b, self.name, self._log_grid(grid), block, shared_mem, stream, self._run,
             (converted, meta, grid), self.language)
 
-    def _bind(self, args: tuple, meta: dict) -> tuple[tuple, dict]:
-        """Parameters given by keyword, after the positional ones, become positional."""
+    def _shape(self, shape, given: int, meta: dict) -> tuple:
+        """For calls with ``given`` positional arguments and the keywords of
+        ``meta``: the parameters given by keyword right after the positional
+        ones, which become positional (checked: the count, which raises)."""
         params = self._params()
-        if len(args) >= len(params) or params[len(args)] not in meta:
-            return args, meta
-        meta = dict(meta)
-        extra = []
-        for p in params[len(args):]:
+        moved = []
+        for p in params[given:]:
             if p not in meta:
                 break
-            extra.append(meta.pop(p))
-        return (*args, *extra), meta
+            moved.append(p)
+        self._check_count(given + len(moved), tuple(k for k in meta if k not in moved))
+        if len(self._shapes) >= 256:
+            self._shapes.clear()
+        self._shapes[shape] = moved = tuple(moved)
+        return moved
 
     def _run(self, _grid, block, packed, shared_mem, stream) -> None:
         converted, meta, grid = packed

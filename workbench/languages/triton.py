@@ -34,6 +34,7 @@ from ..backends.nvrtc.check import NvrtcResult
 from ..errors import LaunchConfigError
 from ..present.tables import html_table, pandas
 from .base import PyKernel, dim3
+from .triton_direct import DirectLaunches
 
 
 #: The legacy (0, 1) and per-thread (2) default streams: work on one of them is
@@ -105,6 +106,12 @@ class _HostArray:
 
     def set_(self, *args):
         return self
+
+
+#: (address, dtype) -> its _DeviceArray, so that repeated launches on the same
+#: arrays pass the same objects (triton_direct.py keys its launches by them).
+_VIEWS: dict = {}
+_MAX_VIEWS = 4096
 
 
 class _DeviceArray:
@@ -201,6 +208,9 @@ class TritonKernel(PyKernel):
         self._warps = None  # its num_warps
         self._device = None
         self._torch_streams: dict = {}
+        #: launches past Triton's dispatch (triton_direct.py): None until the first
+        #: launch; False for an autotuned kernel or a Triton without what it uses
+        self._direct = None if self._jit is fn else False
         if not self.simulated:
             from triton.runtime import driver  # lazy: see module docstring (the kernel imported it)
             self._driver = driver
@@ -218,7 +228,13 @@ class TritonKernel(PyKernel):
     def _convert_array(self, a):
         if self.simulated:
             return _HostArray(a.view(np.ndarray))
-        return _DeviceArray(self.backend.device_pointer(a), a.dtype)
+        key = (self.backend.device_pointer(a), a.dtype)
+        view = _VIEWS.get(key)
+        if view is None:  # one view per address and dtype: repeat calls are the same arguments
+            if len(_VIEWS) >= _MAX_VIEWS:
+                _VIEWS.clear()
+            view = _VIEWS[key] = _DeviceArray(*key)
+        return view
 
     def launch_config(self, grid, block, n, meta):
         if block is not None or n is not None:
@@ -245,6 +261,13 @@ class TritonKernel(PyKernel):
             self.fn[grid](*args, **meta)
             return
         want = self.backend.stream_pointer(stream)
+        direct = self._direct
+        if direct:
+            ret = direct.launch(grid, args, meta, want)
+            if ret is not None:
+                if ret is not self._last:
+                    self._remember(ret)
+                return
         active = self._driver.active
         if self._device is None:  # Triton launches on PyTorch's current device: asked once
             self._device = active.get_current_device()
@@ -255,8 +278,16 @@ class TritonKernel(PyKernel):
             with self._torch_stream(want):
                 ret = self.fn[grid](*args, **meta)
         if ret is not self._last and ret is not None and hasattr(ret, "metadata"):
-            self._last = ret
-            self._warps = getattr(ret.metadata, "num_warps", None)
+            self._remember(ret)
+        if direct is None:
+            direct = self._direct = DirectLaunches.create(self._jit, self._device) or False
+        if direct:
+            direct.remember(args, meta, ret)
+
+    def _remember(self, kernel) -> None:
+        """``kernel`` (Triton's compiled kernel) was the last launched: the resources show it."""
+        self._last = kernel
+        self._warps = getattr(kernel.metadata, "num_warps", None)
 
     def _torch_stream(self, ptr: int):
         import torch  # lazy: Triton's GPU driver itself needs PyTorch, only on this path

@@ -43,7 +43,11 @@ def tracking(enabled: bool | None = None) -> bool:
     _wanted = enabled
     if enabled:
         _on_backend_change(_follow_backend)
-        _tracker().start(_backend())
+        try:
+            _tracker().start(_backend())
+        except BaseException:
+            _wanted = False   # refused (e.g. inside cupy.cuda.using_allocator): stays off
+            raise
     else:
         _tracker().stop()
     return _tracker().enabled

@@ -122,8 +122,9 @@ def memory_kinds(tracker, backend) -> MemoryKinds:
     totals = registry().totals()
     tracked = tracker.enabled and tracker.backend is backend
     if tracked:
-        managed = [e for e in registry().entries() if e[1] == "managed" and e[0] in tracker.live]
-        in_use, arrays = tracker.in_use, max(0, len(tracker.live) - len(managed))
+        live = tracker.live   # counted once: each read of the property counts pending events
+        managed = [e for e in registry().entries() if e[1] == "managed" and e[0] in live]
+        in_use, arrays = tracker.in_use, max(0, len(live) - len(managed))
         managed_in_pool = sum(e[2] for e in managed)
     else:
         try:

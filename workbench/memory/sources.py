@@ -15,6 +15,8 @@ import sysconfig
 from dataclasses import dataclass
 from typing import Callable
 
+_getframe = sys._getframe
+
 #: How many user frames an allocation keeps (the allocating line first).
 DEPTH = 3
 
@@ -29,7 +31,7 @@ _DRIVER_STDLIB = frozenset({"asyncio", "runpy.py", "threading.py", "concurrent"}
 _IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
 _INSTALLED_DIRS = tuple(os.sep + name + os.sep for name in ("site-packages", "dist-packages"))
 
-USER, LIBRARY, DRIVER = 0, 1, 2
+USER, LIBRARY, DRIVER = 0, 1, 2   # USER must stay 0 (capture tests `not kind`)
 _kind_by_file: dict = {}   # file name -> USER / LIBRARY / DRIVER (str hashes are cached;
                            # code objects hash their whole contents on every look-up)
 _library_dirs: tuple[str, ...] | None = None
@@ -79,29 +81,30 @@ def capture(skip: int = 2, depth: int = DEPTH) -> tuple:
     """The innermost ``depth`` user frames as ``((code, instruction offset), ...)``.
 
     ``skip`` frames above the caller are ignored outright (the allocation
-    callbacks themselves). Cheap: no strings are built here, each file is
-    classified once, and the walk stops at the notebook kernel.
+    callbacks themselves). Runs on every tracked allocation, so it only walks
+    frames: no strings are built, no frame objects are kept (they would keep
+    the arrays in their locals alive), each file is classified once, and the
+    walk stops at the ``depth``-th user frame or at the notebook kernel.
     """
     try:
-        frame = sys._getframe(skip)
+        frame = _getframe(skip)
     except ValueError:
         return ()
-    found = []
     kinds = _kind_by_file
+    found = ()
     while frame is not None:
         code = frame.f_code
-        filename = code.co_filename
-        kind = kinds.get(filename)
+        kind = kinds.get(code.co_filename)
         if kind is None:
-            kind = kinds[filename] = frame_kind(filename)
-        if kind == USER:
-            found.append((code, frame.f_lasti))   # the line is found later: f_lineno is slow
+            kind = kinds[code.co_filename] = frame_kind(code.co_filename)
+        if not kind:   # USER; the line is found later: f_lineno is slow
+            found += ((code, frame.f_lasti),)
             if len(found) == depth:
-                break
+                return found
         elif kind == DRIVER:
-            break
+            return found
         frame = frame.f_back
-    return tuple(found)
+    return found
 
 
 def set_cell_resolver(resolver: Callable[[str], int | None] | None) -> None:

@@ -1,6 +1,7 @@
 """Persistent "ring" kernels: a ``__device__`` message handler turned into a
 GPU service fed by a host-to-device queue and answering on a device-to-host
 queue (:func:`ring`). Runs on the GPU and on the CPU simulator."""
-from .ring import (Ring, RingError, RingFull, RingHang, RingLayoutError, RingStopped,  # noqa: F401
-                   ring)
+from .errors import (RingError, RingFull, RingHang, RingLayoutError,  # noqa: F401
+                     RingStopped)
+from .ring import Ring, ring  # noqa: F401
 from .stats import RingStats  # noqa: F401

@@ -7,89 +7,32 @@ the simulator's shared arena), one buffer holding, per slot, the request and
 its sequence number, the response and its sequence number, and the handler's
 device timestamps. The host writes a batch of requests and then their
 sequence numbers; the device answers each and publishes its number. Host-side
-reads and writes are plain NumPy operations on views of that buffer, with no
-copy call in between: on a GPU a copy call alone costs several microseconds,
+reads and writes are plain operations on views of that buffer (memoryviews
+and bytes copies, cheaper from Python than NumPy's), with no copy call in between: on a GPU a copy call alone costs several microseconds,
 more than the round trip a ring is for.
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import struct
 import time
 import weakref
 
 import numpy as np
 
-from ..core.compiler import compile as compile_source
-from ..errors import CompileError, WorkbenchError
 from ..runtime.session import backend as active_backend
-from . import codegen
+from .errors import RingError, RingFull, RingHang, RingLayoutError, RingStopped
+from .layout import compile_checked, offsets, packer, structured
 from .stats import RingStats
 
-_CONTROL_BYTES = 128
-_ALIGN = 128
-#: Polls the host spins (no sleep) before it starts sleeping between polls.
-_SPIN_POLLS = 20000
-
-
-class RingError(WorkbenchError):
-    """A ring could not be made, started or used as asked."""
-
-
-class RingLayoutError(RingError, TypeError):
-    """A message dtype does not match its C struct."""
-
-
-class RingFull(RingError):
-    """The request queue stayed full (the device is not answering fast enough)."""
-
-
-class RingHang(RingError):
-    """No message was answered within the watchdog's time."""
-
-
-class RingStopped(RingError):
-    """The ring is not running."""
-
-
-def _structured(dtype, what: str) -> np.dtype:
-    dtype = np.dtype(dtype)
-    if not dtype.names:
-        raise RingLayoutError(f"{what} must be a structured NumPy dtype whose fields are the C "
-                              f"struct's members, got {dtype}; e.g. np.dtype([('a', 'f4'), "
-                              "('b', 'f4')]) for struct { float a, b; }")
-    return dtype
-
-
-_STRUCT_CODES = {"f2": "e", "f4": "f", "f8": "d", "i1": "b", "u1": "B", "i2": "h", "u2": "H", "i4": "i",
-                 "u4": "I", "i8": "q", "u8": "Q", "b1": "?"}
-
-
-def _packer(dtype: np.dtype):
-    """``pack_into(buffer, offset, *values)`` writing one message of ``dtype``
-    (little-endian scalar fields only), or None where NumPy must convert."""
-    fmt, at = "<", 0
-    for name in dtype.names:  # the tuple's order: offsets must increase along it
-        t, offset = dtype.fields[name][:2]
-        code = _STRUCT_CODES.get(f"{t.kind}{t.itemsize}")
-        if code is None or t.shape or t.byteorder == ">" or offset < at:
-            return None
-        fmt += "x" * (offset - at) + code
-        at = offset + t.itemsize
-    return struct.Struct(fmt).pack_into
-
-
-def _offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, tuple[int, int]]:
-    """Byte (offset, size) of each part of the shared buffer."""
-    parts = {"control": _CONTROL_BYTES,
-             "response_seq": 8 * capacity, "stamps": 16 * capacity,
-             "requests": request.itemsize * capacity, "responses": response.itemsize * capacity}
-    layout, at = {}, 0
-    for name, size in parts.items():
-        layout[name] = (at, size)
-        at += -(-size // _ALIGN) * _ALIGN
-    layout["total"] = (0, at)
-    return layout
+#: Polls the host spins (no sleep) before it starts sleeping between polls
+#: (a poll is one word read: some 40-80 ns, so a few milliseconds of spinning).
+_SPIN_POLLS = 65536
+_SPIN_ROUND = range(1024)
+#: call()'s answers are records of a private array of this many, one each, so
+#: that an answer costs a copy of its bytes and no new array.
+_ANSWER_POOL = 256
 
 
 def _shutdown(control: np.ndarray, launch, wait_s: float = 2.0) -> None:
@@ -106,8 +49,8 @@ class Ring:
                  request_type: str = "Request", response_type: str = "Response",
                  capacity: int = 8192, threads: int = 128, blocks: int | None = None,
                  name: str | None = None, watchdog_s: float = 10.0, max_backoff_ns: int = 64):
-        self.request_dtype = _structured(request, "request")
-        self.response_dtype = _structured(response, "response")
+        self.request_dtype = structured(request, "request")
+        self.response_dtype = structured(response, "response")
         if capacity < 32 or capacity % 32:
             raise RingError(f"capacity must be a positive multiple of 32 (a warp's slots), got "
                             f"{capacity}")
@@ -119,9 +62,10 @@ class Ring:
         if not isinstance(text, str):
             raise RingError("source must be CUDA C++ text or a compiled module (wb.modules[...]), "
                             f"got {type(source).__name__}")
-        self._pack = _packer(self.request_dtype)
-        self.module = _compile(text, handler, request_type, self.request_dtype, response_type,
-                               self.response_dtype, f"ring:{self.name}", max_backoff_ns)
+        self._pack = packer(self.request_dtype)
+        self.module = compile_checked(text, handler, request_type, self.request_dtype,
+                                      response_type, self.response_dtype, f"ring:{self.name}",
+                                      max_backoff_ns)
         self._serve = self.module["wb_ring_serve"]
         self._batch = self.module["wb_ring_batch"]
         self.threads, self.blocks = self._grid(int(threads), blocks)
@@ -130,6 +74,7 @@ class Ring:
         self._finalizer = None
         self._ready: list[np.ndarray] = []  # answers collected, not yet returned by recv()
         self._ready_count = 0
+        self._new_answer_pool()
         self.reset_stats()
 
     # -- set-up ----------------------------------------------------------------------------
@@ -158,7 +103,7 @@ class Ring:
         return threads, int(blocks)
 
     def _views(self, buffer):
-        lay = _offsets(self.capacity, self.request_dtype, self.response_dtype)
+        lay = offsets(self.capacity, self.request_dtype, self.response_dtype)
 
         def view(part, dtype):
             start, size = lay[part]
@@ -172,12 +117,13 @@ class Ring:
         self._head_words = memoryview(self._control)
         self._answered_words = memoryview(self._response_seq)
         self._stamp_words = memoryview(self._stamps.reshape(-1))
+        start, size = lay["stamps"]
+        self._stamp_bytes = memoryview(buffer.host[start:start + size])
         start, size = lay["requests"]
         self._request_bytes = memoryview(buffer.host[start:start + size])
         start, size = lay["responses"]
         self._response_bytes = memoryview(buffer.host[start:start + size])
         self._responses = view("responses", self.response_dtype)
-        self._sent_ns = np.zeros(self.capacity, dtype=np.int64)
         base = buffer.device_ptr
         return [base + lay[p][0] for p in ("requests", "responses", "response_seq", "stamps",
                                             "control")]
@@ -199,17 +145,20 @@ class Ring:
             return self
         if self._buffer is None:  # (a new one after a hang: the stuck kernel may still write)
             self._buffer = self.backend.alloc_mapped(
-                _offsets(self.capacity, self.request_dtype, self.response_dtype)["total"][1])
+                offsets(self.capacity, self.request_dtype, self.response_dtype)["total"][1])
         addresses = self._views(self._buffer)
         self._buffer.host[:] = 0
         self._device_head = self.backend.to_device(np.zeros(1, dtype=np.int64))
         self._next_send = self._next_recv = 1
+        # [count, host send time ns] per send not yet collected, in order (the
+        # messages of a stop without draining are forgotten with their numbers)
+        self._sends = collections.deque()
         args = self._serve.convert_args((*addresses, self.backend.device_pointer(self._device_head),
                                          self.capacity))
         self._launch = self.backend.launch_persistent(
             self._serve.function, (self.blocks, 1, 1), (self.threads, 1, 1), args)
         self._finalizer = weakref.finalize(self, _shutdown, self._control, _Quiet(self._launch))
-        self._progress_at = time.monotonic()
+        self._progress_ns = time.perf_counter_ns()  # (a monotonic clock, as the stats' times)
         return self
 
     def stop(self, drain: bool = True, timeout: float = 10.0) -> None:
@@ -253,13 +202,16 @@ class Ring:
         return self._ready_count
 
     def _as_batch(self, batch) -> np.ndarray:
+        if (type(batch) is np.ndarray and batch.dtype == self.request_dtype and batch.ndim == 1
+                and batch.flags.c_contiguous):
+            return batch  # already what the queue holds: copied into it as it is
         if isinstance(batch, np.ndarray) and batch.dtype.names:
             if batch.dtype != self.request_dtype:
                 raise RingLayoutError(f"ring {self.name!r} takes messages of dtype "
                                       f"{self.request_dtype}, got {batch.dtype}")
             return np.ascontiguousarray(batch.reshape(-1))
         try:
-            return np.atleast_1d(np.asarray(batch, dtype=self.request_dtype))
+            return np.ascontiguousarray(np.asarray(batch, dtype=self.request_dtype).reshape(-1))
         except (TypeError, ValueError) as exc:
             raise RingLayoutError(f"cannot make messages of dtype {self.request_dtype} from "
                                   f"{type(batch).__name__}: {exc}") from None
@@ -269,11 +221,17 @@ class Ring:
         or a tuple of field values) and return the first message's sequence
         number. A full queue waits (``block=True``, up to ``timeout`` seconds)
         or raises :class:`RingFull`; answers that arrive meanwhile are kept."""
-        self._check_running()
+        if self._launch is None:
+            self._check_running()
         batch = self._as_batch(batch)
-        done = 0
         first = self._next_send
-        while done < len(batch):
+        n = len(batch)
+        if n <= self.capacity - (first - self._next_recv):  # room for all of it: one write
+            if n:
+                self._write(batch)
+            return first
+        done = 0
+        while done < n:
             room = self.capacity - self.depth
             if room == 0:
                 self._make_room(block, timeout)
@@ -284,22 +242,39 @@ class Ring:
         return first
 
     def _write(self, chunk: np.ndarray) -> None:
+        """Copy a C-contiguous chunk (no more than the free slots) into the
+        queue and publish it."""
         now = time.perf_counter_ns()
-        if self.depth == 0:  # the watchdog counts from the first message waiting
-            self._progress_at = time.monotonic()
-        n, slot = len(chunk), self._next_send % self.capacity
-        if slot + n <= self.capacity:  # no wrap: one slice
-            self._requests[slot:slot + n] = chunk
-            self._sent_ns[slot:slot + n] = now
+        seq = self._next_send
+        if seq == self._next_recv:  # the watchdog counts from the first message waiting
+            self._progress_ns = now
+        n, cap, size = len(chunk), self.capacity, self.request_dtype.itemsize
+        slot = seq % cap
+        # bytes to bytes: a memcpy, several times cheaper than NumPy's field-wise
+        # assignment of a structured array; a small chunk goes through a bytes
+        # copy (cheaper to make than a memoryview of a structured array)
+        if n * size <= 4096:
+            data = chunk.tobytes()
         else:
-            for lo, hi, at in _runs(self._next_send, n, self.capacity):
-                self._requests[at:at + hi - lo] = chunk[lo:hi]
-                self._sent_ns[at:at + hi - lo] = now
-        self._next_send += n
+            try:
+                data = chunk.data.cast("B")
+            except (TypeError, ValueError, NotImplementedError):  # a dtype with no buffer format
+                data = chunk.view(np.uint8)
+        if slot + n <= cap:  # no wrap: one slice
+            self._request_bytes[slot * size:(slot + n) * size] = data
+        else:
+            split = (cap - slot) * size
+            self._request_bytes[slot * size:] = data[:split]
+            self._request_bytes[:n * size - split] = data[split:]
+        # The bookkeeping comes first: a Ctrl-C between statements then leaves
+        # the head behind (_wait_for publishes it again), never messages
+        # answered that the host does not count.
+        self._sends.append([n, now])
+        self._next_send = seq + n
         # The head, after the payloads, publishes them: x86 keeps stores in order
-        # (NumPy copies chunks of at most the queue's size, well below the sizes
-        # where memcpy switches to weakly ordered streaming stores).
-        self._control[1] = self._next_send - 1
+        # (and glibc's memcpy fences the weakly ordered streaming stores it uses
+        # for very large copies).
+        self._head_words[1] = seq + n - 1
 
     def _make_room(self, block: bool, timeout: float | None) -> None:
         if self._collect():
@@ -313,77 +288,160 @@ class Ring:
             raise RingFull(f"ring {self.name!r}: the queue stayed full for {timeout:g} s "
                            f"({self.depth} unanswered messages)") from None
 
-    def _collect(self) -> int:
-        """Move answered messages, in order, from the queue to the host; how many.
-
-        Cheap for the small batches a ring is for: slices, not index arrays,
-        unless the answers wrap around the queue's end; the latencies are
-        worked out only when :meth:`stats` asks."""
-        count = self._next_send - self._next_recv
-        if count == 0:
-            return 0
-        start, cap = self._next_recv, self.capacity
+    def _answered_run(self, start: int, count: int) -> int:
+        """How many of messages ``start .. start + count - 1`` are answered,
+        counting in order up to the first that is not."""
+        cap = self.capacity
         lo = start % cap
-        if self._answered_words[lo] != start:  # the common case while waiting
-            return 0
-        if lo + count <= cap:
-            if count <= 16:  # a few words: a Python loop beats building arrays
-                answered, n = self._answered_words, 1
-                while n < count and answered[lo + n] == start + n:
-                    n += 1
-            else:
-                done = self._response_seq[lo:lo + count] == np.arange(start, start + count)
-                n = count if done.all() else int(np.argmin(done))
-            taken = slice(lo, lo + n)
-        else:
-            seqs = np.arange(start, start + count, dtype=np.int64)
-            slots = seqs % cap
-            done = self._response_seq[slots] == seqs
-            n = count if done.all() else int(np.argmin(done))
-            taken = slots[:n]
-        now = time.perf_counter_ns()
-        self._ready.append(self._responses[taken].copy())
-        self._ready_count += n
-        sent = self._sent_ns[taken].copy()
-        self._answered.append((now, sent, self._stamps[taken].copy()))
-        if self._first_send_ns is None:
-            self._first_send_ns = int(sent[0])
-        self._last_recv_ns = now
-        self._next_recv += n
-        self._progress_at = time.monotonic()
+        first = min(count, cap - lo)  # up to the queue's end; the rest wraps to slot 0
+        n = self._answered_in(lo, start, first)
+        if n == first < count:
+            n += self._answered_in(0, start + first, count - first)
         return n
 
+    def _answered_in(self, lo: int, seq: int, count: int) -> int:
+        """:meth:`_answered_run` within slots ``lo .. lo + count - 1``."""
+        answered = self._answered_words
+        if count > 1:
+            # A slot's word never exceeds the number it should hold (a later
+            # message for the slot is not sent yet), so the words are all right
+            # exactly when their sum is: one sum instead of a comparison each.
+            want = count * seq + count * (count - 1) // 2
+            if count <= 256:  # summed over Python ints: cheaper than a NumPy call here
+                if sum(answered[lo:lo + count]) == want:
+                    return count
+            else:
+                words = self._response_seq[lo:lo + count]
+                if int(words.sum()) == want:
+                    return count
+                return int(np.argmin(words == np.arange(seq, seq + count)))
+        n = 0  # one word, or some missing: Python ints through a memoryview
+        while n < count and answered[lo + n] == seq + n:
+            n += 1
+        return n
+
+    def _collect(self, limit: int | None = None) -> int:
+        """Move answered messages, in order, from the queue to the host (at
+        most ``limit``); how many."""
+        start = self._next_recv
+        count = self._next_send - start
+        if limit is not None and limit < count:
+            count = limit
+        if count <= 0 or self._answered_words[start % self.capacity] != start:
+            return 0  # (the common case while waiting)
+        n = self._answered_run(start, count)
+        self._move(n)
+        return n
+
+    def _move(self, n: int) -> None:
+        """Take the next ``n`` answers (all there) out of the queue: their bytes
+        copied once into a new array, their stamps kept as bytes for stats();
+        host latencies are one (ns, count) pair per send they came from."""
+        now = time.perf_counter_ns()
+        start, cap, size = self._next_recv, self.capacity, self.response_dtype.itemsize
+        lo = start % cap
+        responses, stamps = self._response_bytes, self._stamp_bytes
+        if lo + n <= cap:
+            data = bytearray(responses[lo * size:(lo + n) * size])
+            self._stamp_chunks.append(bytes(stamps[lo * 16:(lo + n) * 16]))
+        else:  # the run wraps around the queue's end
+            rest = lo + n - cap
+            data = bytearray(responses[lo * size:])
+            data += responses[:rest * size]
+            self._stamp_chunks.append(bytes(stamps[lo * 16:]) + bytes(stamps[:rest * 16]))
+        self._ready.append(np.frombuffer(data, self.response_dtype))
+        self._ready_count += n
+        sends, runs = self._sends, self._latency_runs
+        if self._first_send_ns is None and sends:
+            self._first_send_ns = sends[0][1]
+        left = n
+        while left and sends:  # (a Ctrl-C at the wrong moment can leave a send unrecorded)
+            entry = sends[0]
+            if entry[0] <= left:
+                sends.popleft()
+                runs.append((now - entry[1], entry[0]))
+                left -= entry[0]
+            else:
+                entry[0] -= left
+                runs.append((now - entry[1], left))
+                left = 0
+        self._next_recv = start + n
+        self._last_recv_ns = self._progress_ns = now
+
     def _take(self, count: int) -> np.ndarray:
-        out = np.concatenate(self._ready) if len(self._ready) != 1 else self._ready[0]
+        ready = self._ready
+        if len(ready) == 1 and len(ready[0]) == count:  # the common case: exactly one run
+            self._ready_count = 0
+            return ready.pop()
+        out = np.concatenate(ready) if len(ready) != 1 else ready[0]
         self._ready = [out[count:]] if count < len(out) else []
         self._ready_count = len(out) - min(count, len(out))
         return out[:count]
 
     def _wait_for(self, count: int, timeout: float | None, collecting_only: bool = False) -> None:
         """Collect until ``count`` answers are ready (or, ``collecting_only``,
-        until anything new arrives); the watchdog and faults are checked."""
+        until anything new arrives); the watchdog and faults are checked.
+
+        Answers arrive out of order (each message has a thread of its own), so
+        the poll watches one word: the LAST answer needed. Once it is there,
+        the others are checked; if one is still missing, that one is watched
+        next. All of them are then moved in one go, not run by partial run.
+        Polls spin in rounds of 1024 with the health checks in between; after
+        ``_SPIN_POLLS`` they sleep, and collect what has come each time."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self._head_words[1] != self._next_send - 1:  # a send cut short by Ctrl-C
+            self._head_words[1] = self._next_send - 1
+        words, cap = self._answered_words, self.capacity
+        target = self._ready_count + count
+        watch = self._next_recv if collecting_only else self._next_recv + count - 1
         polls = 0
-        target = self.pending + count if not collecting_only else None
         try:
             while True:
-                got = self._collect()
-                if collecting_only and got:
+                slot = watch % cap
+                if words[slot] != watch:
+                    if polls < _SPIN_POLLS:
+                        polls += 1024
+                        for _ in _SPIN_ROUND:  # the tight part: one word read a poll
+                            if words[slot] == watch:
+                                break
+                        else:
+                            self._check_health()
+                            self._check_deadline(deadline, timeout)
+                            continue
+                    else:
+                        time.sleep(50e-6)
+                        if self._collect(None if collecting_only else target - self._ready_count):
+                            if collecting_only or self._ready_count >= target:
+                                return
+                        self._check_health()
+                        self._check_deadline(deadline, timeout)
+                        continue
+                if collecting_only:
+                    self._collect()
                     return
-                if target is not None and self.pending >= target:
+                start, need = self._next_recv, target - self._ready_count
+                if need <= 0:
                     return
-                polls += 1
-                if polls > _SPIN_POLLS:
-                    time.sleep(50e-6)
-                    self._check_health()
-                elif polls % 1024 == 0:
-                    self._check_health()
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError(f"ring {self.name!r}: {self.depth} messages still "
-                                       f"unanswered after {timeout:g} s")
+                lo = start % cap
+                if need == 1 and watch == start:
+                    n = 1
+                elif (lo + need <= cap and need <= 256  # (inline: the common case)
+                      and sum(words[lo:lo + need]) == need * start + need * (need - 1) // 2):
+                    n = need  # (why a sum: see _answered_in)
+                else:
+                    n = self._answered_run(start, need)
+                if n == need:
+                    self._move(n)
+                    return
+                watch = start + n  # the first one still missing
         except KeyboardInterrupt:
             self.stop(drain=False, timeout=2.0)
             raise
+
+    def _check_deadline(self, deadline: float | None, timeout: float | None) -> None:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(f"ring {self.name!r}: {self.depth} messages still "
+                               f"unanswered after {timeout:g} s")
 
     def _check_health(self) -> None:
         launch = self._launch
@@ -395,8 +453,10 @@ class Ring:
             if fault is not None:
                 raise fault
             raise RingStopped(f"ring {self.name!r}'s kernel ended")
-        idle = time.monotonic() - self._progress_at
+        idle = (time.perf_counter_ns() - self._progress_ns) * 1e-9
         if self.depth and idle > self.watchdog_s:
+            if self._collect():  # answers came that the poll, watching a later one, left
+                return
             seq = self._next_recv
             index = (seq - 1) % self.workers + 32  # the first warp dispatches
             self._control[0] = 1
@@ -424,15 +484,16 @@ class Ring:
         """The next ``count`` answers in order (default: every message sent and
         not yet received), as a structured array of the response dtype. On a
         timeout, answers that did arrive stay queued for the next call."""
+        pending, depth = self._ready_count, self._next_send - self._next_recv
         if count is None:
-            count = self.pending + self.depth
-        if count > self.pending:
-            if count > self.pending + self.depth:
+            count = pending + depth
+        if count > pending:
+            if count > pending + depth:
                 raise RingError(f"ring {self.name!r}: asked for {count} answers but only "
-                                f"{self.pending + self.depth} messages were sent and not received")
+                                f"{pending + depth} messages were sent and not received")
             if self._launch is None:
                 self._check_running()
-            self._wait_for(count - self.pending, timeout)
+            self._wait_for(count - pending, timeout)
         if count == 0:
             return np.empty(0, dtype=self.response_dtype)
         return self._take(count)
@@ -442,13 +503,15 @@ class Ring:
 
         The fast path of a ring: one slot written, the head published, one
         word polled; nothing is allocated until the answer is there. A tuple
-        of field values is packed straight into the slot."""
-        if self._ready or self._next_send != self._next_recv:
+        of field values is packed straight into the slot. The answer is a
+        record of a small private array that holds the next answers too, each
+        in a place of its own."""
+        seq = self._next_send
+        if self._ready or seq != self._next_recv:
             raise RingError(f"ring {self.name!r}: call() needs an empty queue; receive the "
                             f"{self.pending + self.depth} outstanding answers first")
         if self._launch is None:
             self._check_running()
-        seq = self._next_send
         slot = seq % self.capacity
         try:
             if self._pack is not None and type(message) is tuple:
@@ -460,27 +523,43 @@ class Ring:
                                   f"{message!r}: {exc}") from None
         sent = time.perf_counter_ns()
         self._next_send = seq + 1
-        self._head_words[1] = seq  # the head, after the payload: publishes it
         answered = self._answered_words
-        for _ in range(_SPIN_POLLS):
-            if answered[slot] == seq:
-                break
-        else:  # slow: wait with the watchdog and fault checks of recv()
-            self._sent_ns[slot] = sent
-            self._progress_at = time.monotonic()
-            return self.recv(1, timeout)[0]
+        try:
+            self._head_words[1] = seq  # the head, after the payload: publishes it
+            if answered[slot] != seq:
+                for _ in range(_SPIN_POLLS):
+                    if answered[slot] == seq:
+                        break
+                else:  # slow: wait with the watchdog and fault checks of recv()
+                    self._sends.append([1, sent])
+                    self._progress_ns = sent
+                    return self.recv(1, timeout)[0]
+        except KeyboardInterrupt:  # as in recv(): Ctrl-C while waiting stops the ring
+            if not self._sends:
+                self._sends.append([1, sent])
+            self.stop(drain=False, timeout=2.0)
+            raise
         now = time.perf_counter_ns()
-        size = self.response_dtype.itemsize  # (a record over a private copy: cheaper than .copy())
-        answer = np.frombuffer(bytearray(self._response_bytes[slot * size:(slot + 1) * size]),
-                               self.response_dtype)[0]
+        size, i = self.response_dtype.itemsize, self._pool_next
+        if i == _ANSWER_POOL:
+            self._new_answer_pool()
+            i = 0
+        self._pool_bytes[i * size:(i + 1) * size] = self._response_bytes[slot * size:
+                                                                         (slot + 1) * size]
+        self._pool_next = i + 1
         stamps = self._stamp_words
         self._next_recv = seq + 1
-        self._single.append(((now - sent) * 1e-9, (stamps[2 * slot + 1] - stamps[2 * slot]) * 1e-9))
+        self._single.append((now - sent, stamps[2 * slot + 1] - stamps[2 * slot]))
         if self._first_send_ns is None:
             self._first_send_ns = sent
         self._last_recv_ns = now
-        self._progress_at = time.monotonic()
-        return answer
+        return self._pool[i]
+
+    def _new_answer_pool(self) -> None:
+        # (the old one lives on as long as answers taken from it do)
+        self._pool = np.empty(_ANSWER_POOL, dtype=self.response_dtype)
+        self._pool_bytes = memoryview(self._pool.view(np.uint8))
+        self._pool_next = 0
 
     async def acall(self, message, timeout: float | None = None):
         """:meth:`call` for asyncio: waits by yielding to the event loop."""
@@ -516,20 +595,25 @@ class Ring:
     # -- figures ---------------------------------------------------------------------------
     def reset_stats(self) -> None:
         """Forget the figures so far (:meth:`stats` starts again)."""
-        self._single: list[tuple[float, float]] = []  # (round trip, handler) of call()s
-        # (when collected, when each was sent, its device start/end stamps) per collection
-        self._answered: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self._single: list[tuple[int, int]] = []  # (round trip, handler) ns of call()s
+        # (round trip ns, messages) per send's part of a collection; the stamps
+        # (device start and end, u64 pairs) of each collection's messages
+        self._latency_runs: list[tuple[int, int]] = []
+        self._stamp_chunks: list[bytes] = []
         self._first_send_ns = None
         self._last_recv_ns = None
 
-
     def stats(self) -> RingStats:
         """Messages answered, rate and latency percentiles so far."""
-        single = np.array(self._single, dtype=np.float64).reshape(-1, 2)
-        host = np.concatenate([*((now - sent) * 1e-9 for now, sent, _ in self._answered),
-                               single[:, 0]])
-        device = np.concatenate([*((st[:, 1] - st[:, 0]).astype(np.float64) * 1e-9
-                                   for _, _, st in self._answered), single[:, 1]])
+        # lists read once each: a panel's thread asks while the ring collects
+        single = np.array(self._single, dtype=np.float64).reshape(-1, 2) * 1e-9
+        runs = np.array(self._latency_runs, dtype=np.int64).reshape(-1, 2)
+        stamps = np.frombuffer(b"".join(self._stamp_chunks), dtype=np.uint64).reshape(-1, 2)
+        n = min(int(runs[:, 1].sum()), len(stamps))  # (a collection read half-way: left out)
+        host = np.repeat(runs[:, 0], runs[:, 1])[:n].astype(np.float64) * 1e-9
+        device = (stamps[:n, 1] - stamps[:n, 0]).astype(np.float64) * 1e-9
+        host = np.concatenate([host, single[:, 0]])
+        device = np.concatenate([device, single[:, 1]])
         seconds = ((self._last_recv_ns - self._first_send_ns) * 1e-9
                    if self._first_send_ns is not None else 0.0)
         return RingStats(self.name, self.backend.name, host, device, seconds, self.workers,
@@ -558,49 +642,6 @@ class _Quiet:
 
     def kill(self) -> bool:
         return self._launch.kill()
-
-
-def _runs(first_seq: int, count: int, capacity: int):
-    """(lo, hi, slot) runs of ``count`` consecutive sequence numbers from
-    ``first_seq`` that are contiguous in the slots (a wrap splits them)."""
-    lo = 0
-    while lo < count:
-        slot = (first_seq + lo) % capacity
-        hi = min(count, lo + capacity - slot)
-        yield lo, hi, slot
-        lo = hi
-
-
-def _compile(text, handler, request_type, request, response_type, response, name,
-             max_backoff_ns):
-    """The user's source with the ring's kernels, its structs checked against the dtypes."""
-    serve = codegen.serve_source(handler, request_type, response_type, max_backoff_ns)
-    structs = [(request_type, request), (response_type, response)]
-    probe, labels = codegen.probe_source(structs)
-    try:
-        module = compile_source(text + serve + probe, name=name)
-    except CompileError as probe_error:
-        try:
-            compile_source(text + serve, name=name)
-        except CompileError:
-            raise  # the user's code or the handler's signature: the diagnostics say where
-        fields = "; ".join(f"{s}: {', '.join(d.names)}" for s, d in structs)
-        errors = [d.message for d in getattr(probe_error, "diagnostics", ())
-                  if d.severity == "error"] or [str(probe_error)]
-        raise RingLayoutError(f"the message dtypes' fields are not all members of their C "
-                              f"structs ({fields}): name each field as its struct member "
-                              f"(the compiler: {errors[0]})") from None
-    out = module.backend.xp.zeros(len(labels), dtype=np.int64)
-    module["wb_ring_layout"](out, grid=1, block=1)
-    got = module.backend.to_host(out).tolist()
-    want = codegen.expected_layout(structs)
-    wrong = [f"{label}: C says {g}, the dtype {w}" for label, g, w in zip(labels, got, want)
-             if g != w]
-    if wrong:
-        raise RingLayoutError("the message dtypes do not match the C structs (" + "; ".join(wrong)
-                              + "). Give the dtype the struct's padding (np.dtype(..., align=True) "
-                              "lays fields out as C does) or reorder its fields.")
-    return module
 
 
 def ring(source, *, request, response, handler: str = "handle", start: bool = True,

@@ -163,14 +163,22 @@ class TimingLog:
             end = free.pop()
         except IndexError:
             end = b.create_event()
-        b.record_event(start, stream)
         try:
-            launcher(grid, block, args, shared_mem, stream)
+            between = launcher.between
+        except AttributeError:
+            b.record_event(start, stream)
+            between = None
+        try:
+            if between is not None:
+                between(start, end, grid, block, args, shared_mem, stream)
+            else:
+                launcher(grid, block, args, shared_mem, stream)
         except BaseException:
             free.append(start)
             free.append(end)
             raise
-        b.record_event(end, stream)
+        if between is None:
+            b.record_event(end, stream)
         rec = [name, grid, block, shared_mem, self._session.cell, time.time(), start, end, None, b.name,
                language, "kernel", stream, None, free.device, None]
         self.records.append(rec)

@@ -1,0 +1,70 @@
+"""The GPU backend's C launcher (workbench/backends/native_launch.py): built
+with the system's C compiler, it must pack every parameter exactly as the
+Python launcher's ``struct`` layout does (8 bytes per parameter), since the
+GPU reads the block as the kernel's C parameters. Launches themselves are
+covered on the GPU by every gpu-marked kernel test."""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from workbench.backends import native_launch
+
+rng = np.random.default_rng(5)
+
+
+@pytest.fixture(scope="module")
+def built():
+    m = native_launch.module()
+    if m is None:
+        pytest.skip(f"the C launcher cannot be built here: {native_launch.unavailable_reason()}")
+    return m
+
+
+def _python_block(codes: str, values) -> bytes:
+    formats = ["Q" if c == "P" else c for c in codes]
+    packer = struct.Struct("<" + "".join(f + "x" * (8 - struct.calcsize(f)) for f in formats))
+    return packer.pack(*values)
+
+
+class _Memory:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+class _DeviceArray:  # what the launcher reads of a CuPy array: .data.ptr
+    def __init__(self, ptr):
+        self.data = _Memory(ptr)
+
+
+def test_numbers_and_pointers_pack_as_the_struct_layout(built):
+    codes = "PfdbBhHiIqQ?P"
+    for _ in range(50):
+        ptr = int(rng.integers(0, 2**63)) * 2
+        values = [ptr, float(rng.standard_normal()), float(rng.standard_normal()) * 1e200,
+                  int(rng.integers(-128, 128)), int(rng.integers(0, 256)),
+                  int(rng.integers(-2**15, 2**15)), int(rng.integers(0, 2**16)),
+                  int(rng.integers(-2**31, 2**31)), int(rng.integers(0, 2**32)),
+                  int(rng.integers(-2**63, 2**63)), int(rng.integers(0, 2**63)) * 2 + 1,
+                  bool(rng.integers(0, 2)), 0]
+        expected = _python_block(codes, values)
+        given = [_DeviceArray(ptr), *values[1:-1], None]  # an array's address; None is NULL
+        assert built.pack(codes.encode(), given) == expected
+        assert built.pack(codes.encode(), tuple(values)) == expected
+
+
+def test_numpy_scalars_pack_as_their_values(built):
+    values = [np.float32(1.1), np.float64(-2.5e-300), np.int32(-7), np.uint64(2**64 - 1), np.bool_(True)]
+    assert built.pack(b"fdiQ?", values) == _python_block("fdiQ?", [float(v) if i < 2 else int(v)
+                                                                    for i, v in enumerate(values)])
+
+
+def test_a_wrong_argument_raises_and_packs_nothing(built):
+    with pytest.raises(ValueError, match="2 launch arguments for 3 parameters"):
+        built.pack(b"Pfi", [0, 1.0])
+    with pytest.raises(AttributeError):
+        built.pack(b"P", [object()])  # not an array, an int or None
+    with pytest.raises(TypeError):
+        built.pack(b"i", ["seven"])

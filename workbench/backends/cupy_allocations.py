@@ -1,0 +1,187 @@
+"""Device allocations and frees seen through an allocator of our own.
+
+CuPy's memory hooks cost about 2.7 µs per allocation and free on their own
+(six Python hook methods called with keyword arguments), so the GPU backend
+does not use them. While someone listens, :class:`AllocationWatcher` is
+CuPy's allocator (``cupy.cuda.set_allocator``): it takes each block from the
+allocator that was installed before (normally the default ``MemoryPool``),
+hands CuPy a :class:`_WatchedMemory` holding that block and tells the
+listeners; when CuPy drops the memory object its ``__del__`` tells the
+listeners of the free, and only then does the block go back to the pool, so a
+listener hears of a free before any allocation that reuses the address.
+
+Why a Python subclass of ``cupy.cuda.memory.BaseMemory`` and not
+``PythonFunctionAllocator``: the latter's memory objects call their *free*
+from a Cython ``__dealloc__``, and when such an object is part of a garbage
+cycle the collector clears its free function first (its ``tp_clear``): the
+free then fails ("Exception ignored ... 'NoneType' object is not callable")
+and the block is never given back. A ``__del__`` runs before any clearing
+(PEP 442), cycle or not.
+
+What follows from this design (checked against CuPy 14's ``memory.pyx``):
+
+- The pool does the work as before: ``used_bytes()``, ``total_bytes()``,
+  limits and out-of-memory behaviour (``OutOfMemoryError`` raised by the pool,
+  after it has freed its cache and collected garbage) are CuPy's own.
+- ``set_allocator`` is process-wide: allocations of every thread are seen,
+  except those of a thread inside ``cupy.cuda.using_allocator`` (its own
+  allocator). Allocations on a device other than the one current when
+  listening started are served but not reported (the tracker follows one
+  device's pool).
+- Memory allocated before the first listener came is the pool's own: its
+  free reaches no allocator and is not reported (the tracker re-reads the
+  pool for it, see :mod:`workbench.memory.tracker`). Memory allocated through
+  the watcher is freed through it whenever it goes, listeners or not.
+- When the last listener goes, the allocator installed before is put back
+  exactly (the same object), unless someone replaced ours meanwhile: theirs
+  is left in place.
+"""
+from __future__ import annotations
+
+import threading
+
+import cupy
+from cupy.cuda import memory as _memory
+from cupy.cuda import runtime as _runtime
+
+from ..errors import WorkbenchError
+
+_MemoryPointer = _memory.MemoryPointer
+
+
+def _fan_out(callbacks: list):
+    """One callable calling each of ``callbacks`` (None for none)."""
+    if not callbacks:
+        return None
+    if len(callbacks) == 1:
+        return callbacks[0]
+    callbacks = tuple(callbacks)
+
+    def call(ptr, size):
+        for callback in callbacks:
+            try:
+                callback(ptr, size)
+            except Exception:  # one listener must not keep the others from hearing
+                pass
+    return call
+
+
+class _WatchedMemory(_memory.BaseMemory):
+    """A block of the wrapped allocator, as CuPy's memory object while the
+    watcher hands it out (``ptr``, ``size``, ``device_id`` are the block's)."""
+
+    __slots__ = ("_block",)
+
+    def __del__(self):
+        try:
+            watcher = _WATCHER
+            on_free = watcher._on_free
+            if on_free is not None and self.device_id == watcher._device:
+                on_free(self.ptr, self.size)
+        except Exception:  # a listener must not break freeing (nor the interpreter's exit)
+            pass
+        self._block = None   # back to the pool only now, after the listeners heard
+
+
+class AllocationWatcher:
+    """CuPy's allocator while listeners are registered (one per process: CuPy's
+    allocator is process-wide)."""
+
+    def __init__(self):
+        self._listeners: list[tuple] = []
+        self._on_alloc = None               # read on every allocation: one callable or None
+        self._on_free = None
+        self._device = -1                   # the device whose allocations are reported
+        self._wrapped = None                # the allocator we take blocks from (the one before us)
+        self._installed = None              # the bound malloc given to set_allocator
+        self._lock = threading.Lock()       # add/remove only; never taken on the hot path
+
+    # -- the hot path: called by CuPy (memory.alloc) ------------------------------------
+    def _malloc(self, size: int):
+        block = self._wrapped(size)          # raises CuPy's OutOfMemoryError as before
+        ptr = block.ptr
+        if not ptr:                          # size 0: nothing allocated, nothing to report
+            return block
+        mem = _WatchedMemory()
+        mem.ptr = ptr
+        mem.size = nbytes = block.mem.size   # the pool's block (rounded up), as used_bytes() counts it
+        mem.device_id = device = block.device_id
+        mem._block = block
+        on_alloc = self._on_alloc
+        if on_alloc is not None and device == self._device:
+            try:
+                on_alloc(ptr, nbytes)
+            except Exception:  # a listener must not break allocating
+                pass
+        return _MemoryPointer(mem, 0)
+
+    # -- listeners -----------------------------------------------------------------------
+    def add_listener(self, on_alloc, on_free):
+        """Report allocations to ``on_alloc(ptr, size)`` and frees to
+        ``on_free(ptr, size)`` from now on; returns the function that stops it."""
+        entry = (on_alloc, on_free)
+        with self._lock:
+            if not self._listeners:
+                self._install()
+            self._listeners.append(entry)
+            self._update()
+
+        def remove():
+            with self._lock:
+                if entry in self._listeners:
+                    self._listeners.remove(entry)
+                    self._update()
+                    if not self._listeners:
+                        self._uninstall()
+        # The tracker must re-read the pool for memory from before (module docstring).
+        remove.reports_earlier_frees = False
+        return remove
+
+    def _update(self) -> None:
+        self._on_alloc = _fan_out([a for a, _ in self._listeners])
+        self._on_free = _fan_out([f for _, f in self._listeners])
+
+    def _install(self) -> None:
+        current = cupy.cuda.get_allocator()
+        if getattr(current, "__self__", None) is self:
+            current = self._wrapped   # ours, put back by someone who kept it: never wrap ourselves
+        installed = self._malloc
+        try:
+            cupy.cuda.set_allocator(installed)
+        except ValueError as exc:  # CuPy refuses inside `using_allocator` on this thread
+            raise WorkbenchError(
+                "cannot track device allocations inside a cupy.cuda.using_allocator(...) block: "
+                f"turn tracking on outside it ({exc})") from None
+        self._wrapped = current
+        self._installed = installed
+        self._device = _runtime.getDevice()
+
+    def _uninstall(self) -> None:
+        installed, self._installed = self._installed, None
+        if installed is not None and cupy.cuda.get_allocator() is installed:
+            cupy.cuda.set_allocator(self._wrapped)   # exactly the allocator from before
+        # `_wrapped` stays: a caller that kept our allocator still gets blocks from it.
+
+    @property
+    def installed(self) -> bool:
+        """Whether the watcher is CuPy's allocator now."""
+        return self._installed is not None and cupy.cuda.get_allocator() is self._installed
+
+
+_WATCHER: AllocationWatcher | None = None
+_WATCHER_LOCK = threading.Lock()
+
+
+def watcher() -> AllocationWatcher:
+    """The process's watcher (made on first use)."""
+    global _WATCHER
+    with _WATCHER_LOCK:
+        if _WATCHER is None:
+            _WATCHER = AllocationWatcher()
+        return _WATCHER
+
+
+def add_allocation_listener(on_alloc, on_free):
+    """:meth:`Backend.add_allocation_listener <workbench.backends.base.Backend.add_allocation_listener>`
+    for CuPy (see the module docstring)."""
+    return watcher().add_listener(on_alloc, on_free)
