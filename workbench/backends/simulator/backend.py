@@ -399,12 +399,12 @@ class SimulatorBackend(Backend):
                 launch(function, grid, block, args, shared_mem, stream, cooperative=cooperative)
             return launcher
         configs, config, run = self._configs, self._config, self._run
-        pack, pointers, count = layout.pack, layout.pointers, layout.count
+        pack, pointers, count, exact = layout.pack, layout.pointers, layout.count, layout.exact
 
         def launcher(grid, block, args, shared_mem, stream):
             if stream is not None and (stream.capture is not None or stream.device is not None
                                        and stream.device != self.current_device()):
-                return launch(function, grid, block, args, shared_mem, stream)
+                return launch(function, grid, block, exact(args), shared_mem, stream)
             try:
                 grid3, block3 = configs[grid, block, shared_mem]
             except (KeyError, TypeError):
@@ -418,18 +418,24 @@ class SimulatorBackend(Backend):
                     if v is not None:
                         v = address(v) if type(v) is self._array_class else -1
                         if not lo <= v < hi:  # not a device array: launch() says why
-                            return launch(function, grid, block, args, shared_mem, stream)
+                            return launch(function, grid, block, exact(args), shared_mem, stream)
                     values[i] = v or 0
             else:
                 values = args
             if len(values) != count:
-                return launch(function, grid, block, args, shared_mem, stream)
+                return launch(function, grid, block, exact(args), shared_mem, stream)
             try:
                 arguments = pack(values)
             except (struct.error, TypeError, ValueError, OverflowError):
-                return launch(function, grid, block, args, shared_mem, stream)
+                return launch(function, grid, block, exact(args), shared_mem, stream)
             run(function, grid3, block3, shared_mem, arguments, False)
+        # The struct packs a range-checked Python int or float exactly as its C
+        # type (what launch() needs gets them as NumPy scalars: exact()).
+        launcher.packs_python_numbers = True
         return launcher
+
+    def launch_path(self) -> str:
+        return "one request to the worker process, packed by a struct made per kernel (Python)"
 
     def _run(self, function, grid, block, shared_mem: int, arguments: bytes,
              cooperative: bool) -> None:

@@ -153,18 +153,29 @@ class ArgumentLayout:
     parameter is neither (a struct or vector by value): those kernels take
     :func:`argument_bytes`."""
 
-    __slots__ = ("pack", "pointers", "count")
+    __slots__ = ("pack", "pointers", "count", "scalars")
 
-    def __init__(self, codes: Sequence[str], sizes: Sequence[int], pointers: Sequence[int]):
+    def __init__(self, codes: Sequence[str], sizes: Sequence[int], pointers: Sequence[int],
+                 scalars: Sequence[tuple] = ()):
         packer = struct.Struct("<" + "I" * (len(codes) + 1) + "".join(codes))
         head = (len(codes), *sizes)
         self.pack = lambda values: packer.pack(*head, *values)
         self.pointers = tuple(pointers)
         self.count = len(codes)
+        self.scalars = tuple(scalars)  # (index, NumPy scalar type) of each number parameter
+
+    def exact(self, args) -> tuple:
+        """``args`` with Python ints and floats made NumPy scalars of their
+        parameters' types (as :func:`argument_bytes` takes them)."""
+        values = list(args)
+        for i, scalar_type in self.scalars:
+            if i < len(values) and type(values[i]) in (int, float):
+                values[i] = scalar_type(values[i])
+        return tuple(values)
 
     @classmethod
     def for_params(cls, params) -> "ArgumentLayout | None":
-        codes, sizes, pointers = [], [], []
+        codes, sizes, pointers, scalars = [], [], [], []
         for i, p in enumerate(params):
             if p.is_pointer:
                 codes.append("Q")
@@ -177,4 +188,5 @@ class ArgumentLayout:
                 return None
             codes.append(code)
             sizes.append(dt.itemsize)
-        return cls(codes, sizes, pointers)
+            scalars.append((i, dt.type))
+        return cls(codes, sizes, pointers, scalars)
