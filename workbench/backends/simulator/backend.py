@@ -45,7 +45,7 @@ from .arena import Arena
 from .devices import virtual_device
 from .faults import kernel_fault, worker_fault
 from .launch import (ArgumentLayout, address, argument_bytes, arguments_part, check_config, dims,
-                     request_prefix, request_tail)
+                     exact_numbers, number_params, request_prefix, request_tail)
 from .module import SimFunction, SimModule
 from .protocol import ARENA_RESERVED, Op
 from .source import SOURCE_NAME, find_unsupported, generate, simulator_lacks
@@ -395,8 +395,12 @@ class SimulatorBackend(Backend):
         launch = self.launch
         layout = ArgumentLayout.for_params(params) if isinstance(function, SimFunction) else None
         if layout is None or cooperative or function.module.checked:
+            scalars = number_params(params)
+
             def launcher(grid, block, args, shared_mem, stream):
-                launch(function, grid, block, args, shared_mem, stream, cooperative=cooperative)
+                # (a Kernel checks once for all its launchers: Python numbers may come)
+                launch(function, grid, block, exact_numbers(args, scalars), shared_mem, stream,
+                       cooperative=cooperative)
             return launcher
         configs, config, run = self._configs, self._config, self._run
         pack, pointers, count, exact = layout.pack, layout.pointers, layout.count, layout.exact

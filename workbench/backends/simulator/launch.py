@@ -146,6 +146,23 @@ def launch_request(handle: int, symbol: str, grid, block, shared_mem: int, timeo
             + arguments_part(blobs) + request_tail(arena, checked, cooperative, whole_arena))
 
 
+def number_params(params) -> tuple:
+    """``(index, NumPy scalar type)`` of each parameter that is a plain number."""
+    return tuple((i, p.dtype.type) for i, p in enumerate(params)
+                 if not p.is_pointer and p.dtype is not None and p.dtype.kind in "biuf")
+
+
+def exact_numbers(args, scalars) -> tuple:
+    """``args`` with the Python ints and floats at ``scalars``' indices made
+    NumPy scalars of their types (a caller that checked their ranges may pass
+    them as they are: see ``Backend.make_launcher``)."""
+    values = list(args)
+    for i, scalar_type in scalars:
+        if i < len(values) and type(values[i]) in (int, float):
+            values[i] = scalar_type(values[i])
+    return tuple(values)
+
+
 class ArgumentLayout:
     """The arguments part of a kernel's payload, packed by one precomputed
     ``struct.Struct`` (count, sizes, then each value: a pointer's address or
@@ -167,15 +184,11 @@ class ArgumentLayout:
     def exact(self, args) -> tuple:
         """``args`` with Python ints and floats made NumPy scalars of their
         parameters' types (as :func:`argument_bytes` takes them)."""
-        values = list(args)
-        for i, scalar_type in self.scalars:
-            if i < len(values) and type(values[i]) in (int, float):
-                values[i] = scalar_type(values[i])
-        return tuple(values)
+        return exact_numbers(args, self.scalars)
 
     @classmethod
     def for_params(cls, params) -> "ArgumentLayout | None":
-        codes, sizes, pointers, scalars = [], [], [], []
+        codes, sizes, pointers = [], [], []
         for i, p in enumerate(params):
             if p.is_pointer:
                 codes.append("Q")
@@ -188,5 +201,4 @@ class ArgumentLayout:
                 return None
             codes.append(code)
             sizes.append(dt.itemsize)
-            scalars.append((i, dt.type))
-        return cls(codes, sizes, pointers, scalars)
+        return cls(codes, sizes, pointers, number_params(params))
