@@ -31,6 +31,8 @@ SOURCE = Path(__file__).resolve().parent / "native" / "launch.c"
 CACHE = DiskCache("native")
 #: The parameter codes launch.c packs: 'P' (a pointer) and these struct formats.
 CODES = frozenset("PfdbBhHiIqQ?")
+#: The most parameters launch.c packs (its MAX_PARAMS): kernels with more launch from Python.
+MAX_PARAMS = 64
 
 _reason: str | None = None
 
