@@ -325,7 +325,11 @@ def test_gpu_triton_relaunches_follow_every_specialisation(on_gpu):
     rows = scale_rows()
     assert len(rows) == before + launches
     assert (rows["ms"].iloc[-launches:] > 0).all()
-    assert k._direct and k._direct._kernels  # the repeats went past Triton's dispatch
+    direct = k._direct[wb.backend().current_device()]
+    assert direct and direct._kernels and direct._calls  # the repeats went past Triton's dispatch
+    for a, negative in ((0.0, False), (0.0, False), (-0.0, True), (0.0, False)):  # equal, not alike
+        k(x, y, a, n, grid=(triton_cdiv(n, 128),), BLOCK=128)
+        assert np.signbit(wb.to_host(y)[host[offset:] > 0]).all() == negative
     from triton import knobs  # a profiler's launch hook still sees every launch
     chain = knobs.runtime.launch_enter_hook
     if hasattr(chain, "add"):

@@ -95,7 +95,7 @@ def _native_launcher(function, params, formats: list[str], opted_in: list[int]):
     launcher (:mod:`.native_launch`), or None where it cannot take this
     kernel (a parameter type it does not pack) or does not run here."""
     codes = "".join("P" if p.is_pointer else f for p, f in zip(params, formats))
-    if not set(codes) <= native_launch.CODES:
+    if not set(codes) <= native_launch.CODES or len(codes) > native_launch.MAX_PARAMS:
         return None
     launch = native_launch.launch_function()
     if launch is None:

@@ -21,6 +21,8 @@ SOURCE = native_build.NATIVE_DIR / "launch.c"
 CACHE = native_build.CACHE
 #: The parameter codes launch.c packs: 'P' (a pointer) and these struct formats.
 CODES = frozenset("PfdbBhHiIqQ?")
+#: The most parameters launch.c packs (its MAX_PARAMS): kernels with more launch from Python.
+MAX_PARAMS = 64
 
 _reason: str | None = None
 

@@ -208,9 +208,9 @@ class TritonKernel(PyKernel):
         self._warps = None  # its num_warps
         self._device = None
         self._torch_streams: dict = {}
-        #: launches past Triton's dispatch (triton_direct.py): None until the first
-        #: launch; False for an autotuned kernel or a Triton without what it uses
-        self._direct = None if self._jit is fn else False
+        #: launches past Triton's dispatch (triton_direct.py), per device: none for
+        #: an autotuned kernel (False) or where this Triton lacks what they use
+        self._direct = {} if self._jit is fn else False
         if not self.simulated:
             from triton.runtime import driver  # lazy: see module docstring (the kernel imported it)
             self._driver = driver
@@ -261,13 +261,16 @@ class TritonKernel(PyKernel):
             self.fn[grid](*args, **meta)
             return
         want = self.backend.stream_pointer(stream)
-        direct = self._direct
-        if direct:
-            ret = direct.launch(grid, args, meta, want)
-            if ret is not None:
-                if ret is not self._last:
-                    self._remember(ret)
-                return
+        direct = None
+        if self._direct:
+            device = self.backend.current_device()
+            direct = self._direct.get(device)
+            if direct:
+                ret = direct.launch(grid, args, meta, want)
+                if ret is not None:
+                    if ret is not self._last:
+                        self._remember(ret)
+                    return
         active = self._driver.active
         if self._device is None:  # Triton launches on PyTorch's current device: asked once
             self._device = active.get_current_device()
@@ -279,10 +282,15 @@ class TritonKernel(PyKernel):
                 ret = self.fn[grid](*args, **meta)
         if ret is not self._last and ret is not None and hasattr(ret, "metadata"):
             self._remember(ret)
-        if direct is None:
-            direct = self._direct = DirectLaunches.create(self._jit, self._device) or False
-        if direct:
-            direct.remember(args, meta, ret)
+        if self._direct is not False:
+            # Triton compiled for its current device: remembered only where that is
+            # the workbench's (the kernel's handle belongs to that device's context)
+            device = self.backend.current_device()
+            if active.get_current_device() == device:
+                if direct is None:
+                    direct = self._direct[device] = DirectLaunches.create(self._jit, device) or False
+                if direct:
+                    direct.remember(args, meta, ret)
 
     def _remember(self, kernel) -> None:
         """``kernel`` (Triton's compiled kernel) was the last launched: the resources show it."""

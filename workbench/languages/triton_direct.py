@@ -14,6 +14,9 @@ and the device, and its pointers are its own allocations, so
 - for the last few argument lists seen, exactly (every value and its type:
   ``1`` and ``1.0`` are different launches to Triton), what that binding
   gave: the kernel and the values to launch it with, pointers as integers.
+  Only lists of plain values are remembered so: numbers and pointer objects
+  compared by identity, and no zero (``0.0`` and ``-0.0`` are equal keys
+  but not the same argument); anything else is bound afresh each time.
 
 A repeat of an argument list then costs a dictionary look-up and the
 compiled kernel's own launcher, on the workbench's stream, with Triton's
@@ -24,9 +27,14 @@ Triton without these internals, arguments that cannot be keyed, a global the
 kernel reads that has changed since it was compiled) goes through
 ``fn[grid]`` too, so Triton stays the judge of every call it would refuse.
 Triton's global settings (``knobs.runtime.debug``, instrumentation) are
-read when a specialisation is first launched.
+read when a specialisation is first launched; a kernel with pre-run hooks
+(``add_pre_run_hook``) always goes through ``fn[grid]``. Triton's launcher
+asks the driver whether each pointer argument is device memory; here the
+pointers are the workbench's own arrays (checked before), passed as numbers.
 """
 from __future__ import annotations
+
+import numbers
 
 #: Specialisations kept per function and device (a loop over changing sizes
 #: makes one per divisibility class, not per value: a few).
@@ -46,12 +54,15 @@ class DirectLaunches:
         self._runtime = knobs.runtime
         self._kernels: dict = {}  # Triton's specialisation key -> compiled kernel
         self._calls: dict = {}    # exact argument list -> (kernel, launch values, bound arguments)
+        self._plain: dict = {}    # argument types -> whether such lists may be remembered exactly
 
     @classmethod
     def create(cls, jit, device: int):
         """A :class:`DirectLaunches`, or None where this Triton lacks what it uses
         (every launch then goes through ``fn[grid]``)."""
         try:
+            if len(jit.device_caches[device]) != 5:
+                return None
             launches = cls(jit, device)
         except Exception:  # noqa: BLE001 -- another Triton version: its public path only
             return None
@@ -102,10 +113,16 @@ class DirectLaunches:
         """Launch ``args`` on ``stream`` (a ``CUstream`` as an int) if its
         specialisation is known, and return the compiled kernel; None where
         ``fn[grid]`` must do it."""
-        try:
-            call = (*args, *map(type, args), *meta.items(), *map(type, meta.values()))
+        if self._jit.pre_run_hooks:  # (fn[grid] runs them)
+            return None
+        types = (*map(type, args), *map(type, meta.values()))
+        plain = self._plain.get(types)
+        if plain is None:
+            plain = self._plain[types] = all(map(_plain, types))
+        if plain and 0 not in args and 0 not in meta.values():
+            call = (*args, *types, *meta.items())
             known = self._calls.get(call)
-        except TypeError:  # an unhashable argument: bound afresh each time
+        else:
             call = known = None
         if known is None:
             known = self._known(call, args, meta)
@@ -124,9 +141,18 @@ class DirectLaunches:
         runtime = self._runtime
         enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
         if getattr(enter, "calls", True) or getattr(leave, "calls", True):  # hooks set
-            metadata = kernel.launch_metadata(grid, stream, *values)
+            metadata = kernel.launch_metadata(grid, stream, *bound.values())  # (the objects)
         else:  # Triton's empty hook chains: nothing to call, no metadata to build
             enter = leave = metadata = None
         kernel.run(grid[0], grid[1] if size > 1 else 1, grid[2] if size > 2 else 1, stream,
                    kernel.function, kernel.packed_metadata, metadata, enter, leave, *values)
         return kernel
+
+
+def _plain(t: type) -> bool:
+    """Whether arguments of type ``t`` that compare equal are the same launch
+    to Triton: numbers (with their type in the key), and pointer objects
+    compared by identity (the workbench's interned ``_DeviceArray``)."""
+    if t is bool or t is int or t is float or issubclass(t, numbers.Number):
+        return True
+    return hasattr(t, "data_ptr") and t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__

@@ -163,11 +163,9 @@ class TimingLog:
             end = free.pop()
         except IndexError:
             end = b.create_event()
-        try:
-            between = launcher.between
-        except AttributeError:
+        between = getattr(launcher, "between", None)
+        if between is None:
             b.record_event(start, stream)
-            between = None
         try:
             if between is not None:
                 between(start, end, grid, block, args, shared_mem, stream)

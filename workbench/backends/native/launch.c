@@ -1,12 +1,14 @@
 /* The GPU backend's launch of a kernel with a known parameter layout, in C:
  * the argument block packed and cuLaunchKernel called without Python frames
- * in between (see workbench/backends/cupy_native.py, which builds this file
+ * in between (see workbench/backends/native_launch.py, which builds this file
  * once per machine and falls back to Python where it cannot).
  *
  * launch(function, codes, args, gx, gy, gz, bx, by, bz, shared, stream[, start, end]) -> CUresult
  *   function: the CUfunction (an int); codes: one byte per parameter, 'P' for a
  *   pointer (a device array: its .data.ptr; an int; None) or a struct module
- *   format character for a number; args: a list or tuple, checked by the caller;
+ *   format character for a number; args: a list or tuple, checked by the caller
+ *   (numbers in range for their C type: out-of-range integers wrap here, where
+ *   struct would raise; a float too large for 'f' becomes inf);
  *   start, end: CUevents (ints) recorded on the stream before and after the
  *   kernel (the timing log's events, without two more calls from Python).
  * pack(codes, args) -> bytes: the argument block launch() passes (8 bytes per
@@ -94,6 +96,7 @@ static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     void *function = PyLong_AsVoidPtr(args[0]);
+    if (function == NULL && PyErr_Occurred()) return NULL;
     char *codes;
     Py_ssize_t count;
     if (PyBytes_AsStringAndSize(args[1], &codes, &count) < 0) return NULL;

@@ -44,13 +44,17 @@ from . import build, persistent
 from .arena import Arena
 from .devices import virtual_device
 from .faults import kernel_fault, worker_fault
-from .launch import argument_bytes, check_config, dims, launch_request
+from .launch import (ArgumentLayout, address, argument_bytes, arguments_part, check_config, dims,
+                     exact_numbers, number_params, request_prefix, request_tail)
 from .module import SimFunction, SimModule
-from .protocol import Op
+from .protocol import ARENA_RESERVED, Op
 from .source import SOURCE_NAME, find_unsupported, generate, simulator_lacks
 from .streams import DEFAULT_STREAM, CurrentStream, SimEvent, SimStream, elapsed_ms
-from .worker import Worker, WorkerDied, WorkerError
+from .worker import Worker, WorkerDied, WorkerError, WorkerGone
 from .xp import ArrayNamespace, DeviceArray, empty_in, in_arena
+
+
+_U64 = struct.Struct("<Q")
 
 
 def _use_nvrtc() -> bool:
@@ -109,6 +113,8 @@ class SimulatorBackend(Backend):
         self._properties = virtual_device(device, memory_bytes)
         self._arena: Arena | None = None
         self._array_class = None
+        self._printf_words = None  # the control page's first words (printf_len is [1])
+        self._configs: dict = {}  # (grid, block, shared_mem) as given -> checked 3-tuples
         self._xp = None
         self._workers: dict[bool, Worker] = {}
         self._kernel_ns = 0
@@ -154,6 +160,7 @@ class SimulatorBackend(Backend):
     def arena(self) -> Arena:
         if self._arena is None:
             self._arena = Arena(self._properties.total_memory)
+            self._printf_words = memoryview(self._arena.control[:64]).cast("Q")
             self._array_class = type("DeviceArray", (DeviceArray,), {"_arena": self._arena,
                                                                      "__module__": __name__})
         return self._arena
@@ -200,7 +207,13 @@ class SimulatorBackend(Backend):
         return np.array(np.asarray(device_array).view(np.ndarray), copy=True)
 
     def is_device_array(self, obj) -> bool:
-        return isinstance(obj, np.ndarray) and self._arena is not None and in_arena(self._arena, obj)
+        arena = self._arena
+        if arena is None or not isinstance(obj, np.ndarray):
+            return False
+        if obj.flags.c_contiguous and obj.size:  # (the common case, without byte_bounds)
+            start = address(obj)
+            return arena.base + ARENA_RESERVED <= start and start + obj.nbytes <= arena.base + arena.size
+        return in_arena(arena, obj)
 
     # -- devices ---------------------------------------------------------------------
     def device_count(self) -> int:
@@ -329,13 +342,27 @@ class SimulatorBackend(Backend):
         return flags
 
     # -- launch ------------------------------------------------------------------------------
+    def _config(self, grid, block, shared_mem) -> tuple[tuple, tuple]:
+        """``(grid, block)`` as checked 3-tuples, remembered per configuration."""
+        try:
+            return self._configs[grid, block, shared_mem]
+        except (KeyError, TypeError):  # new, or unhashable (lists)
+            pass
+        grid3, block3 = dims(grid, "grid"), dims(block, "block")
+        check_config(self._properties, grid3, block3, shared_mem)
+        try:
+            if len(self._configs) > 256:
+                self._configs.clear()
+            self._configs[grid, block, shared_mem] = (grid3, block3)
+        except TypeError:
+            pass
+        return grid3, block3
+
     def launch(self, function, grid, block, args, shared_mem: int = 0, stream=None,
                cooperative: bool = False) -> None:
         if not isinstance(function, SimFunction):
             raise TypeError(f"not a simulator kernel: {function!r}")
-        grid = dims(grid, "grid")
-        block = dims(block, "block")
-        check_config(self._properties, grid, block, shared_mem)
+        grid, block = self._config(grid, block, shared_mem)
         if stream is not None:
             if stream.device not in (None, self.current_device()):  # as cuLaunchKernel refuses it
                 raise LaunchConfigError(
@@ -355,28 +382,102 @@ class SimulatorBackend(Backend):
                     f"at once ({COOPERATIVE_THREADS}: every thread of every block needs its own "
                     f"stack); use at most grid={max(1, COOPERATIVE_THREADS // per_block)} blocks "
                     f"of {per_block} threads here (a GPU takes the grid its occupancy allows)")
-        module = function.module
         is_device_array = self.is_device_array
-        blobs = [argument_bytes(a, i, is_device_array) for i, a in enumerate(args)]
-        with self.lock:
-            worker = self.worker_for(module.checked)
+        arguments = arguments_part([argument_bytes(a, i, is_device_array)
+                                    for i, a in enumerate(args)])
+        self._run(function, grid, block, shared_mem, arguments, cooperative)
+
+    def make_launcher(self, function, params, cooperative: bool = False):
+        """A launcher for ``function`` that packs its arguments with one
+        precomputed struct (:class:`.launch.ArgumentLayout`); kernels with
+        structs by value, checked modules, cooperative launches and streams
+        that are capturing or of another device take :meth:`launch`."""
+        launch = self.launch
+        layout = ArgumentLayout.for_params(params) if isinstance(function, SimFunction) else None
+        if layout is None or cooperative or function.module.checked:
+            scalars = number_params(params)
+
+            def launcher(grid, block, args, shared_mem, stream):
+                # (a Kernel checks once for all its launchers: Python numbers may come)
+                launch(function, grid, block, exact_numbers(args, scalars), shared_mem, stream,
+                       cooperative=cooperative)
+            return launcher
+        configs, config, run = self._configs, self._config, self._run
+        pack, pointers, count, exact = layout.pack, layout.pointers, layout.count, layout.exact
+
+        def launcher(grid, block, args, shared_mem, stream):
+            if stream is not None and (stream.capture is not None or stream.device is not None
+                                       and stream.device != self.current_device()):
+                return launch(function, grid, block, exact(args), shared_mem, stream)
             try:
-                payload = launch_request(module.load_into(worker), function.symbol, grid, block,
-                                         shared_mem, self.timeout_s, blobs, self.arena,
-                                         module.checked, cooperative)
-                reply = worker.request(Op.LAUNCH, payload, timeout=self.timeout_s)
-            except WorkerDied as died:
-                self._print_device_output()
-                self.arena.clear_fault()
-                raise kernel_fault(function.name, module.checked, died, self.timeout_s,
-                                   self.arena) from None
-            except WorkerError as exc:
-                raise KernelArgumentError(str(exc)) from None
-            elapsed = struct.unpack("<Q", reply)[0]
+                grid3, block3 = configs[grid, block, shared_mem]
+            except (KeyError, TypeError):
+                grid3, block3 = config(grid, block, shared_mem)
+            if pointers:
+                arena = self._arena
+                lo, hi = arena.base + ARENA_RESERVED, arena.base + arena.size
+                values = list(args)
+                for i in pointers:
+                    v = values[i]
+                    if v is not None:
+                        v = address(v) if type(v) is self._array_class else -1
+                        if not lo <= v < hi:  # not a device array: launch() says why
+                            return launch(function, grid, block, exact(args), shared_mem, stream)
+                    values[i] = v or 0
+            else:
+                values = args
+            if len(values) != count:
+                return launch(function, grid, block, exact(args), shared_mem, stream)
+            try:
+                arguments = pack(values)
+            except (struct.error, TypeError, ValueError, OverflowError):
+                return launch(function, grid, block, exact(args), shared_mem, stream)
+            run(function, grid3, block3, shared_mem, arguments, False)
+        # The struct packs a range-checked Python int or float exactly as its C
+        # type (what launch() needs gets them as NumPy scalars: exact()).
+        launcher.packs_python_numbers = True
+        return launcher
+
+    def launch_path(self) -> str:
+        return "one request to the worker process, packed by a struct made per kernel (Python)"
+
+    def _run(self, function, grid, block, shared_mem: int, arguments: bytes,
+             cooperative: bool) -> None:
+        """Send the launch to the worker, wait for its end and print its output."""
+        module = function.module
+        checked = module.checked
+        with self.lock:
+            worker = self._workers.get(checked) or self._worker_for(checked)
+            for attempt in (1, 2):
+                try:
+                    handle = worker.libraries.get(module.path)
+                    if handle is None:
+                        handle = module.load_into(worker)
+                    key = (handle, grid, block, shared_mem, self.timeout_s)
+                    prefix = function.requests.get(key)
+                    if prefix is None:
+                        if len(function.requests) > 64:
+                            function.requests.clear()
+                        prefix = function.requests[key] = request_prefix(
+                            handle, function.symbol, grid, block, shared_mem, self.timeout_s)
+                    reply = worker.request(Op.LAUNCH, prefix + arguments + request_tail(
+                        self._arena, checked, cooperative), timeout=self.timeout_s)
+                    break
+                except WorkerDied as died:
+                    if isinstance(died, WorkerGone) and attempt == 1:
+                        continue  # it had ended before this launch: a new one takes it
+                    self._print_device_output()
+                    self.arena.clear_fault()
+                    raise kernel_fault(function.name, checked, died, self.timeout_s,
+                                       self.arena) from None
+                except WorkerError as exc:
+                    raise KernelArgumentError(str(exc)) from None
+            elapsed = _U64.unpack(reply)[0]
             self.last_launch_ns = elapsed
             self._kernel_ns += elapsed
             self._launches += 1
-            self._print_device_output()
+            if self._printf_words[1]:  # printf_len: something was printed
+                self._print_device_output()
 
     def _print_device_output(self) -> None:
         if self._arena is None:
@@ -460,8 +561,11 @@ class SimulatorBackend(Backend):
         event.recorded = False
 
     def record_event(self, event, stream=None) -> None:
-        stream = stream if stream is not None else self.current_stream()
-        device = self.stream_device(stream)
+        if stream is None:
+            stream = self.current_stream()
+        device = stream.device  # (stream_device, inline: the timing log records two per launch)
+        if device is None:
+            device = self.current_device()
         if device != event.device:  # cudaErrorInvalidResourceHandle on a GPU
             raise DeviceError(f"an event of device {event.device} recorded on a stream of "
                               f"device {device}: CUDA records an event on a stream of "

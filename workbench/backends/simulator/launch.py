@@ -10,9 +10,16 @@ lies beyond inaccessible, so wild writes fault), ``u32`` flags (1: a
 cooperative launch); for a checked worker then ``u64 low, u64 high, u32 count`` and
 ``(u64 address, u64 bytes)`` per live block: the arena range to poison and
 the blocks to leave readable.
+
+The part up to the argument count depends only on the kernel, its library
+handle and the configuration: :func:`request_prefix` makes it and the
+backend keeps it per kernel. :class:`ArgumentLayout` packs a kernel's
+arguments with one precomputed :class:`struct.Struct` where its parameters
+are all pointers and plain numbers.
 """
 from __future__ import annotations
 
+import ctypes
 import struct
 from typing import Callable, Sequence
 
@@ -22,6 +29,28 @@ from ...errors import KernelArgumentError, LaunchConfigError
 from ..base import DeviceProperties
 from .arena import Arena
 from .protocol import ARENA_RESERVED, pack_str
+
+
+_U32 = struct.Struct("<I")
+_CONFIG = struct.Struct("<3I3IQI")  # grid, block, shared bytes, time limit (ms)
+_TAIL = struct.Struct("<QI")        # end of the accessible arena, flags
+_NO_ARGUMENTS = _U32.pack(0)
+
+#: NumPy dtype char -> struct code of the same C type (C long is 64 bits here).
+_STRUCT_CODES = {"?": "?", "b": "b", "B": "B", "h": "h", "H": "H", "i": "i", "I": "I",
+                 "l": "q", "L": "Q", "q": "q", "Q": "Q", "e": "e", "f": "f", "d": "d"}
+
+_from_buffer = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
+
+
+def address(a: np.ndarray) -> int:
+    """The address of ``a``'s first byte (through the buffer protocol, five
+    times cheaper than ``__array_interface__``, which builds a dict)."""
+    try:
+        return _addressof(_from_buffer(a))
+    except (TypeError, ValueError, BufferError):  # read-only, empty or strided
+        return a.__array_interface__["data"][0]
 
 
 def dims(value, what: str) -> tuple[int, int, int]:
@@ -65,7 +94,7 @@ def argument_bytes(a, index: int, is_device_array: Callable[[object], bool]) -> 
             raise KernelArgumentError(
                 f"argument {index + 1} is a host NumPy array; kernels need device arrays: "
                 "copy it with wb.to_device(x) or create it with wb.xp")
-        return struct.pack("<Q", a.__array_interface__["data"][0])
+        return struct.pack("<Q", address(a))
     if isinstance(a, np.generic):
         return a.tobytes()
     if isinstance(a, (bytes, bytearray)):
@@ -77,23 +106,99 @@ def argument_bytes(a, index: int, is_device_array: Callable[[object], bool]) -> 
         "scalar of the kernel parameter's type")
 
 
+def request_prefix(handle: int, symbol: str, grid, block, shared_mem: int,
+                   timeout_s: float) -> bytes:
+    """The payload up to the argument count (library, entry point,
+    configuration, time limit): the same for every launch of one kernel
+    with one configuration."""
+    return (_U32.pack(handle) + pack_str(symbol)
+            + _CONFIG.pack(*grid, *block, int(shared_mem), max(1, int(timeout_s * 1000))))
+
+
+def arguments_part(blobs: Sequence[bytes]) -> bytes:
+    """The argument count, sizes and bytes of a payload."""
+    if not blobs:
+        return _NO_ARGUMENTS
+    return b"".join((struct.pack(f"<{len(blobs) + 1}I", len(blobs), *map(len, blobs)), *blobs))
+
+
+def request_tail(arena: Arena, checked: bool = False, cooperative: bool = False,
+                 whole_arena: bool = False) -> bytes:
+    """The payload after the arguments: the end of the arena's accessible part,
+    the flags and, for a checked worker, the ranges to poison and to leave."""
+    tail = _TAIL.pack(arena.base + (arena.size if whole_arena else arena.high_water),
+                      int(bool(cooperative)))
+    if not checked:
+        return tail
+    live = arena.live_blocks()
+    return b"".join((tail, struct.pack("<QQI", arena.base + ARENA_RESERVED,
+                                       arena.base + arena.high_water, len(live)),
+                     *(struct.pack("<QQ", a, n) for a, n in live)))
+
+
 def launch_request(handle: int, symbol: str, grid, block, shared_mem: int, timeout_s: float,
                    blobs: Sequence[bytes], arena: Arena, checked: bool = False,
                    cooperative: bool = False, whole_arena: bool = False) -> bytes:
     """The payload of a launch request (see the module docstring). The arena
     past its allocated part is inaccessible during the launch, except with
     ``whole_arena`` (a persistent kernel, which meets arrays allocated later)."""
-    timeout_ms = max(1, int(timeout_s * 1000))
-    payload = [struct.pack("<I", handle), pack_str(symbol),
-               struct.pack("<3I3IQII", *grid, *block, int(shared_mem), timeout_ms, len(blobs)),
-               struct.pack(f"<{len(blobs)}I", *map(len, blobs)), *blobs,
-               struct.pack("<QI", arena.base + (arena.size if whole_arena else arena.high_water),
-                           int(bool(cooperative)))]
-    if checked:
-        checked_arena = arena
-        arena = checked_arena
-        live = arena.live_blocks()
-        payload.append(struct.pack("<QQI", arena.base + ARENA_RESERVED,
-                                   arena.base + arena.high_water, len(live)))
-        payload.append(b"".join(struct.pack("<QQ", a, n) for a, n in live))
-    return b"".join(payload)
+    return (request_prefix(handle, symbol, grid, block, shared_mem, timeout_s)
+            + arguments_part(blobs) + request_tail(arena, checked, cooperative, whole_arena))
+
+
+def number_params(params) -> tuple:
+    """``(index, NumPy scalar type)`` of each parameter that is a plain number."""
+    return tuple((i, p.dtype.type) for i, p in enumerate(params)
+                 if not p.is_pointer and p.dtype is not None and p.dtype.kind in "biuf")
+
+
+def exact_numbers(args, scalars) -> tuple:
+    """``args`` with the Python ints and floats at ``scalars``' indices made
+    NumPy scalars of their types (a caller that checked their ranges may pass
+    them as they are: see ``Backend.make_launcher``)."""
+    values = list(args)
+    for i, scalar_type in scalars:
+        if i < len(values) and type(values[i]) in (int, float):
+            values[i] = scalar_type(values[i])
+    return tuple(values)
+
+
+class ArgumentLayout:
+    """The arguments part of a kernel's payload, packed by one precomputed
+    ``struct.Struct`` (count, sizes, then each value: a pointer's address or
+    a number in its parameter's C type). :meth:`for_params` gives None when a
+    parameter is neither (a struct or vector by value): those kernels take
+    :func:`argument_bytes`."""
+
+    __slots__ = ("pack", "pointers", "count", "scalars")
+
+    def __init__(self, codes: Sequence[str], sizes: Sequence[int], pointers: Sequence[int],
+                 scalars: Sequence[tuple] = ()):
+        packer = struct.Struct("<" + "I" * (len(codes) + 1) + "".join(codes))
+        head = (len(codes), *sizes)
+        self.pack = lambda values: packer.pack(*head, *values)
+        self.pointers = tuple(pointers)
+        self.count = len(codes)
+        self.scalars = tuple(scalars)  # (index, NumPy scalar type) of each number parameter
+
+    def exact(self, args) -> tuple:
+        """``args`` with Python ints and floats made NumPy scalars of their
+        parameters' types (as :func:`argument_bytes` takes them)."""
+        return exact_numbers(args, self.scalars)
+
+    @classmethod
+    def for_params(cls, params) -> "ArgumentLayout | None":
+        codes, sizes, pointers = [], [], []
+        for i, p in enumerate(params):
+            if p.is_pointer:
+                codes.append("Q")
+                sizes.append(8)
+                pointers.append(i)
+                continue
+            dt = p.dtype
+            code = _STRUCT_CODES.get(dt.char) if dt is not None else None
+            if code is None or struct.calcsize("<" + code) != dt.itemsize:
+                return None
+            codes.append(code)
+            sizes.append(dt.itemsize)
+        return cls(codes, sizes, pointers, number_params(params))

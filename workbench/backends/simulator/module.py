@@ -11,7 +11,7 @@ import numpy as np
 from ..base import CompiledModule, KernelResources
 from .protocol import Op, pack_str
 from .source import global_symbol, launcher_symbol
-from .worker import Worker, WorkerDied, WorkerError
+from .worker import Worker, WorkerDied, WorkerError, WorkerGone
 
 if TYPE_CHECKING:
     from .backend import SimulatorBackend
@@ -20,12 +20,15 @@ if TYPE_CHECKING:
 class SimFunction:
     """A launchable kernel of a :class:`SimModule`."""
 
-    __slots__ = ("module", "name", "symbol")
+    __slots__ = ("module", "name", "symbol", "requests")
 
     def __init__(self, module: "SimModule", name: str, symbol: str):
         self.module = module
         self.name = name
         self.symbol = symbol
+        #: The start of its launch requests, per (library handle, grid, block,
+        #: shared bytes, time limit): see :func:`.launch.request_prefix`.
+        self.requests: dict = {}
 
     def __repr__(self) -> str:
         return f"<simulator kernel {self.name}{' (checked)' if self.module.checked else ''}>"
@@ -89,7 +92,10 @@ class SimModule(CompiledModule):
         try:
             with self._backend.lock:
                 worker = self._backend.worker_for(self.checked)
-                _write_global(worker, self.load_into(worker), self._symbol(name), name, data)
+                try:
+                    _write_global(worker, self.load_into(worker), self._symbol(name), name, data)
+                except WorkerGone:  # ended while idle: once more, in a new worker
+                    _write_global(worker, self.load_into(worker), self._symbol(name), name, data)
                 self._globals[name] = bytes(data)
         except WorkerDied as died:
             raise self._backend.worker_ended(died, f"setting global variable {name!r}") from None
@@ -99,10 +105,14 @@ class SimModule(CompiledModule):
         try:
             with self._backend.lock:
                 worker = self._backend.worker_for(self.checked)
-                handle = self.load_into(worker)
-                return worker.request(Op.SYMBOL_READ, struct.pack("<I", handle)
-                                      + pack_str(self._symbol(name))
-                                      + struct.pack("<QQ", 0, int(nbytes)))
+                for attempt in (1, 2):
+                    try:
+                        return worker.request(Op.SYMBOL_READ, struct.pack("<I", self.load_into(worker))
+                                              + pack_str(self._symbol(name))
+                                              + struct.pack("<QQ", 0, int(nbytes)))
+                    except WorkerGone:  # ended while idle: once more, in a new worker
+                        if attempt == 2:
+                            raise
         except WorkerDied as died:
             raise self._backend.worker_ended(died, f"reading global variable {name!r}") from None
         except WorkerError as exc:

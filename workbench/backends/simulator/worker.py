@@ -7,6 +7,12 @@ one request and one reply on a pipe per launch (:mod:`.protocol`). When it dies 
 time limit) the control page says why: :meth:`Worker.request` raises
 :class:`WorkerDied` with that record, and the next request starts a new
 worker. Device memory lives in the arena and survives.
+
+Both sides poll their pipe for a short while before they block on it
+(:data:`WORKER_SPIN_US`, :data:`REPLY_SPIN_US`): a process asleep on another
+CPU takes tens of microseconds to wake (more in a virtual machine), longer
+than an empty launch takes, so a series of launches finds the other side
+awake and a round trip costs a few microseconds. With one CPU neither polls.
 """
 from __future__ import annotations
 
@@ -25,6 +31,18 @@ from .protocol import ABI_VERSION, FaultRecord, Op, pack_str
 GRACE_SECONDS = 5.0
 #: Time limit of requests that run no kernel (load a library, read a global).
 DEFAULT_TIMEOUT = 60.0
+#: Microseconds the worker polls its request pipe after a reply before it
+#: blocks (launches in a loop then never wait for it to wake up).
+WORKER_SPIN_US = 100
+#: Microseconds the notebook polls the reply pipe before it blocks (a short
+#: kernel's reply then comes without a wake-up).
+REPLY_SPIN_US = 50
+
+#: A pause this long between two polls means another thread had the CPU.
+_BUSY_CPU_S = 20e-6
+
+_HEAD = struct.Struct("<II")    # request: op, payload length
+_REPLY = struct.Struct("<iI")   # reply: status, payload length
 
 
 class WorkerDied(Exception):
@@ -38,6 +56,12 @@ class WorkerDied(Exception):
         self.log = log
         self.timed_out = timed_out
         super().__init__(f"simulator worker ended (exit status {returncode})")
+
+
+class WorkerGone(WorkerDied):
+    """The worker had ended before the request was sent (killed while idle):
+    nothing ran. A new worker starts on the next request; the caller sends
+    its request again after loading its library into it."""
 
 
 class WorkerError(Exception):
@@ -54,7 +78,11 @@ class Worker:
         self._env = env or {}
         self._proc: subprocess.Popen | None = None
         self._rfd = self._wfd = -1
+        self._poller = None                   # select.poll of the reply pipe
+        self._returncode = None               # of a worker found ended while idle
         self._log_path: str | None = None
+        # polling only helps when the two sides can run at once
+        self._spin_s = REPLY_SPIN_US / 1e6 if len(os.sched_getaffinity(0)) > 1 else 0.0
         self.libraries: dict[str, int] = {}   # library path -> handle in this worker
         self.threads = 0                      # OS threads running blocks (from the first reply)
         #: One request and its reply at a time: the pipe is one channel, so
@@ -77,7 +105,7 @@ class Worker:
         try:
             self._proc = subprocess.Popen(
                 [exe, str(arena.fd), hex(arena.base), str(arena.size), str(req_r), str(rep_w),
-                 str(self._threads)],
+                 str(self._threads), str(WORKER_SPIN_US if self._spin_s else 0)],
                 pass_fds=(arena.fd, req_r, rep_w), stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
                 env=env, start_new_session=True)
         except BaseException:
@@ -89,6 +117,8 @@ class Worker:
             os.close(req_r)
             os.close(rep_w)
         self._wfd, self._rfd = req_w, rep_r
+        self._poller = select.poll()
+        self._poller.register(rep_r, select.POLLIN)
         self.libraries = {}
         status, payload = self._reply(30.0)
         if status != 0:
@@ -118,6 +148,7 @@ class Worker:
                 except OSError:
                     pass
         self._rfd = self._wfd = -1
+        self._poller = None
         self._proc = None
         self.libraries = {}
         if self._log_path and os.path.exists(self._log_path):
@@ -139,13 +170,24 @@ class Worker:
             return self._request(op, payload, timeout)
 
     def _request(self, op: Op, payload: bytes, timeout: float | None) -> bytes:
-        if not self.alive:
-            if self._proc is not None:
-                self.stop()
+        # No liveness check here (a system call per launch): a worker that
+        # ended while idle shows as a broken pipe. Loading a library then
+        # simply goes to a new worker; other requests name libraries of the
+        # old one, so the caller hears WorkerGone and sends them again.
+        if self._proc is None:
             self.start()
-        msg = struct.pack("<II", int(op), len(payload)) + payload
+        msg = _HEAD.pack(op, len(payload)) + payload
         try:
             _write_all(self._wfd, msg)
+        except BrokenPipeError:
+            self._gone()
+            if op != Op.LOAD:
+                raise WorkerGone(None, self._returncode, "") from None
+            self.start()
+            try:
+                _write_all(self._wfd, msg)
+            except OSError:
+                self._died(False)
         except OSError:
             self._died(False)
         status, data = self._reply(DEFAULT_TIMEOUT if timeout is None else timeout)
@@ -173,6 +215,13 @@ class Worker:
                 self.libraries[path] = handle
             return handle
 
+    def _gone(self) -> None:
+        """Forget a worker found ended between requests (its exit status in
+        ``_returncode``)."""
+        proc = self._proc
+        self.stop()
+        self._returncode = proc.returncode if proc is not None else None
+
     def _abandon(self) -> None:
         """End the worker without waiting for its reply (SIGKILL) and forget
         any fault record it left; the next request starts a new one."""
@@ -181,27 +230,45 @@ class Worker:
 
     def _read_reply(self, timeout: float) -> tuple[int, bytes]:
         deadline = time.monotonic() + timeout + GRACE_SECONDS
+        self._wait_readable(deadline)
         # Header and payload usually come in one read.
-        buf = self._read_some(8, deadline)
-        status, length = struct.unpack_from("<iI", buf)
-        while len(buf) < 8 + length:
-            buf += self._read_some(8 + length - len(buf), deadline)
+        buf = os.read(self._rfd, 1 << 16)
+        while len(buf) < 8 or len(buf) < 8 + _REPLY.unpack_from(buf)[1]:
+            if not buf:
+                self._died(False)  # the pipe closed: the worker ended
+            self._wait_readable(deadline)
+            more = os.read(self._rfd, 1 << 16)
+            if not more:
+                self._died(False)
+            buf += more
+        status, length = _REPLY.unpack_from(buf)
         return status, buf[8:8 + length]
 
-    def _read_some(self, need: int, deadline: float) -> bytes:
-        """At least ``need`` bytes of the reply (no more than the reply holds)."""
-        chunks, got = [], 0
-        while got < need:
-            wait = max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([self._rfd], [], [], wait)
-            if not ready:
+    def _wait_readable(self, deadline: float) -> None:
+        """Return when the reply pipe has data or has closed: poll it for up to
+        :data:`REPLY_SPIN_US`, then block until ``deadline`` (past it the worker
+        is stopped: :class:`WorkerDied` with ``timed_out``)."""
+        poll = self._poller.poll
+        if poll(0):
+            return
+        if self._spin_s:
+            # As the worker polls (native/worker.cpp: wait_readable): the CPU
+            # offered between polls, and no more polling once another thread took it.
+            clock, give_way = time.perf_counter, os.sched_yield
+            last = clock()
+            until = last + self._spin_s
+            while True:
+                give_way()
+                if poll(0):
+                    return
+                now = clock()
+                if now - last > _BUSY_CPU_S or now > until:
+                    break
+                last = now
+        # (in slices: poll() takes at most 2**31 - 1 milliseconds)
+        while not poll(min(max(0.0, deadline - time.monotonic()), 3600.0) * 1000.0):
+            if time.monotonic() >= deadline:
                 self._died(True)
-            chunk = os.read(self._rfd, max(need - got, 1 << 16) if got == 0 else need - got)
-            if not chunk:
-                self._died(False)
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
 
     def _died(self, timed_out: bool):
         proc = self._proc
@@ -230,7 +297,8 @@ class Worker:
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+    n = os.write(fd, data)  # all of it, unless it is larger than the pipe's buffer
+    if n < len(data):
+        view = memoryview(data)[n:]
+        while view:
+            view = view[os.write(fd, view):]

@@ -18,6 +18,12 @@
 // Protocol on two pipes (request fd, reply fd), little-endian:
 //   request: u32 op (enum wbsim_op), u32 length, payload;
 //   reply: i32 status, u32 length, payload.
+// Waiting for the next request, the worker first polls its pipe for a short
+// while (the spin time, an argument) and only then blocks in poll(): waking a
+// process that sleeps on another CPU costs tens of microseconds (more in a
+// virtual machine), far more than an empty launch, so launches in a row find
+// the worker awake. The notebook side does the same for the reply. The pipe
+// stays the only channel, so no wake-up can be lost.
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +33,8 @@
 #include <vector>
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -44,15 +52,60 @@
 wbsim_control* g_ctl = nullptr;
 
 // -- the request loop ----------------------------------------------------------
-static int g_in = -1, g_out = -1;
+static int g_in = -1, g_out = -1;  // g_in is non-blocking: see wait_readable
+static uint64_t g_spin_ns = 0;        // how long to poll before blocking
+
+// Wait until `fd` has data (or its writer is gone): poll it without blocking
+// for up to g_spin_ns, then block. Between polls the CPU is offered to any
+// other thread that waits for it (the notebook may run on the same CPU), and
+// when one took it, polling stops: on a busy CPU a blocked worker is woken
+// sooner (the scheduler lets a waking thread in at once) than a polling one
+// gets its turn back, and waking costs little when the CPU is not idle.
+static const uint64_t kBusyCpuNs = 20000;
+static void wait_readable(int fd) {
+    struct pollfd p = {fd, POLLIN, 0};
+    if (g_spin_ns) {
+        uint64_t start = now_ns(), last = start, t;
+        do {
+            if (poll(&p, 1, 0) > 0) return;
+            sched_yield();  // the notebook may be waiting for this CPU
+            t = now_ns();
+            if (t - last > kBusyCpuNs) break;  // it was: no polling while the CPU is shared
+            last = t;
+        } while (t - start < g_spin_ns);
+    }
+    while (poll(&p, 1, -1) < 0 && errno == EINTR) {
+    }
+}
+
+// Requests are read through a buffer: a launch's header and payload then
+// take one read() instead of two.
+static char g_inbuf[1 << 16];
+static size_t g_inpos = 0, g_inlen = 0;
 
 static bool read_all(int fd, void* buf, size_t n) {
     char* p = (char*)buf;
     while (n) {
-        ssize_t r = read(fd, p, n);
+        if (g_inpos < g_inlen) {
+            size_t k = g_inlen - g_inpos < n ? g_inlen - g_inpos : n;
+            memcpy(p, g_inbuf + g_inpos, k);
+            g_inpos += k; p += k; n -= k;
+            continue;
+        }
+        bool direct = n >= sizeof g_inbuf;  // a large payload: straight to its place
+        ssize_t r = direct ? read(fd, p, n) : read(fd, g_inbuf, sizeof g_inbuf);
         if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            wait_readable(fd);
+            continue;
+        }
         if (r <= 0) return false;
-        p += r; n -= (size_t)r;
+        if (direct) {
+            p += r; n -= (size_t)r;
+        } else {
+            g_inpos = 0;
+            g_inlen = (size_t)r;
+        }
     }
     return true;
 }
@@ -219,14 +272,16 @@ static void handle_symbol(Reader& r, bool write) {
 }
 
 int main(int argc, char** argv) {
-    // worker <arena fd> <arena address> <arena bytes> <request fd> <reply fd> <threads>
-    if (argc < 7) { fprintf(stderr, "usage: wbsim-worker fd addr size in out threads\n"); return 2; }
+    // worker <arena fd> <arena address> <arena bytes> <request fd> <reply fd> <threads> [spin us]
+    if (argc < 7) { fprintf(stderr, "usage: wbsim-worker fd addr size in out threads [spin_us]\n"); return 2; }
     int fd = atoi(argv[1]);
     uintptr_t addr = (uintptr_t)strtoull(argv[2], nullptr, 0);
     size_t size = (size_t)strtoull(argv[3], nullptr, 0);
     g_in = atoi(argv[4]);
     g_out = atoi(argv[5]);
     unsigned nthreads = (unsigned)atoi(argv[6]);
+    if (argc > 7) g_spin_ns = strtoull(argv[7], nullptr, 0) * 1000ull;
+    fcntl(g_in, F_SETFL, fcntl(g_in, F_GETFL) | O_NONBLOCK);
     if (const char* s = getenv("WBSIM_STACK_KIB")) g_stack_bytes = (size_t)atoi(s) * 1024;
     dup2(2, 1);  // stray writes to stdout go to the log, not the notebook
     void* m = mmap((void*)addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
@@ -240,10 +295,10 @@ int main(int argc, char** argv) {
     g_arena_end = g_accessible_end = addr + size;
     thread_setup();
     install_handlers();
-    if (nthreads == 0) {
-        cpu_set_t set;
-        nthreads = sched_getaffinity(0, sizeof set, &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
-    }
+    cpu_set_t set;
+    unsigned cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
+    if (nthreads == 0) nthreads = cpus;
+    if (cpus < 2) g_spin_ns = 0;  // polling would only keep the notebook from running
     start_threads(nthreads - 1);
     uint32_t hello[2] = {WBSIM_ABI_VERSION, nthreads};
     reply(0, hello, sizeof hello);
