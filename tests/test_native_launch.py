@@ -68,3 +68,34 @@ def test_a_wrong_argument_raises_and_packs_nothing(built):
         built.pack(b"P", [object()])  # not an array, an int or None
     with pytest.raises(TypeError):
         built.pack(b"i", ["seven"])
+
+
+def test_a_cache_that_cannot_keep_the_module_costs_only_the_c_path(tmp_path, monkeypatch):
+    """An unwritable cache folder must not fail a kernel's compile: the build
+    says why and the caller launches from Python."""
+    from workbench.backends import native_build
+    if native_build.compiler() is None:
+        pytest.skip("no C compiler here")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(blocker / "cache"))
+    built, why = native_build.build(native_launch.SOURCE, "_wb_launch", "WORKBENCH_NATIVE_LAUNCH")
+    assert built is None and "cannot keep" in why
+
+
+def test_a_broken_cached_module_is_built_again(tmp_path, monkeypatch):
+    from workbench.backends import native_build
+    if native_build.compiler() is None:
+        pytest.skip("no C compiler here")
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "first"))
+    built, why = native_build.build(native_launch.SOURCE, "_wb_launch", "WORKBENCH_NATIVE_LAUNCH")
+    if built is None:
+        pytest.skip(f"the C launcher cannot be built here: {why}")
+    (cached,) = (tmp_path / "first" / "native").glob("_wb_launch-*")
+    # the same entry in another cache, broken (the loaded file itself must not be touched)
+    broken = tmp_path / "second" / "native" / cached.name
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"not a shared object")
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "second"))
+    built, why = native_build.build(native_launch.SOURCE, "_wb_launch", "WORKBENCH_NATIVE_LAUNCH")
+    assert built is not None and why is None and built.pack(b"i", [7]) == (7).to_bytes(8, "little")

@@ -14,6 +14,7 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -28,31 +29,42 @@ NATIVE_DIR = Path(__file__).resolve().parent / "native"
 CACHE = DiskCache("native")
 
 
-def compiler() -> str | None:
-    """The C compiler: ``$CC``, else ``cc`` (a full path), or None."""
-    return shutil.which(os.environ.get("CC", "cc"))
+def compiler() -> list[str] | None:
+    """The C compiler's command: ``$CC`` (which may carry words, as in
+    ``ccache gcc``), else ``cc``; None where it is not found."""
+    words = shlex.split(os.environ.get("CC", "").strip() or "cc")
+    found = shutil.which(words[0]) if words else None
+    return [found, *words[1:]] if found else None
 
 
-def compile_source(cc: str, source: Path, target: Path, libs: tuple[str, ...] = ()) -> str | None:
+def compile_source(cc: list[str], source: Path, target: Path, libs: tuple[str, ...] = ()) -> str | None:
     """Compile ``source`` to the shared object ``target``; the compiler's
     complaint, or None when it worked."""
     include = sysconfig.get_paths().get("include") or ""
     if not Path(include, "Python.h").exists():
         return f"Python's headers are not installed (no Python.h in {include})"
-    with tempfile.TemporaryDirectory() as tmp:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # built in the cache's own folder: the final rename stays on one filesystem
+        tmp = tempfile.mkdtemp(dir=target.parent, prefix=".build-")
+    except OSError as exc:
+        return f"the disk cache cannot keep it ({exc})"
+    try:
         out = Path(tmp) / target.name
         try:
-            done = subprocesses.run([cc, "-O2", "-shared", "-fPIC", f"-I{include}", str(source),
+            done = subprocesses.run([*cc, "-O2", "-shared", "-fPIC", f"-I{include}", str(source),
                                      "-o", str(out), *libs], timeout=120)
         except (OSError, subprocess.SubprocessError) as exc:
-            return f"{cc} failed to run ({exc})"
+            return f"{cc[0]} failed to run ({exc})"
         if done.returncode != 0:
-            return f"{cc} could not build it: {done.stderr.strip().splitlines()[-1:] or '?'}"
+            last = done.stderr.strip().splitlines()[-1:] or ["?"]
+            return f"{cc[0]} could not build it: {last[0]}"
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(out, target)   # atomic: a concurrent build leaves one whole file
         except OSError as exc:
             return f"the disk cache cannot keep it ({exc})"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return None
 
 
@@ -65,18 +77,30 @@ def build(source: Path, name: str, switch: str, libs: tuple[str, ...] = ()):
     cc = compiler()
     if cc is None:
         return None, "no C compiler (set $CC)"
-    key = hashlib.sha256(source.read_bytes() + sys.version.encode() + cc.encode()).hexdigest()[:16]
+    key = hashlib.sha256(source.read_bytes() + sys.version.encode()
+                         + " ".join(cc).encode()).hexdigest()[:16]
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    path = CACHE.path(f"{name}-{key}{suffix}")
-    if not path.exists():
-        complaint = compile_source(cc, source, path, libs)
-        if complaint is not None:
-            return None, complaint
     try:
-        loader = importlib.machinery.ExtensionFileLoader(name, str(path))
-        spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
-        built = importlib.util.module_from_spec(spec)
-        loader.exec_module(built)
-    except Exception as exc:  # noqa: BLE001 -- a broken cache entry: the Python path instead
-        return None, f"the built module did not load ({exc})"
-    return built, None
+        path = CACHE.path(f"{name}-{key}{suffix}")
+    except OSError as exc:  # a cache folder that cannot be made: only costs speed
+        return None, f"the disk cache cannot keep it ({exc})"
+    for attempt in range(2):
+        if not path.exists():
+            complaint = compile_source(cc, source, path, libs)
+            if complaint is not None:
+                return None, complaint
+        try:
+            loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+            spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
+            built = importlib.util.module_from_spec(spec)
+            loader.exec_module(built)
+        except Exception as exc:  # noqa: BLE001 -- a broken cache entry: built once more
+            if attempt == 0:
+                try:
+                    path.unlink()
+                    continue
+                except OSError:
+                    pass
+            return None, f"the built module did not load ({exc})"
+        return built, None
+    return None, "the built module did not load"
