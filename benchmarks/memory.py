@@ -163,6 +163,10 @@ def main() -> None:
     args = parser.parse_args()
 
     import workbench as wb
+    from workbench.memory import tracker as tracker_module
+    # "on" times the recording alone: the tracker counts its raw events every
+    # COUNT_EVERY of them, which a loop must not reach (counting is its own column)
+    tracker_module.COUNT_EVERY = max(tracker_module.COUNT_EVERY, 4 * args.n)
     backend = wb.backend()
     simulated = bool(backend.simulated)
     label = " [SIMULATED: CPU simulator's allocator, not a GPU]" if simulated else ""

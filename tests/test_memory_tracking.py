@@ -115,6 +115,42 @@ def test_cupy_allocator_is_ours_only_while_tracking_and_the_previous_comes_back(
 
 
 @pytest.mark.gpu
+def test_an_allocator_put_over_ours_while_tracking_does_not_recurse_when_tracking_resumes():
+    """A user's allocator that wraps the one it found (ours, while tracking)
+    stays after tracking stops; tracking again must not wrap it (it calls
+    ours: allocations would recurse without end), and theirs comes back after."""
+    import cupy
+    from workbench.runtime import session
+    previous_backend = session.active_backend_or_none()
+    session.use_backend("cupy")
+    before = cupy.cuda.get_allocator()
+    calls = []
+    try:
+        wb.memory.tracking(True)
+        found = cupy.cuda.get_allocator()
+
+        def theirs(size):
+            calls.append(size)
+            return found(size)
+        cupy.cuda.set_allocator(theirs)
+        wb.memory.tracking(False)
+        assert cupy.cuda.get_allocator() is theirs
+        wb.memory.tracking(True)
+        x = cupy.arange(1000, dtype=cupy.float32)          # no RecursionError
+        assert float(x.sum()) == 999 * 1000 / 2
+        assert tracker().in_use == cupy.get_default_memory_pool().used_bytes()
+        wb.memory.tracking(False)
+        assert cupy.cuda.get_allocator() is theirs
+        y = cupy.ones(10)                                     # theirs, then ours, then the pool
+        assert calls and float(y.sum()) == 10
+        del x, y
+    finally:
+        wb.memory.tracking(False)
+        cupy.cuda.set_allocator(before)
+        session.restore_backend(previous_backend)
+
+
+@pytest.mark.gpu
 def test_cupy_arrays_in_garbage_cycles_go_back_to_the_pool():
     import cupy
     from workbench.runtime import session

@@ -34,7 +34,10 @@ What follows from this design (checked against CuPy 14's ``memory.pyx``):
   the watcher is freed through it whenever it goes, listeners or not.
 - When the last listener goes, the allocator installed before is put back
   exactly (the same object), unless someone replaced ours meanwhile: theirs
-  is left in place.
+  is left in place. Theirs may call ours (a wrapper around the allocator
+  they found): when tracking starts again, ours goes over theirs and takes
+  blocks from the pool as before (wrapping theirs would recurse without end),
+  and theirs is put back when tracking stops.
 
 The allocator in C (``native/allocations.c``, built once per machine by
 :mod:`.native_build`; ``WORKBENCH_NATIVE_ALLOCATIONS=0`` turns it off,
@@ -140,6 +143,8 @@ class AllocationWatcher:
         self._device = -1                   # the device whose allocations are reported
         self._wrapped = None                # the allocator we take blocks from (the one before us)
         self._installed = None              # the allocator given to set_allocator
+        self._replaced = None               # what set_allocator replaced (put back at the end)
+        self._covered = False               # someone's allocator went over ours while listening
         self._native = False                # the C allocator; False: not looked for yet
         self._lock = threading.Lock()       # add/remove only; never taken on the hot path
 
@@ -208,12 +213,17 @@ class AllocationWatcher:
         if self._native is False:
             self._native = _native_allocator()
         current = cupy.cuda.get_allocator()
-        if self._ours(current):
-            current = self._wrapped   # ours, put back by someone who kept it: never wrap ourselves
+        if self._ours(current) or self._covered:
+            # Ours, put back by someone who kept it; or someone's installed over ours
+            # while we listened, which may call ours: never wrap ourselves (that
+            # would recurse without end), take blocks from what we wrapped before.
+            wrapped = self._wrapped
+        else:
+            wrapped = current
         installed = self._native or self._malloc
         if self._native:
             self._native.configure(-1, None, None, None)   # reports nothing until _update
-            self._native.wrapped = current
+            self._native.wrapped = wrapped
         try:
             cupy.cuda.set_allocator(installed)
         except ValueError as exc:  # CuPy refuses inside `using_allocator` on this thread
@@ -222,14 +232,21 @@ class AllocationWatcher:
             raise WorkbenchError(
                 "cannot track device allocations inside a cupy.cuda.using_allocator(...) block: "
                 f"turn tracking on outside it ({exc})") from None
-        self._wrapped = current
+        self._wrapped = wrapped
+        # what goes back when tracking stops: what was there (not ourselves)
+        self._replaced = wrapped if self._ours(current) else current
+        self._covered = False
         self._installed = installed
         self._device = _runtime.getDevice()
 
     def _uninstall(self) -> None:
         installed, self._installed = self._installed, None
-        if installed is not None and cupy.cuda.get_allocator() is installed:
-            cupy.cuda.set_allocator(self._wrapped)   # exactly the allocator from before
+        if installed is None:
+            return
+        if cupy.cuda.get_allocator() is installed:
+            cupy.cuda.set_allocator(self._replaced)   # exactly the allocator from before
+        else:  # someone installed theirs over ours (it may call ours): theirs stays
+            self._covered = True
         # `_wrapped` stays: a caller that kept our allocator still gets blocks from it.
 
     @property

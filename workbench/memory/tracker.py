@@ -166,6 +166,7 @@ class Tracker:
                     counts.alive = 0
                 self._tracked = 0
                 self._untracked = used
+                self._peak = max(self._peak, used)
         self._session = _session()
         remove = backend.add_allocation_listener(*self._callbacks())
         self._frees_reported = getattr(remove, "reports_earlier_frees", True)
@@ -262,54 +263,65 @@ class Tracker:
         tracked, untracked, peak = self._tracked, self._untracked, self._peak
         reserved = self._last_reserved
         last_cell, counts = _NO_CELL, None   # most batches are one cell's: look it up once
-        for event in events:
-            if len(event) == 6:
-                size, t, cell, _frames, reserved, ptr = event
-                t -= t0
-                if t < last_t:
-                    t = last_t
-                last_t = t
-                live[ptr] = event
-                tracked += size
-                in_use = tracked + untracked
-                if in_use > peak:
-                    peak = in_use
-                if cell is not last_cell:
-                    last_cell, counts = cell, cells.get(cell)
-                if counts is None:
-                    counts = cells[cell] = CellCounts(cell, in_use - size)
-                counts.allocated += size
-                counts.n_allocs += 1
-                counts.alive += size
-                if in_use > counts.peak:
-                    counts.peak = in_use
-                timeline.append((t, in_use, reserved, "alloc", size, cell))
-            else:
-                ptr, size, t, cell = event
-                t -= t0
-                if t < last_t:
-                    t = last_t
-                last_t = t
-                entry = live.pop(ptr, None)
-                if entry is not None:
-                    tracked -= entry[0]
-                    owner = cells.get(entry[2])
-                    if owner is not None:
-                        owner.alive -= entry[0]
-                else:  # allocated before tracking started
-                    untracked = max(0, untracked - size)
-                in_use = tracked + untracked
-                if cell is not last_cell:
-                    last_cell, counts = cell, cells.get(cell)
-                if counts is None:
-                    counts = cells[cell] = CellCounts(cell, in_use + size)
-                counts.freed += size
-                counts.n_frees += 1
-                # a free returns the block to the pool: reserved does not change
-                timeline.append((t, in_use, reserved, "free", size, cell))
-        self._last_t = last_t
-        self._tracked, self._untracked, self._peak = tracked, untracked, peak
-        self._last_reserved = reserved
+        done = 0
+        try:
+            for done, event in enumerate(events):
+                if len(event) == 6:
+                    size, t, cell, _frames, reserved, ptr = event
+                    t -= t0
+                    if t < last_t:
+                        t = last_t
+                    last_t = t
+                    live[ptr] = event
+                    tracked += size
+                    in_use = tracked + untracked
+                    if in_use > peak:
+                        peak = in_use
+                    if cell is not last_cell:
+                        last_cell, counts = cell, cells.get(cell)
+                    if counts is None:
+                        counts = cells[cell] = CellCounts(cell, in_use - size)
+                    counts.allocated += size
+                    counts.n_allocs += 1
+                    counts.alive += size
+                    if in_use > counts.peak:
+                        counts.peak = in_use
+                    timeline.append((t, in_use, reserved, "alloc", size, cell))
+                else:
+                    ptr, size, t, cell = event
+                    t -= t0
+                    if t < last_t:
+                        t = last_t
+                    last_t = t
+                    entry = live.pop(ptr, None)
+                    if entry is not None:
+                        tracked -= entry[0]
+                        owner = cells.get(entry[2])
+                        if owner is not None:
+                            owner.alive -= entry[0]
+                    else:  # allocated before tracking started
+                        untracked = max(0, untracked - size)
+                    in_use = tracked + untracked
+                    if cell is not last_cell:
+                        last_cell, counts = cell, cells.get(cell)
+                    if counts is None:
+                        counts = cells[cell] = CellCounts(cell, in_use + size)
+                    counts.freed += size
+                    counts.n_frees += 1
+                    # a free returns the block to the pool: reserved does not change
+                    timeline.append((t, in_use, reserved, "free", size, cell))
+            done = len(events)
+        finally:
+            if done < len(events):
+                # interrupted (Ctrl-C): the events not counted go back in front of the
+                # new ones, and the totals follow the live table (an event cut in the
+                # middle is counted again: at worst the figures are off by that one event)
+                self._raw[0:0] = events[done:]
+                tracked = sum(entry[0] for entry in live.values())
+                peak = max(peak, tracked + untracked)
+            self._last_t = last_t
+            self._tracked, self._untracked, self._peak = tracked, untracked, peak
+            self._last_reserved = reserved
 
     def _recount_untracked(self) -> None:
         """Lower the untracked bytes to what the pool says is in use beyond

@@ -215,13 +215,22 @@ static PyObject *cell_of(PyObject *session) {
     return cell;
 }
 
+/* Drops the error a listener or a count raised (they never break allocating
+ * or freeing); a Ctrl-C (anything not an Exception) is raised again at the next
+ * chance instead of being lost. */
+static void drop_error(void) {
+    int interrupt = !PyErr_ExceptionMatches(PyExc_Exception);
+    PyErr_Clear();
+    if (interrupt) PyErr_SetInterrupt();
+}
+
 /* Listeners never break allocating or freeing: their errors are dropped. */
 static void call_listener(PyObject *listener, PyObject *ptr, PyObject *size) {
     PyObject *args[2] = {ptr, size};
     Py_INCREF(listener);   /* configure() may replace it meanwhile */
     PyObject *r = PyObject_Vectorcall(listener, args, 2, NULL);
     Py_DECREF(listener);
-    if (r == NULL) PyErr_Clear();
+    if (r == NULL) drop_error();
     else Py_DECREF(r);
 }
 
@@ -267,7 +276,7 @@ static void report_alloc(Allocator *self, PyObject *ptr, PyObject *size) {
         }
         if (PyList_GET_SIZE(records) >= self->count_every && count_now != Py_None) {
             PyObject *r = PyObject_CallNoArgs(count_now);
-            if (r == NULL) PyErr_Clear();
+            if (r == NULL) drop_error();
             else Py_DECREF(r);
         }
         Py_DECREF(sink);
@@ -508,9 +517,12 @@ static PyObject *allocator_vectorcall(PyObject *self_, PyObject *const *args, si
         return NULL;
     }
     PyObject *wrapped = self->wrapped;
+    /* (an allocator that calls this one again would otherwise recurse in C without end) */
+    if (Py_EnterRecursiveCall(" in the workbench's allocator")) return NULL;
     Py_INCREF(wrapped);
     PyObject *block = PyObject_Vectorcall(wrapped, args, 1, NULL);   /* CuPy's errors as they are */
     Py_DECREF(wrapped);
+    Py_LeaveRecursiveCall();
     if (block == NULL) return NULL;
     return wrap_block(self, block);
 }
