@@ -277,3 +277,41 @@ def test_cuptis_clock_is_paired_with_the_hosts_when_read():
     log.resolve_all()
     rec = log.records[0]
     assert rec[timing.T0] == pytest.approx(now - 50.0, abs=20.0)
+
+
+@pytest.mark.gpu
+def test_repeated_calls_launch_log_and_check_alike(gpu):
+    """Once a kernel's launch configuration and argument checks are cached
+    (after its first call), repeated calls must still give the right results,
+    log every launch with a device time (none while paused) and refuse wrong
+    arguments before anything runs."""
+    from workbench.runtime.session import session
+    k = wb.compile(r'''
+extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}''')["axpy"]
+    rng = np.random.default_rng(3)
+    n = 5000
+    xh, yh = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    x, y = wb.to_device(xh), wb.to_device(yh)
+    expected = yh.astype(np.float64)
+    start = len(wb.timings())
+    for a in (0.5, -1.25, 3.0, 0.5):
+        k(a, x, y, n, grid=(n + 255) // 256, block=256)
+        expected = a * xh.astype(np.float64) + expected
+    np.testing.assert_allclose(wb.to_host(y), expected, rtol=1e-5, atol=1e-5)
+    df = wb.timings().iloc[start:]
+    df = df[df["kind"] == "kernel"]  # (the copy back to the host is logged too)
+    assert list(df["kernel"]) == ["axpy"] * 4 and (df["ms"] > 0).all()
+    with session().timing_log.paused():
+        k(2.0, x, y, n, grid=(n + 255) // 256, block=256)
+    expected = 2.0 * xh.astype(np.float64) + expected
+    np.testing.assert_allclose(wb.to_host(y), expected, rtol=1e-5, atol=1e-5)
+    log = wb.timings()
+    assert (log.iloc[start:]["kind"] == "kernel").sum() == 4  # paused: launched, not logged
+    with pytest.raises(wb.KernelArgumentError, match="float32"):
+        k(1.0, x, wb.to_device(yh.astype(np.float64)), n, grid=(n + 255) // 256, block=256)
+    with pytest.raises(wb.KernelArgumentError, match="does not fit"):
+        k(1.0, x, y, 2**40, grid=(n + 255) // 256, block=256)
+    np.testing.assert_allclose(wb.to_host(y), expected, rtol=1e-5, atol=1e-5)  # nothing ran
