@@ -25,7 +25,10 @@ block in a worker process; they say nothing of a GPU and carry no verdict.
 the benchmark itself writes every answer (response, device stamps, sequence
 word) into the queue before the message is sent, so ``recv()`` and ``call()``
 find it on their first poll. What is left is Python's cost per batch and per
-call, the part of a round trip the GPU cannot shorten.
+call, the part of a round trip the GPU cannot shorten. It is a lower bound:
+the queues are plain host memory still in the CPU's cache (a GPU's answers
+arrive in pinned memory the CPU must read afresh), and each figure is the
+best of five windows.
 """
 from __future__ import annotations
 

@@ -175,6 +175,20 @@ def test_stop_and_restart(backend):
     r.stop()  # twice is fine
 
 
+def test_a_host_without_x86_memory_order_is_refused_with_the_reason(backend, monkeypatch):
+    import platform
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64, start=False)
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    with pytest.raises(wb.WorkbenchError, match="memory order.*aarch64.*launch_batch"):
+        r.start()
+    assert not r.running
+    monkeypatch.undo()
+    with r:  # the same ring starts where the order holds
+        sent = messages(4)
+        r.send(sent)
+        check_answers(r.recv(4), sent)
+
+
 def test_a_full_queue_raises_or_waits_as_asked(backend):
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as r:
         slow = messages(32)

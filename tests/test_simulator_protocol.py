@@ -102,3 +102,30 @@ def test_a_worker_that_ended_between_launches_is_replaced(sim):
     m["add"](x, grid=1, block=4)                     # a new worker, the module and its globals
     np.testing.assert_array_equal(wb.to_host(x), [10] * 4)
     assert m.get_global("offset") == 5
+
+
+def test_an_interrupt_between_request_and_reply_leaves_no_reply_behind(sim, monkeypatch):
+    """Ctrl-C after a request is written but before its reply is read must not
+    leave that reply in the pipe for the next request to take as its own."""
+    m = wb.compile(r'''
+    __device__ int g;
+    extern "C" __global__ void put(int* x, int v) { x[0] = v; g = v; }''')
+    x = wb.xp.zeros(1, np.int32)
+    m["put"](x, 1, grid=1, block=1)
+    from workbench.backends.simulator import worker as worker_module
+    real = worker_module._write_all
+    calls = []
+
+    def interrupted(fd, data):
+        real(fd, data)
+        if not calls:
+            calls.append(1)
+            raise KeyboardInterrupt   # as if Ctrl-C came right after the request was written
+    monkeypatch.setattr(worker_module, "_write_all", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        m["put"](x, 2, grid=1, block=1)
+    for v in (3, 4):   # each request gets its own reply, in step
+        m["put"](x, v, grid=1, block=1)
+        assert int(wb.to_host(x)[0]) == v
+        m.set_global("g", np.int32(10 * v))
+        assert int(m.get_global("g")) == 10 * v

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import platform
 import struct
 import time
 import weakref
@@ -33,6 +34,8 @@ _SPIN_ROUND = range(1024)
 #: call()'s answers are records of a private array of this many, one each, so
 #: that an answer costs a copy of its bytes and no new array.
 _ANSWER_POOL = 256
+#: Hosts whose stores and loads stay in program order (x86-TSO): the queues need no fences.
+_STORES_IN_ORDER = frozenset({"x86_64", "amd64", "i686", "i386"})
 
 
 def _shutdown(control: np.ndarray, launch, wait_s: float = 2.0) -> None:
@@ -143,6 +146,12 @@ class Ring:
         """Launch the persistent kernel (again, after :meth:`stop`)."""
         if self.running:
             return self
+        if platform.machine().lower() not in _STORES_IN_ORDER:
+            raise RingError(
+                f"ring {self.name!r}: the host side relies on x86's memory order (payloads "
+                f"written before the head, answers read after their sequence word, with no "
+                f"fences); this host is {platform.machine()}, where that order is not "
+                f"guaranteed. Use one kernel launch per batch here (ring.launch_batch).")
         if self._buffer is None:  # (a new one after a hang: the stuck kernel may still write)
             self._buffer = self.backend.alloc_mapped(
                 offsets(self.capacity, self.request_dtype, self.response_dtype)["total"][1])
@@ -277,8 +286,12 @@ class Ring:
         self._head_words[1] = seq + n - 1
 
     def _make_room(self, block: bool, timeout: float | None) -> None:
-        if self._collect():
-            return
+        try:
+            if self._collect():
+                return
+        except KeyboardInterrupt:  # as in _wait_for: a collection cut short must not be taken again
+            self.stop(drain=False, timeout=2.0)
+            raise
         if not block:
             raise RingFull(f"ring {self.name!r}: all {self.capacity} slots hold unanswered "
                            "messages; wait, or send with block=True")
@@ -314,7 +327,8 @@ class Ring:
                 words = self._response_seq[lo:lo + count]
                 if int(words.sum()) == want:
                     return count
-                return int(np.argmin(words == np.arange(seq, seq + count)))
+                done = words == np.arange(seq, seq + count)  # (more may have come meanwhile)
+                return count if done.all() else int(np.argmin(done))
         n = 0  # one word, or some missing: Python ints through a memoryview
         while n < count and answered[lo + n] == seq + n:
             n += 1
@@ -330,7 +344,8 @@ class Ring:
         if count <= 0 or self._answered_words[start % self.capacity] != start:
             return 0  # (the common case while waiting)
         n = self._answered_run(start, count)
-        self._move(n)
+        if n:
+            self._move(n)
         return n
 
     def _move(self, n: int) -> None:

@@ -177,20 +177,29 @@ class Worker:
         if self._proc is None:
             self.start()
         msg = _HEAD.pack(op, len(payload)) + payload
+        # From the first byte written to the last byte of the reply read, an
+        # interruption (KeyboardInterrupt...) leaves the worker out of step with
+        # us (a request half written, or a reply nobody reads): end it.
         try:
-            _write_all(self._wfd, msg)
-        except BrokenPipeError:
-            self._gone()
-            if op != Op.LOAD:
-                raise WorkerGone(None, self._returncode, "") from None
-            self.start()
             try:
                 _write_all(self._wfd, msg)
+            except BrokenPipeError:
+                self._gone()
+                if op != Op.LOAD:
+                    raise WorkerGone(None, self._returncode, "") from None
+                self.start()
+                try:
+                    _write_all(self._wfd, msg)
+                except OSError:
+                    self._died(False)
             except OSError:
                 self._died(False)
-        except OSError:
-            self._died(False)
-        status, data = self._reply(DEFAULT_TIMEOUT if timeout is None else timeout)
+            status, data = self._read_reply(DEFAULT_TIMEOUT if timeout is None else timeout)
+        except (WorkerDied, WorkerGone):
+            raise
+        except BaseException:
+            self._abandon()
+            raise
         if status != 0:
             raise WorkerError(data.decode("utf-8", "replace"))
         return data
@@ -233,7 +242,7 @@ class Worker:
         self._wait_readable(deadline)
         # Header and payload usually come in one read.
         buf = os.read(self._rfd, 1 << 16)
-        while len(buf) < 8 or len(buf) < 8 + _REPLY.unpack_from(buf)[1]:
+        while len(buf) < 8:
             if not buf:
                 self._died(False)  # the pipe closed: the worker ended
             self._wait_readable(deadline)
@@ -242,7 +251,20 @@ class Worker:
                 self._died(False)
             buf += more
         status, length = _REPLY.unpack_from(buf)
-        return status, buf[8:8 + length]
+        if len(buf) >= 8 + length:
+            return status, buf[8:8 + length]
+        # a large reply (a global read back): filled in place, not by growing bytes
+        out = bytearray(length)
+        view = memoryview(out)
+        got = len(buf) - 8
+        view[:got] = buf[8:]
+        while got < length:
+            self._wait_readable(deadline)
+            n = os.readv(self._rfd, [view[got:]])
+            if not n:
+                self._died(False)
+            got += n
+        return status, bytes(out)
 
     def _wait_readable(self, deadline: float) -> None:
         """Return when the reply pipe has data or has closed: poll it for up to
