@@ -143,6 +143,24 @@ extern "C" __global__ void exact(float f, double d, __half h, int i, unsigned in
         assert int(wb.to_host(uout)[0]) == uq
 
 
+def test_dynamic_shared_memory_beyond_48_kib(backend):
+    """Above 48 KiB a kernel must opt in to more dynamic shared memory: the
+    launch does it (once), and repeated launches keep working."""
+    k = wb.compile(r'''
+extern "C" __global__ void reverse(const float* x, float* y, int n) {
+    extern __shared__ float s[];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = x[i];
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = s[n - 1 - i];
+}''')["reverse"]
+    for n in (16384, 20000):  # 64 KiB, then more
+        xh = rng.standard_normal(n).astype(np.float32)
+        x, y = wb.to_device(xh), wb.allocate(n, np.float32)
+        for _ in range(2):
+            k(x, y, n, grid=1, block=256, shared_mem=n * 4)
+            np.testing.assert_array_equal(wb.to_host(y), xh[::-1])
+
+
 def test_a_kernel_without_parameters(backend):
     k = wb.compile('extern "C" __global__ void nothing() { }')["nothing"]
     k(grid=2, block=32)

@@ -83,12 +83,23 @@ def test_a_burst_of_events_is_counted_once_asked(backend, tracking):
     assert sum(r.allocations for r in usage.rows) >= 3010
 
 
-@pytest.mark.gpu
-def test_cupy_allocator_is_ours_only_while_tracking_and_the_previous_comes_back():
-    import cupy
+@pytest.fixture
+def on_gpu():
+    """The GPU backend active for the test, and tracking off and the previous
+    backend back after it."""
     from workbench.runtime import session
-    previous_backend = session.active_backend_or_none()
+    previous = session.active_backend_or_none()
     session.use_backend("cupy")
+    try:
+        yield
+    finally:
+        wb.memory.tracking(False)
+        session.restore_backend(previous)
+
+
+@pytest.mark.gpu
+def test_cupy_allocator_is_ours_only_while_tracking_and_the_previous_comes_back(on_gpu):
+    import cupy
     before = cupy.cuda.get_allocator()
     pool = cupy.get_default_memory_pool()
     gc.collect()   # garbage of earlier tests must not be freed (and counted) in the middle
@@ -111,18 +122,14 @@ def test_cupy_allocator_is_ours_only_while_tracking_and_the_previous_comes_back(
         assert pool.used_bytes() == used_with_both - (2 << 20)
     finally:
         wb.memory.tracking(False)
-        session.restore_backend(previous_backend)
 
 
 @pytest.mark.gpu
-def test_an_allocator_put_over_ours_while_tracking_does_not_recurse_when_tracking_resumes():
+def test_an_allocator_put_over_ours_while_tracking_does_not_recurse_when_tracking_resumes(on_gpu):
     """A user's allocator that wraps the one it found (ours, while tracking)
     stays after tracking stops; tracking again must not wrap it (it calls
     ours: allocations would recurse without end), and theirs comes back after."""
     import cupy
-    from workbench.runtime import session
-    previous_backend = session.active_backend_or_none()
-    session.use_backend("cupy")
     before = cupy.cuda.get_allocator()
     calls = []
     try:
@@ -147,15 +154,11 @@ def test_an_allocator_put_over_ours_while_tracking_does_not_recurse_when_trackin
     finally:
         wb.memory.tracking(False)
         cupy.cuda.set_allocator(before)
-        session.restore_backend(previous_backend)
 
 
 @pytest.mark.gpu
-def test_cupy_arrays_in_garbage_cycles_go_back_to_the_pool():
+def test_cupy_arrays_in_garbage_cycles_go_back_to_the_pool(on_gpu):
     import cupy
-    from workbench.runtime import session
-    previous_backend = session.active_backend_or_none()
-    session.use_backend("cupy")
     pool = cupy.get_default_memory_pool()
     wb.memory.tracking(True)
     try:
@@ -178,15 +181,11 @@ def test_cupy_arrays_in_garbage_cycles_go_back_to_the_pool():
         assert pool.used_bytes() == used == tracker().in_use
     finally:
         wb.memory.tracking(False)
-        session.restore_backend(previous_backend)
 
 
 @pytest.mark.gpu
-def test_cupy_out_of_memory_is_cupys_error_and_leaves_no_trace():
+def test_cupy_out_of_memory_is_cupys_error_and_leaves_no_trace(on_gpu):
     import cupy
-    from workbench.runtime import session
-    previous_backend = session.active_backend_or_none()
-    session.use_backend("cupy")
     pool = cupy.get_default_memory_pool()
     wb.memory.tracking(True)
     try:
@@ -205,15 +204,11 @@ def test_cupy_out_of_memory_is_cupys_error_and_leaves_no_trace():
     finally:
         pool.set_limit(size=0)
         wb.memory.tracking(False)
-        session.restore_backend(previous_backend)
 
 
 @pytest.mark.gpu
-def test_tracking_inside_using_allocator_is_refused_with_a_way_out():
+def test_tracking_inside_using_allocator_is_refused_with_a_way_out(on_gpu):
     import cupy
-    from workbench.runtime import session
-    previous_backend = session.active_backend_or_none()
-    session.use_backend("cupy")
     try:
         with cupy.cuda.using_allocator(cupy.get_default_memory_pool().malloc):
             with pytest.raises(wb.WorkbenchError, match="outside it"):
@@ -223,4 +218,3 @@ def test_tracking_inside_using_allocator_is_refused_with_a_way_out():
         assert wb.memory.tracking() is True
     finally:
         wb.memory.tracking(False)
-        session.restore_backend(previous_backend)

@@ -124,6 +124,13 @@ def test_an_interrupt_between_request_and_reply_leaves_no_reply_behind(sim, monk
     monkeypatch.setattr(worker_module, "_write_all", interrupted)
     with pytest.raises(KeyboardInterrupt):
         m["put"](x, 2, grid=1, block=1)
+    monkeypatch.undo()
+    # the next request with a reply that matters: loading a new cell's library
+    # (out of step, it would read the interrupted launch's reply as its handle)
+    other = wb.compile(r'''
+    extern "C" __global__ void put_more(int* x, int v) { x[0] = v + 1000; }''')
+    other["put_more"](x, 5, grid=1, block=1)
+    assert int(wb.to_host(x)[0]) == 1005
     for v in (3, 4):   # each request gets its own reply, in step
         m["put"](x, v, grid=1, block=1)
         assert int(wb.to_host(x)[0]) == v

@@ -90,6 +90,19 @@ class CupyModule(CompiledModule):
             max_threads_per_block=fn.max_threads_per_block, arch=self.arch)
 
 
+def _opt_in(function, opted_in: list[int], shared_mem: int) -> None:
+    """Let ``function`` take ``shared_mem`` bytes of dynamic shared memory
+    (beyond 48 KiB a kernel must ask for it), remembered in ``opted_in``."""
+    function.max_dynamic_shared_size_bytes = shared_mem
+    opted_in[0] = shared_mem
+
+
+def _launch_failed(status: int):
+    """Raise the error of a launch that returned ``status`` (a CUresult)."""
+    exc = driver.CUDADriverError(status)
+    raise _kernel_fault(exc) or exc
+
+
 def _native_launcher(function, params, formats: list[str], opted_in: list[int]):
     """The launcher of :meth:`CupyBackend.make_launcher` through the C
     launcher (:mod:`.native_launch`), or None where it cannot take this
@@ -105,23 +118,19 @@ def _native_launcher(function, params, formats: list[str], opted_in: list[int]):
 
     def launcher(grid, block, args, shared_mem, stream):
         if shared_mem > opted_in[0]:
-            function.max_dynamic_shared_size_bytes = shared_mem
-            opted_in[0] = shared_mem
+            _opt_in(function, opted_in, shared_mem)
         status = launch(func_ptr, codes, args, grid[0], grid[1], grid[2], block[0], block[1],
                         block[2], shared_mem, stream.ptr)
         if status:
-            exc = driver.CUDADriverError(status)
-            raise _kernel_fault(exc) or exc
+            _launch_failed(status)
 
     def between(start, end, grid, block, args, shared_mem, stream):
         if shared_mem > opted_in[0]:
-            function.max_dynamic_shared_size_bytes = shared_mem
-            opted_in[0] = shared_mem
+            _opt_in(function, opted_in, shared_mem)
         status = launch(func_ptr, codes, args, grid[0], grid[1], grid[2], block[0], block[1],
                         block[2], shared_mem, stream.ptr, start, end)
         if status:
-            exc = driver.CUDADriverError(status)
-            raise _kernel_fault(exc) or exc
+            _launch_failed(status)
     launcher.packs_python_numbers = True  # checked ints and floats go in as their C types
     launcher.between = between  # the launch between two event records (raw handles), in one call
     return launcher
@@ -431,8 +440,7 @@ class CupyBackend(CupyTransfers, Backend):
 
         def launcher(grid, block, args, shared_mem, stream):
             if shared_mem > opted_in[0]:
-                function.max_dynamic_shared_size_bytes = shared_mem
-                opted_in[0] = shared_mem
+                _opt_in(function, opted_in, shared_mem)
             try:
                 buffer, _, pointers_address = per_thread.block
             except AttributeError:

@@ -18,7 +18,6 @@ import functools
 from . import native_build
 
 SOURCE = native_build.NATIVE_DIR / "launch.c"
-CACHE = native_build.CACHE
 #: The parameter codes launch.c packs: 'P' (a pointer) and these struct formats.
 CODES = frozenset("PfdbBhHiIqQ?")
 #: The most parameters launch.c packs (its MAX_PARAMS): kernels with more launch from Python.
