@@ -1,12 +1,22 @@
-"""Kernel start and end times from CUPTI's activity API (``cupti-python``),
-for the launch timing log: no event records on the launch path.
+"""Kernel start and end times from CUPTI's activity API, for the launch
+timing log: no event records on the launch path.
 
 CUPTI writes a record for every kernel that runs (``CONCURRENT_KERNEL``
 activity) into buffers it hands back when they are full or flushed. A launch
 through the log then costs the launch alone plus CUPTI's own bookkeeping
-(under a microsecond on an H100, where two event records cost several), and
-the durations come from the GPU's own timestamps. The price is paid when the
-log is read: ``cupti-python`` turns each record into a Python object.
+(measured in C on an H100: about 0.7 µs on ``cuLaunchKernel``, where two
+event records cost 2.5 µs), and the durations come from the GPU's own
+timestamps.
+
+Two collectors, the first that works here:
+
+- **in C** (:mod:`.cupti_native`, ``native/cupti_records.c``), where CUPTI's
+  headers and a C compiler are found: the buffers are recycled, zeroed off the
+  launching thread, and their records kept as C structs until the log is read;
+- **through cupti-python** (the ``[cupti]`` extra): every record becomes a
+  Python object on CUPTI's thread, and every buffer is new, which CUPTI zeroes
+  on the launching thread (the first launches after each read of the log pay
+  for it: tens of milliseconds for a 64 MiB buffer).
 
 The records name the kernel by its symbol (mangled for C++), carry a
 correlation id that grows with every CUDA call, and come back in no
@@ -34,10 +44,51 @@ _lock = threading.Lock()
 #: thread takes the GIL), so buffers are large enough for a few hundred
 #: thousand launches and are normally read when the log is.
 BUFFER_BYTES = 64 * 1024 * 1024
+#: Bytes of each buffer the C collector hands to CUPTI (recycled: about
+#: 40 000 kernel records each; CUPTI asks for another when one is full).
+NATIVE_BUFFER_BYTES = 8 * 1024 * 1024
+
+
+class NativeKernelActivity:
+    """CUPTI's kernel records, collected in C in the background, taken in launch order."""
+
+    collector = "in C (native/cupti_records.c)"
+
+    def __init__(self, built, library):
+        built.start(str(library), NATIVE_BUFFER_BYTES)
+        self._built = built
+        self.enabled = True
+
+    def pause(self) -> None:
+        """Stop recording kernels launched from now on (benchmarks time their own)."""
+        if self.enabled:
+            self._built.disable()
+            self.enabled = False
+
+    def resume(self) -> None:
+        if not self.enabled:
+            self._built.enable()
+            self.enabled = True
+
+    def timestamp_ns(self) -> int | None:
+        """CUPTI's clock now (``cuptiGetTimestamp``, the clock of its records' start and end)."""
+        try:
+            return int(self._built.timestamp())
+        except Exception:
+            return None
+
+    def take(self) -> list[tuple[int, str, int, int]]:
+        """Records of the kernels that have finished since the last call, as
+        ``(correlation id, symbol, start ns, end ns)`` in launch order. Flushes
+        CUPTI's buffers; does not wait for running kernels."""
+        return self._built.take()
 
 
 class KernelActivity:
-    """CUPTI's kernel records, collected in the background, taken in launch order."""
+    """CUPTI's kernel records, collected through cupti-python in the
+    background, taken in launch order."""
+
+    collector = "through cupti-python"
 
     def __init__(self, cupti):
         self._cupti = cupti
@@ -93,7 +144,7 @@ class KernelActivity:
         return got
 
 
-def kernel_activity() -> KernelActivity | None:
+def kernel_activity() -> NativeKernelActivity | KernelActivity | None:
     """The process's :class:`KernelActivity`, or None where CUPTI cannot time
     launches here (see :func:`unavailable_reason`)."""
     global _instance, _unavailable
@@ -111,16 +162,25 @@ def unavailable_reason() -> str | None:
     return _unavailable
 
 
-def _start() -> tuple[KernelActivity | None, str | None]:
+def _start() -> tuple[NativeKernelActivity | KernelActivity | None, str | None]:
     choice = os.environ.get("WORKBENCH_TIMING", "").strip().lower()
     if choice == "events":
         return None, "WORKBENCH_TIMING=events"
     if os.environ.get("CUDA_INJECTION64_PATH"):
         return None, "a profiler (Nsight) holds CUPTI in this process"
+    from . import cupti_native
+    built, library = cupti_native.module()
+    native_failed = cupti_native.unavailable_reason()
+    if built is not None:
+        try:
+            return NativeKernelActivity(built, library), None
+        except Exception as exc:  # e.g. CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+            native_failed = str(exc).splitlines()[0]
     try:
         from cupti import cupti  # lazy: an optional package (the [cupti] extra)
     except Exception as exc:  # not installed, or no libcupti it can load
-        return None, f"cupti-python is not usable ({type(exc).__name__}: {exc}".splitlines()[0] + ")"
+        return None, (f"CUPTI's C collector: {native_failed}; cupti-python is not usable "
+                      + f"({type(exc).__name__}: {exc}".splitlines()[0] + ")")
     try:
         return KernelActivity(cupti), None
     except Exception as exc:  # e.g. CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED

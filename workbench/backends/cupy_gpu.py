@@ -537,8 +537,9 @@ class CupyBackend(CupyTransfers, Backend):
         return f"Python and CuPy's driver binding ({native_launch.unavailable_reason()})"
 
     def timing_source(self) -> str:
-        if cupti_activity.kernel_activity() is not None:
-            return "CUPTI activity records"
+        activity = cupti_activity.kernel_activity()
+        if activity is not None:
+            return f"CUPTI activity records, collected {activity.collector}"
         return f"CUDA events ({cupti_activity.unavailable_reason()})"
 
     # -- persistent kernels (cupy_persistent.py) ----------------------------------------

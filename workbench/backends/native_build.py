@@ -37,9 +37,10 @@ def compiler() -> list[str] | None:
     return [found, *words[1:]] if found else None
 
 
-def compile_source(cc: list[str], source: Path, target: Path, libs: tuple[str, ...] = ()) -> str | None:
-    """Compile ``source`` to the shared object ``target``; the compiler's
-    complaint, or None when it worked."""
+def compile_source(cc: list[str], source: Path, target: Path, libs: tuple[str, ...] = (),
+                   flags: tuple[str, ...] = ()) -> str | None:
+    """Compile ``source`` to the shared object ``target`` (``flags`` before
+    the source, ``libs`` after); the compiler's complaint, or None when it worked."""
     include = sysconfig.get_paths().get("include") or ""
     if not Path(include, "Python.h").exists():
         return f"Python's headers are not installed (no Python.h in {include})"
@@ -52,7 +53,7 @@ def compile_source(cc: list[str], source: Path, target: Path, libs: tuple[str, .
     try:
         out = Path(tmp) / target.name
         try:
-            done = subprocesses.run([*cc, "-O2", "-shared", "-fPIC", f"-I{include}", str(source),
+            done = subprocesses.run([*cc, "-O2", "-shared", "-fPIC", f"-I{include}", *flags, str(source),
                                      "-o", str(out), *libs], timeout=120)
         except (OSError, subprocess.SubprocessError) as exc:
             return f"{cc[0]} failed to run ({exc})"
@@ -68,17 +69,26 @@ def compile_source(cc: list[str], source: Path, target: Path, libs: tuple[str, .
     return None
 
 
-def build(source: Path, name: str, switch: str, libs: tuple[str, ...] = ()):
+def build(source: Path, name: str, switch: str, libs: tuple[str, ...] = (),
+          flags: tuple[str, ...] = (), depends: tuple[Path, ...] = ()):
     """``(module, None)``: the extension ``name`` built from ``source`` (once
     per machine) and loaded; or ``(None, why)`` where it cannot be (the
-    environment variable ``switch`` set to ``0`` turns it off)."""
+    environment variable ``switch`` set to ``0`` turns it off). ``flags`` (for
+    example ``-I`` folders) and the contents of ``depends`` (headers outside
+    Python's) are part of the build's key."""
     if os.environ.get(switch, "").strip() == "0":
         return None, f"{switch}=0"
     cc = compiler()
     if cc is None:
         return None, "no C compiler (set $CC)"
-    key = hashlib.sha256(source.read_bytes() + sys.version.encode()
-                         + " ".join(cc).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(source.read_bytes() + sys.version.encode() + " ".join(cc).encode()
+                            + " ".join(flags).encode())
+    for path in depends:
+        try:
+            digest.update(path.read_bytes())
+        except OSError as exc:
+            return None, f"cannot read {path} ({exc})"
+    key = digest.hexdigest()[:16]
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     try:
         path = CACHE.path(f"{name}-{key}{suffix}")
@@ -86,7 +96,7 @@ def build(source: Path, name: str, switch: str, libs: tuple[str, ...] = ()):
         return None, f"the disk cache cannot keep it ({exc})"
     for attempt in range(2):
         if not path.exists():
-            complaint = compile_source(cc, source, path, libs)
+            complaint = compile_source(cc, source, path, libs, flags)
             if complaint is not None:
                 return None, complaint
         try:

@@ -4,7 +4,7 @@ Kernels, copies, memsets and graph launches go through the same log (``kind``),
 with the stream they were queued on. Kernel times come from one of two
 sources, chosen by the backend (:meth:`Backend.kernel_activity`):
 
-- **CUPTI activity records** (on a GPU with ``cupti-python``): the launch path
+- **CUPTI activity records** (on a GPU where CUPTI is found): the launch path
   records nothing on the device; CUPTI writes each kernel's start and end
   timestamps into its buffers, and reading the log matches them to the
   entries, in launch order, by the kernel's symbol (other kernels of the

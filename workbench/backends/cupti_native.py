@@ -1,0 +1,116 @@
+"""CUPTI's kernel records collected in C (``native/cupti_records.c``): where
+it is found and how it is built.
+
+The C collector needs CUPTI's headers to build (``cupti.h`` and ``cuda.h``,
+for the record layouts and constants) and a ``libcupti`` to load at run
+time. Both come with the CUDA toolkit (``include``/``lib64``, or
+``extras/CUPTI``, or ``targets/<arch>``) and with NVIDIA's wheels
+(``nvidia/cu13``, ``nvidia/cuda_cupti``). The library is the one
+``cuda.pathfinder`` loads where it is installed (as ``cupti-python`` does),
+else the first found next to the headers. :func:`locate` says what it found
+or why nothing; :func:`module` builds once per machine
+(:mod:`.native_build`); ``WORKBENCH_NATIVE_CUPTI=0`` turns the C collector
+off (then ``cupti-python`` collects, or events time the launches).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+from pathlib import Path
+
+from . import native_build
+
+SOURCE = native_build.NATIVE_DIR / "cupti_records.c"
+SWITCH = "WORKBENCH_NATIVE_CUPTI"
+_LIBRARY = re.compile(r"libcupti\.so(\.\d+)*$")
+
+
+def _roots() -> list[Path]:
+    """Folders that may hold CUPTI, most specific first."""
+    roots = [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    for entry in sys.path:
+        nvidia = Path(entry or ".", "nvidia")
+        if nvidia.is_dir():
+            roots += [nvidia / name for name in ("cu13", "cuda_cupti", "cu12")]
+    roots.append(Path("/usr/local/cuda"))
+    return roots
+
+
+def _layouts(root: Path):
+    """(include folder, library folder) pairs of one root, as toolkits and wheels lay them out."""
+    yield root / "include", root / "lib64"
+    yield root / "include", root / "lib"
+    yield root / "extras" / "CUPTI" / "include", root / "extras" / "CUPTI" / "lib64"
+    targets = root / "targets"
+    if targets.is_dir():
+        for target in sorted(targets.iterdir()):
+            yield target / "include", target / "lib"
+
+
+def _library_in(folder: Path) -> Path | None:
+    try:
+        found = [p for p in folder.iterdir() if _LIBRARY.match(p.name)]
+    except OSError:
+        return None
+    return min(found, key=lambda p: len(p.name)) if found else None  # libcupti.so, else .so.13
+
+
+def _pathfinder_library() -> Path | None:
+    try:
+        from cuda import pathfinder  # lazy: optional (comes with cupti-python)
+        return Path(pathfinder.load_nvidia_dynamic_lib("cupti").abs_path)
+    except Exception:  # not installed, or no libcupti it can find
+        return None
+
+
+def locate(roots: list[Path] | None = None, library: Path | None = None):
+    """``(include folders, libcupti path, None)``, or ``(None, None, why)``.
+    ``roots`` and ``library`` replace the search (tests)."""
+    headers = cuda_h = lib_beside = None
+    for root in _roots() if roots is None else roots:
+        for include, libs in _layouts(root):
+            if headers is None and (include / "cupti.h").is_file() and (include / "cupti_activity.h").is_file():
+                headers = include
+                lib_beside = (_library_in(libs) or _library_in(include.parent / "lib64")
+                              or _library_in(include.parent / "lib"))
+            if cuda_h is None and (include / "cuda.h").is_file():
+                cuda_h = include
+    if headers is None:
+        return None, None, "no CUPTI headers (cupti.h) in the CUDA toolkit or NVIDIA's wheels"
+    if cuda_h is None:
+        return None, None, f"no cuda.h next to CUPTI's headers ({headers})"
+    if library is None and roots is None:
+        library = _pathfinder_library()
+    library = library or lib_beside
+    if library is None:
+        return None, None, f"no libcupti next to CUPTI's headers ({headers})"
+    folders = [headers] if cuda_h == headers else [headers, cuda_h]
+    return folders, library, None
+
+
+_reason: str | None = None
+
+
+@functools.lru_cache(maxsize=None)
+def module():
+    """``(the built _wb_cupti module, libcupti path)``, or ``(None, None)``
+    (see :func:`unavailable_reason`)."""
+    global _reason
+    if os.environ.get(SWITCH, "").strip() == "0":
+        _reason = f"{SWITCH}=0"
+        return None, None
+    folders, library, _reason = locate()
+    if folders is None:
+        return None, None
+    built, _reason = native_build.build(
+        SOURCE, "_wb_cupti", SWITCH, ("-ldl", "-lpthread"),
+        flags=tuple(f"-I{f}" for f in folders),
+        depends=(folders[0] / "cupti_activity.h",))
+    return (built, library) if built is not None else (None, None)
+
+
+def unavailable_reason() -> str | None:
+    """Why the C collector is not used (None: it is, or was not asked for yet)."""
+    return _reason
