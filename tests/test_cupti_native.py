@@ -80,12 +80,25 @@ def test_what_is_missing_is_said(tmp_path, present, complaint):
 
 def test_the_switch_turns_the_c_collector_off(monkeypatch):
     monkeypatch.setenv(cupti_native.SWITCH, "0")
+    monkeypatch.setattr(cupti_native, "_reason", cupti_native._reason)  # (restored after)
     cupti_native.module.cache_clear()
     try:
         assert cupti_native.module() == (None, None)
         assert cupti_native.unavailable_reason() == f"{cupti_native.SWITCH}=0"
     finally:
         cupti_native.module.cache_clear()
+
+
+def test_a_wheels_library_brings_its_own_headers(tmp_path):
+    """Headers of the library's own release win over a toolkit's older ones."""
+    toolkit = tmp_path / "cuda"
+    _files(toolkit / "include", "cupti.h", "cupti_activity.h", "cuda.h")
+    wheel = tmp_path / "site" / "nvidia" / "cu13"
+    own = _files(wheel / "include", "cupti.h", "cupti_activity.h")
+    library = _files(wheel / "lib", "libcupti.so.13") / "libcupti.so.13"
+    folders, _, why = cupti_native.locate(roots=[toolkit], library=library)
+    assert why is None
+    assert folders == [own, toolkit / "include"]
 
 
 # What a process reports about its timing of three spin kernels of known lengths.

@@ -1,5 +1,5 @@
 """Where the timing log's device times come from: CUPTI's kernel records on a
-GPU with ``cupti-python``, events elsewhere.
+GPU where CUPTI is found, events elsewhere.
 
 The first tests give the log records the way CUPTI delivers them (sorted by
 correlation id within a flush, a kernel's record only once it finished,
@@ -40,7 +40,7 @@ class Records:
             if c not in drop:
                 self.finished.append((c, symbol, 1_000_000, 1_000_000 + int(ms * 1e6)))
 
-    def take(self):
+    def take(self, forced=True):
         got, self.finished = sorted(self.finished), []
         return got
 

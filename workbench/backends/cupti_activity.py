@@ -20,7 +20,7 @@ Two collectors, the first that works here:
 
 The records name the kernel by its symbol (mangled for C++), carry a
 correlation id that grows with every CUDA call, and come back in no
-particular order across buffers; :meth:`KernelActivity.take` sorts what
+particular order across buffers; both collectors' ``take()`` sort what
 arrived. Matching records to log entries is the log's business
 (:mod:`workbench.runtime.timing`).
 
@@ -77,11 +77,12 @@ class NativeKernelActivity:
         except Exception:
             return None
 
-    def take(self) -> list[tuple[int, str, int, int]]:
+    def take(self, forced: bool = True) -> list[tuple[int, str, int, int]]:
         """Records of the kernels that have finished since the last call, as
         ``(correlation id, symbol, start ns, end ns)`` in launch order. Flushes
-        CUPTI's buffers; does not wait for running kernels."""
-        return self._built.take()
+        CUPTI's buffers (``forced``: the one being filled too); does not wait
+        for running kernels."""
+        return self._built.take(forced)
 
 
 class KernelActivity:
@@ -133,11 +134,9 @@ class KernelActivity:
         except Exception:
             return None
 
-    def take(self) -> list[tuple[int, str, int, int]]:
-        """Records of the kernels that have finished since the last call, as
-        ``(correlation id, symbol, start ns, end ns)`` in launch order. Flushes
-        CUPTI's buffers; does not wait for running kernels."""
-        self._cupti.activity_flush_all(1)  # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
+    def take(self, forced: bool = True) -> list[tuple[int, str, int, int]]:
+        """As :meth:`NativeKernelActivity.take`."""
+        self._cupti.activity_flush_all(1 if forced else 0)  # 1: CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
         with self._arrived_lock:
             got, self._arrived = self._arrived, []
         got.sort()
@@ -145,8 +144,9 @@ class KernelActivity:
 
 
 def kernel_activity() -> NativeKernelActivity | KernelActivity | None:
-    """The process's :class:`KernelActivity`, or None where CUPTI cannot time
-    launches here (see :func:`unavailable_reason`)."""
+    """The process's collector of CUPTI's kernel records (a
+    :class:`NativeKernelActivity` or a :class:`KernelActivity`), or None where
+    CUPTI cannot time launches here (see :func:`unavailable_reason`)."""
     global _instance, _unavailable
     if _instance is not None or _unavailable is not None:
         return _instance
@@ -170,12 +170,12 @@ def _start() -> tuple[NativeKernelActivity | KernelActivity | None, str | None]:
         return None, "a profiler (Nsight) holds CUPTI in this process"
     from . import cupti_native
     built, library = cupti_native.module()
-    native_failed = cupti_native.unavailable_reason()
     if built is not None:
         try:
             return NativeKernelActivity(built, library), None
         except Exception as exc:  # e.g. CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
-            native_failed = str(exc).splitlines()[0]
+            cupti_native.failed(str(exc).splitlines()[0])
+    native_failed = cupti_native.unavailable_reason()
     try:
         from cupti import cupti  # lazy: an optional package (the [cupti] extra)
     except Exception as exc:  # not installed, or no libcupti it can load

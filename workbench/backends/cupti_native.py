@@ -77,16 +77,20 @@ def locate(roots: list[Path] | None = None, library: Path | None = None):
                               or _library_in(include.parent / "lib"))
             if cuda_h is None and (include / "cuda.h").is_file():
                 cuda_h = include
-    if headers is None:
-        return None, None, "no CUPTI headers (cupti.h) in the CUDA toolkit or NVIDIA's wheels"
-    if cuda_h is None:
-        return None, None, f"no cuda.h next to CUPTI's headers ({headers})"
     if library is None and roots is None:
         library = _pathfinder_library()
+    if library is not None:  # (a wheel's library: its own headers, of its own release, where it has them)
+        own = library.parent.parent / "include"
+        if (own / "cupti.h").is_file() and (own / "cupti_activity.h").is_file():
+            headers = own
+    if headers is None:
+        return None, None, "no CUPTI headers (cupti.h) in the CUDA toolkit or NVIDIA's wheels"
+    if cuda_h is None and not (headers / "cuda.h").is_file():
+        return None, None, f"no cuda.h next to CUPTI's headers ({headers})"
     library = library or lib_beside
     if library is None:
         return None, None, f"no libcupti next to CUPTI's headers ({headers})"
-    folders = [headers] if cuda_h == headers else [headers, cuda_h]
+    folders = [headers] if (headers / "cuda.h").is_file() else [headers, cuda_h]
     return folders, library, None
 
 
@@ -101,7 +105,10 @@ def module():
     if os.environ.get(SWITCH, "").strip() == "0":
         _reason = f"{SWITCH}=0"
         return None, None
-    folders, library, _reason = locate()
+    try:
+        folders, library, _reason = locate()
+    except OSError as exc:  # (an unreadable folder on the way)
+        folders, _reason = None, f"searching for CUPTI failed ({exc})"
     if folders is None:
         return None, None
     built, _reason = native_build.build(
@@ -109,6 +116,12 @@ def module():
         flags=tuple(f"-I{f}" for f in folders),
         depends=(folders[0] / "cupti_activity.h",))
     return (built, library) if built is not None else (None, None)
+
+
+def failed(reason: str) -> None:
+    """The built collector could not start (CUPTI refused): say so from now on."""
+    global _reason
+    _reason = reason
 
 
 def unavailable_reason() -> str | None:

@@ -539,7 +539,8 @@ class CupyBackend(CupyTransfers, Backend):
     def timing_source(self) -> str:
         activity = cupti_activity.kernel_activity()
         if activity is not None:
-            return f"CUPTI activity records, collected {activity.collector}"
+            return "CUPTI activity records" + ("" if activity.collector.startswith("in C") else
+                                               f" (collected {activity.collector})")
         return f"CUDA events ({cupti_activity.unavailable_reason()})"
 
     # -- persistent kernels (cupy_persistent.py) ----------------------------------------

@@ -346,7 +346,7 @@ class TimingLog:
                 self._resolve(b, pending.popleft())
                 done += 1
             if self._awaiting and b is self._backend:
-                done += self._match(self._activity.take(), final=False)
+                done += self._match(self._activity.take(forced=False), final=False)
             if self._kept:
                 self._release_kept(wait=False)
         return done

@@ -15,10 +15,12 @@
  *
  * start(libcupti_path, buffer_bytes): load libcupti, register, enable kernel records.
  * enable() / disable(): record kernels launched from now on, or not.
- * take() -> [(correlation id, symbol, start ns, end ns), ...] sorted by correlation
- *   id: the records of kernels finished since the last take (flushes CUPTI's buffers).
+ * take(forced=True) -> [(correlation id, symbol, start ns, end ns), ...] sorted by
+ *   correlation id: the records of kernels finished since the last take (flushes
+ *   CUPTI's buffers; forced: the one being filled too).
  * timestamp() -> int: CUPTI's clock now (cuptiGetTimestamp).
- * dropped() -> int: records not kept (the array was full).
+ * dropped() -> int: records not kept (past 4 Mi records unread the oldest half
+ *   goes; or memory ran out).
  *
  * The header is used for its types and constants only; the functions are
  * looked up in the library given to start(), so the module loads anywhere.
@@ -58,10 +60,12 @@ static struct {
 typedef struct { uint32_t correlation; const char *name; uint64_t start, end; } Kept;
 
 /* The records kept so far (CUPTI's thread appends, take() empties), and the
- * buffers free for CUPTI to write into. */
-#define MAX_KEPT (1u << 22)   /* 4 Mi records, 128 MiB: the log reads far sooner */
+ * buffers free for CUPTI to write into, each under its own lock: a launch
+ * that needs a buffer never waits for a finished one being read. */
+#define MAX_KEPT (1u << 22)   /* 4 Mi records, 128 MiB: beyond, the oldest half goes */
 #define MAX_FREE 16
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+#define SLACK 4096            /* zeroed past the valid bytes too (nothing promises CUPTI stopped there) */
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER, free_lock = PTHREAD_MUTEX_INITIALIZER;
 static Kept *kept = NULL;
 static size_t kept_count = 0, kept_capacity = 0, dropped_count = 0;
 static uint8_t *free_buffers[MAX_FREE];
@@ -69,50 +73,126 @@ static int free_count = 0;
 static size_t buffer_bytes = 8u << 20;
 static int started = 0;
 static CUpti_ActivityKind kernel_kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-static PyObject *names = NULL;  /* name pointer (an int) -> str: CUPTI shares one name per kernel */
+static PyObject *names = NULL;  /* our copy's address (an int) -> str */
+
+/* Kernel names, copied: CUPTI documents no lifetime for a record's name (a
+ * module unloaded may free it), so each distinct name is copied once, on
+ * CUPTI's thread, and the copies are kept for the life of the process (one
+ * per kernel the process ever ran). An open-addressing table keyed by
+ * CUPTI's address, checked against the text (an address reused by another
+ * name gets a copy of its own). Used only under kept_lock. */
+typedef struct { const char *cupti; char *copy; } NameSlot;
+static NameSlot *name_slots = NULL;
+static size_t name_capacity = 0, name_count = 0;
+
+static size_t name_hash(const char *p, size_t capacity) {
+    return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull) & (capacity - 1);
+}
+
+static int names_grow(void) {
+    size_t capacity = name_capacity ? name_capacity * 2 : 256;
+    NameSlot *slots = (NameSlot *)calloc(capacity, sizeof(NameSlot));
+    if (slots == NULL) return -1;
+    for (size_t i = 0; i < name_capacity; ++i) {
+        if (name_slots[i].copy == NULL) continue;
+        size_t j = name_hash(name_slots[i].cupti, capacity);
+        while (slots[j].copy != NULL) j = (j + 1) & (capacity - 1);
+        slots[j] = name_slots[i];
+    }
+    free(name_slots);
+    name_slots = slots;
+    name_capacity = capacity;
+    return 0;
+}
+
+static const char *owned_name(const char *name) {
+    if (name == NULL) return "";
+    if ((name_count + 1) * 2 > name_capacity && names_grow() < 0) return NULL;
+    size_t j = name_hash(name, name_capacity);
+    for (; name_slots[j].copy != NULL; j = (j + 1) & (name_capacity - 1))
+        if (name_slots[j].cupti == name && strcmp(name_slots[j].copy, name) == 0) return name_slots[j].copy;
+    char *copy = strdup(name);
+    if (copy == NULL) return NULL;
+    /* (an address reused by a new name: the new slot sits further along the probe) */
+    name_slots[j].cupti = name;
+    name_slots[j].copy = copy;
+    name_count++;
+    return copy;
+}
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
     uint8_t *got = NULL;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&free_lock);
     if (free_count > 0) got = free_buffers[--free_count];
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&free_lock);
     if (got == NULL) got = (uint8_t *)calloc(1, buffer_bytes);  /* zeroed, as CUPTI is told */
     *buffer = got;
     *size = got != NULL ? buffer_bytes : 0;
     *max_records = 0;
 }
 
+/* Room for `more` records: the array grows, or past MAX_KEPT drops its oldest half. */
+static int make_room(size_t more) {
+    if (kept_count + more <= kept_capacity) return 0;
+    size_t grown = kept_capacity ? kept_capacity : 4096;
+    while (grown < kept_count + more && grown < MAX_KEPT) grown *= 2;
+    if (grown > MAX_KEPT) grown = MAX_KEPT;
+    if (grown > kept_capacity) {
+        Kept *bigger = (Kept *)realloc(kept, grown * sizeof(Kept));
+        if (bigger != NULL) { kept = bigger; kept_capacity = grown; }
+    }
+    if (kept_count + more > kept_capacity && kept_count > 0) {
+        size_t drop = kept_count / 2 > more ? kept_count / 2 : kept_count;
+        memmove(kept, kept + drop, (kept_count - drop) * sizeof(Kept));
+        kept_count -= drop;
+        dropped_count += drop;
+    }
+    return kept_count + more <= kept_capacity ? 0 : -1;
+}
+
 static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t *buffer, size_t size,
                                       size_t valid) {
-    (void)context; (void)stream; (void)size;
+    (void)context; (void)stream;
+    /* the buffer's kernel records, read without a lock (CUPTI's calls are its own business) */
+    size_t room = valid / sizeof(KernelRecord) + 1, count = 0;
+    Kept *got = (Kept *)malloc(room * sizeof(Kept));
     CUpti_Activity *record = NULL;
-    pthread_mutex_lock(&lock);  /* (take() swaps the array out under it) */
-    while (cupti.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
+    while (got != NULL && count < room && cupti.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
         if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
             continue;
-        if (kept_count == kept_capacity) {
-            size_t grown = kept_capacity ? kept_capacity * 2 : 4096;
-            Kept *more = grown <= MAX_KEPT ? (Kept *)realloc(kept, grown * sizeof(Kept)) : NULL;
-            if (more == NULL) { dropped_count++; continue; }
-            kept = more;
-            kept_capacity = grown;
-        }
         const KernelRecord *k = (const KernelRecord *)record;
-        Kept *out = &kept[kept_count++];
-        out->correlation = k->correlationId;
-        out->name = k->name;
-        out->start = k->start;
-        out->end = k->end;
+        got[count].correlation = k->correlationId;
+        got[count].name = k->name;  /* (CUPTI's: made ours below) */
+        got[count].start = k->start;
+        got[count].end = k->end;
+        count++;
     }
-    pthread_mutex_unlock(&lock);
-    memset(buffer, 0, valid);  /* here, on CUPTI's thread, rather than on the next launch */
-    pthread_mutex_lock(&lock);
+    size_t zero = valid + SLACK < size ? valid + SLACK : size;
+    memset(buffer, 0, zero);  /* here, on CUPTI's thread, rather than on the next launch */
+    pthread_mutex_lock(&free_lock);
     if (free_count < MAX_FREE) {
         free_buffers[free_count++] = buffer;
         buffer = NULL;
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&free_lock);
     free(buffer);
+    if (got == NULL) return;
+    pthread_mutex_lock(&kept_lock);
+    size_t kept_now = 0;
+    for (size_t i = 0; i < count; ++i) {
+        got[kept_now] = got[i];
+        got[kept_now].name = owned_name(got[i].name);
+        if (got[kept_now].name != NULL) kept_now++;
+        else dropped_count++;
+    }
+    if (make_room(kept_now) == 0) {
+        memcpy(kept + kept_count, got, kept_now * sizeof(Kept));
+        kept_count += kept_now;
+    } else {
+        dropped_count += kept_now;
+    }
+    pthread_mutex_unlock(&kept_lock);
+    free(got);
 }
 
 static PyObject *cupti_error(const char *what, CUptiResult status) {
@@ -162,11 +242,20 @@ static PyObject *start(PyObject *self, PyObject *args) {
     CUptiResult status = cupti.set_attribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &attr_size, &zeroed);
     if (status != CUPTI_SUCCESS) return cupti_error("CUPTI refused zeroed buffers", status);
     status = cupti.register_callbacks(buffer_requested, buffer_completed);
-    if (status != CUPTI_SUCCESS) return cupti_error("CUPTI refused the buffer callbacks", status);
-    status = cupti.enable(kernel_kind);
-    if (status != CUPTI_SUCCESS) return cupti_error("CUPTI refused kernel activity", status);
-    started = 1;
-    Py_RETURN_NONE;
+    if (status == CUPTI_SUCCESS) {
+        status = cupti.enable(kernel_kind);
+        if (status == CUPTI_SUCCESS) {
+            started = 1;
+            Py_RETURN_NONE;
+        }
+        cupti_error("CUPTI refused kernel activity", status);
+    } else {
+        cupti_error("CUPTI refused the buffer callbacks", status);
+    }
+    /* (left as found for a collector after this one: cupti-python's buffers are not zeroed) */
+    zeroed = 0;
+    cupti.set_attribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &attr_size, &zeroed);
+    return NULL;
 }
 
 static PyObject *set_enabled(int on) {
@@ -183,42 +272,43 @@ static PyObject *enable(PyObject *self, PyObject *unused) { return set_enabled(1
 static PyObject *disable(PyObject *self, PyObject *unused) { return set_enabled(0); }
 
 static int by_correlation(const void *a, const void *b) {
-    uint32_t x = ((const Kept *)a)->correlation, y = ((const Kept *)b)->correlation;
-    return (x > y) - (x < y);
+    const Kept *p = (const Kept *)a, *q = (const Kept *)b;
+    if (p->correlation != q->correlation) return (p->correlation > q->correlation) - (p->correlation < q->correlation);
+    return (p->start > q->start) - (p->start < q->start);
 }
 
 static PyObject *name_of(const char *name) {
-    PyObject *key = PyLong_FromVoidPtr((void *)name);
+    PyObject *key = PyLong_FromVoidPtr((void *)name);  /* (our copy: never freed, never reused) */
     if (key == NULL) return NULL;
     PyObject *text = PyDict_GetItemWithError(names, key);
-    /* (the text is compared too: a module unloaded could leave its name's
-     * address to another kernel's name) */
-    const char *known = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
-    if (known != NULL && name != NULL && strcmp(known, name) == 0) {
+    if (text != NULL) {
         Py_DECREF(key);
         Py_INCREF(text);
         return text;
     }
     if (PyErr_Occurred()) { Py_DECREF(key); return NULL; }
-    text = PyUnicode_DecodeUTF8(name ? name : "", name ? (Py_ssize_t)strlen(name) : 0, "replace");
+    text = PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace");
     if (text != NULL && PyDict_SetItem(names, key, text) < 0) Py_CLEAR(text);
     Py_DECREF(key);
     return text;
 }
 
-static PyObject *take(PyObject *self, PyObject *unused) {
+static PyObject *take(PyObject *self, PyObject *args) {
+    int forced = 1;
+    if (!PyArg_ParseTuple(args, "|p", &forced)) return NULL;
     if (!started) return PyList_New(0);
     CUptiResult status;
     Py_BEGIN_ALLOW_THREADS
-    status = cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  /* (calls buffer_completed) */
+    /* (calls buffer_completed; forced: a buffer still being filled comes back too) */
+    status = cupti.flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
     Py_END_ALLOW_THREADS
     if (status != CUPTI_SUCCESS) return cupti_error("cuptiActivityFlushAll", status);
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&kept_lock);
     Kept *got = kept;
     size_t count = kept_count;
     kept = NULL;
     kept_count = kept_capacity = 0;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&kept_lock);
     if (count > 1) qsort(got, count, sizeof(Kept), by_correlation);
     PyObject *out = PyList_New((Py_ssize_t)count);
     for (size_t i = 0; out != NULL && i < count; ++i) {
@@ -245,9 +335,9 @@ static PyObject *timestamp(PyObject *self, PyObject *unused) {
 }
 
 static PyObject *dropped(PyObject *self, PyObject *unused) {
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&kept_lock);
     size_t count = dropped_count;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&kept_lock);
     return PyLong_FromSize_t(count);
 }
 
@@ -255,7 +345,7 @@ static PyMethodDef methods[] = {
     {"start", start, METH_VARARGS, "Load libcupti and record kernels (see the file's comment)."},
     {"enable", enable, METH_NOARGS, "Record kernels launched from now on."},
     {"disable", disable, METH_NOARGS, "Stop recording kernels."},
-    {"take", take, METH_NOARGS, "The records of kernels finished since the last take, in launch order."},
+    {"take", take, METH_VARARGS, "take(forced=True): the records of kernels finished since the last take, in launch order."},
     {"timestamp", timestamp, METH_NOARGS, "CUPTI's clock now, in ns."},
     {"dropped", dropped, METH_NOARGS, "Records not kept."},
     {NULL, NULL, 0, NULL},
