@@ -29,9 +29,9 @@ def test_a_toolkit_lays_cupti_out_under_targets(tmp_path):
     target = tmp_path / "cuda" / "targets" / "x86_64-linux"
     include = _files(target / "include", "cupti.h", "cupti_activity.h", "cuda.h")
     _files(target / "lib", "libcupti.so.2025.3.1", "libcupti.so.13", "libcupti.so", "libcupti_static.a")
-    folders, library, why = cupti_native.locate(roots=[tmp_path / "cuda"])
+    sets, library, why = cupti_native.locate(roots=[tmp_path / "cuda"])
     assert why is None
-    assert folders == [include]
+    assert sets == [[include]]
     assert library == target / "lib" / "libcupti.so"  # the plain name: the link to the current one
 
 
@@ -40,9 +40,9 @@ def test_older_toolkits_keep_cupti_under_extras(tmp_path):
     _files(root / "include", "cuda.h")
     include = _files(root / "extras" / "CUPTI" / "include", "cupti.h", "cupti_activity.h")
     _files(root / "extras" / "CUPTI" / "lib64", "libcupti.so.12")
-    folders, library, why = cupti_native.locate(roots=[root])
+    sets, library, why = cupti_native.locate(roots=[root])
     assert why is None
-    assert folders == [include, root / "include"]  # cupti.h includes cuda.h: both folders
+    assert sets == [[include, root / "include"]]  # cupti.h includes cuda.h: both folders
     assert library.name == "libcupti.so.12"
 
 
@@ -51,9 +51,9 @@ def test_a_wheels_headers_and_library_with_cuda_h_from_a_toolkit(tmp_path):
     include = _files(wheel / "include", "cupti.h", "cupti_activity.h")
     _files(wheel / "lib", "libcupti.so.13")
     toolkit = _files(tmp_path / "cuda" / "include", "cuda.h")
-    folders, library, why = cupti_native.locate(roots=[wheel, tmp_path / "cuda"])
+    sets, library, why = cupti_native.locate(roots=[wheel, tmp_path / "cuda"])
     assert why is None
-    assert folders == [include, toolkit]
+    assert sets == [[include, toolkit]]
     assert library == wheel / "lib" / "libcupti.so.13"
 
 
@@ -73,8 +73,8 @@ def test_a_library_given_wins_over_the_one_beside_the_headers(tmp_path):
 ])
 def test_what_is_missing_is_said(tmp_path, present, complaint):
     _files(tmp_path / "cuda" / "include", *present)
-    folders, library, why = cupti_native.locate(roots=[tmp_path / "cuda"])
-    assert folders is None and library is None
+    sets, library, why = cupti_native.locate(roots=[tmp_path / "cuda"])
+    assert sets is None and library is None
     assert complaint in why
 
 
@@ -90,15 +90,32 @@ def test_the_switch_turns_the_c_collector_off(monkeypatch):
 
 
 def test_a_wheels_library_brings_its_own_headers(tmp_path):
-    """Headers of the library's own release win over a toolkit's older ones."""
+    """Headers of the library's own release come first, a toolkit's after
+    (the build takes the first set that compiles)."""
     toolkit = tmp_path / "cuda"
     _files(toolkit / "include", "cupti.h", "cupti_activity.h", "cuda.h")
     wheel = tmp_path / "site" / "nvidia" / "cu13"
     own = _files(wheel / "include", "cupti.h", "cupti_activity.h")
     library = _files(wheel / "lib", "libcupti.so.13") / "libcupti.so.13"
-    folders, _, why = cupti_native.locate(roots=[toolkit], library=library)
+    sets, _, why = cupti_native.locate(roots=[toolkit], library=library)
     assert why is None
-    assert folders == [own, toolkit / "include"]
+    assert sets == [[own, toolkit / "include"], [toolkit / "include"]]
+
+
+def test_where_cuptis_headers_are_found_the_collector_builds():
+    """(It starts only on a GPU; the build, the part a compiler or a header
+    of another release can break, is checked wherever the headers are.)"""
+    sets, _, why = cupti_native.locate()
+    if sets is None:
+        pytest.skip(f"no CUPTI headers here: {why}")
+    from workbench.backends import native_build
+    if native_build.compiler() is None:
+        pytest.skip("no C compiler here")
+    cupti_native.module.cache_clear()
+    built, library = cupti_native.module()
+    assert built is not None, cupti_native.unavailable_reason()
+    assert library.name.startswith("libcupti.so")
+    assert built.take() == [] and built.dropped() == 0  # (not started: nothing collected)
 
 
 # What a process reports about its timing of three spin kernels of known lengths.
@@ -133,8 +150,8 @@ def _probe(**env) -> dict:
 
 @pytest.mark.gpu
 def test_on_a_gpu_with_cuptis_headers_the_c_collector_times_kernels():
-    folders, _, why = cupti_native.locate()
-    if folders is None:
+    sets, _, why = cupti_native.locate()
+    if sets is None:
         pytest.skip(f"no CUPTI to build against here: {why}")
     got = _probe()
     assert got["collector"] == "in C (native/cupti_records.c)", got["why"]

@@ -99,3 +99,27 @@ def test_a_broken_cached_module_is_built_again(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "second"))
     built, why = native_build.build(native_launch.SOURCE, "_wb_launch", "WORKBENCH_NATIVE_LAUNCH")
     assert built is not None and why is None and built.pack(b"i", [7]) == (7).to_bytes(8, "little")
+
+
+def test_a_source_the_compiler_refuses_is_not_compiled_again(tmp_path, monkeypatch):
+    """(A C collector with two candidate header sets must not pay the first
+    one's failed compile in every process.)"""
+    from workbench.backends import native_build
+    if native_build.compiler() is None:
+        pytest.skip("no C compiler here")
+    calls = tmp_path / "calls"
+    wrapper = tmp_path / "cc-counting"
+    wrapper.write_text(f'#!/bin/sh\necho x >> {calls}\nexec cc "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    broken = tmp_path / "broken.c"
+    broken.write_text("this is not C;\n")
+    first = native_build.build(broken, "_wb_broken", "WORKBENCH_TEST_BROKEN")
+    second = native_build.build(broken, "_wb_broken", "WORKBENCH_TEST_BROKEN")
+    assert first[0] is None and "could not build it" in first[1]
+    assert second == first
+    assert calls.read_text().count("x") == 1
+    broken.write_text("int fixed;\n")  # a changed source is another key: compiled again
+    native_build.build(broken, "_wb_broken", "WORKBENCH_TEST_BROKEN")
+    assert calls.read_text().count("x") >= 2

@@ -65,33 +65,41 @@ def _pathfinder_library() -> Path | None:
         return None
 
 
+def _has_cupti(include: Path) -> bool:
+    return (include / "cupti.h").is_file() and (include / "cupti_activity.h").is_file()
+
+
 def locate(roots: list[Path] | None = None, library: Path | None = None):
-    """``(include folders, libcupti path, None)``, or ``(None, None, why)``.
-    ``roots`` and ``library`` replace the search (tests)."""
-    headers = cuda_h = lib_beside = None
+    """``(header sets, libcupti path, None)``, or ``(None, None, why)``: each
+    set is the ``-I`` folders of one CUPTI release's headers (with a
+    ``cuda.h``), the library's own release first; the build takes the first
+    that compiles. ``roots`` and ``library`` replace the search (tests)."""
+    found, seen, cuda_h, lib_beside = [], set(), None, None
     for root in _roots() if roots is None else roots:
         for include, libs in _layouts(root):
-            if headers is None and (include / "cupti.h").is_file() and (include / "cupti_activity.h").is_file():
-                headers = include
-                lib_beside = (_library_in(libs) or _library_in(include.parent / "lib64")
-                              or _library_in(include.parent / "lib"))
+            if _has_cupti(include) and include.resolve() not in seen:
+                found.append(include)
+                seen.add(include.resolve())
+                lib_beside = lib_beside or (_library_in(libs) or _library_in(include.parent / "lib64")
+                                            or _library_in(include.parent / "lib"))
             if cuda_h is None and (include / "cuda.h").is_file():
                 cuda_h = include
     if library is None and roots is None:
         library = _pathfinder_library()
-    if library is not None:  # (a wheel's library: its own headers, of its own release, where it has them)
+    if library is not None:  # (a wheel's library: its own headers, of its own release, first)
         own = library.parent.parent / "include"
-        if (own / "cupti.h").is_file() and (own / "cupti_activity.h").is_file():
-            headers = own
-    if headers is None:
+        if _has_cupti(own):
+            found = [own] + [f for f in found if f.resolve() != own.resolve()]
+    if not found:
         return None, None, "no CUPTI headers (cupti.h) in the CUDA toolkit or NVIDIA's wheels"
-    if cuda_h is None and not (headers / "cuda.h").is_file():
-        return None, None, f"no cuda.h next to CUPTI's headers ({headers})"
+    sets = [[f] if (f / "cuda.h").is_file() else [f, cuda_h] for f in found
+            if (f / "cuda.h").is_file() or cuda_h is not None]
+    if not sets:
+        return None, None, f"no cuda.h next to CUPTI's headers ({found[0]})"
     library = library or lib_beside
     if library is None:
-        return None, None, f"no libcupti next to CUPTI's headers ({headers})"
-    folders = [headers] if (headers / "cuda.h").is_file() else [headers, cuda_h]
-    return folders, library, None
+        return None, None, f"no libcupti next to CUPTI's headers ({found[0]})"
+    return sets, library, None
 
 
 _reason: str | None = None
@@ -106,16 +114,17 @@ def module():
         _reason = f"{SWITCH}=0"
         return None, None
     try:
-        folders, library, _reason = locate()
+        sets, library, _reason = locate()
     except OSError as exc:  # (an unreadable folder on the way)
-        folders, _reason = None, f"searching for CUPTI failed ({exc})"
-    if folders is None:
-        return None, None
-    built, _reason = native_build.build(
-        SOURCE, "_wb_cupti", SWITCH, ("-ldl", "-lpthread"),
-        flags=tuple(f"-I{f}" for f in folders),
-        depends=(folders[0] / "cupti_activity.h",))
-    return (built, library) if built is not None else (None, None)
+        sets, _reason = None, f"searching for CUPTI failed ({exc})"
+    for folders in sets or ():
+        built, _reason = native_build.build(
+            SOURCE, "_wb_cupti", SWITCH, ("-ldl", "-lpthread"),
+            flags=tuple(f"-I{f}" for f in folders),
+            depends=(folders[0] / "cupti_activity.h",))
+        if built is not None:
+            return built, library
+    return None, None
 
 
 def failed(reason: str) -> None:

@@ -29,6 +29,11 @@ NATIVE_DIR = Path(__file__).resolve().parent / "native"
 CACHE = DiskCache("native")
 
 
+class Refused(str):
+    """The compiler's complaint about the source (not a failure to run it):
+    the same source, flags and compiler will be refused again."""
+
+
 def compiler() -> list[str] | None:
     """The C compiler's command: ``$CC`` (which may carry words, as in
     ``ccache gcc``), else ``cc``; None where it is not found."""
@@ -59,7 +64,7 @@ def compile_source(cc: list[str], source: Path, target: Path, libs: tuple[str, .
             return f"{cc[0]} failed to run ({exc})"
         if done.returncode != 0:
             last = done.stderr.strip().splitlines()[-1:] or ["?"]
-            return f"{cc[0]} could not build it: {last[0]}"
+            return Refused(f"{cc[0]} could not build it: {last[0]}")
         try:
             os.replace(out, target)   # atomic: a concurrent build leaves one whole file
         except OSError as exc:
@@ -94,10 +99,22 @@ def build(source: Path, name: str, switch: str, libs: tuple[str, ...] = (),
         path = CACHE.path(f"{name}-{key}{suffix}")
     except OSError as exc:  # a cache folder that cannot be made: only costs speed
         return None, f"the disk cache cannot keep it ({exc})"
+    # a build the compiler refused is not tried again by every process (the
+    # key holds all that could change its mind: source, flags, headers, compiler)
+    refused = path.with_name(path.name + ".refused")
+    try:
+        return None, refused.read_text()
+    except OSError:
+        pass
     for attempt in range(2):
         if not path.exists():
             complaint = compile_source(cc, source, path, libs, flags)
             if complaint is not None:
+                if isinstance(complaint, Refused):
+                    try:
+                        refused.write_text(complaint)
+                    except OSError:
+                        pass
                 return None, complaint
         try:
             loader = importlib.machinery.ExtensionFileLoader(name, str(path))
