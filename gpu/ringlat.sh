@@ -15,6 +15,28 @@ python3 -c "from workbench.backends import native_words as n; print('C words mod
 echo "== transport probe" | tee "$OUT/ringlat-probe.log"
 timeout 60 python3 gpu/ringlat_probe.py 20000 2>&1 | tee -a "$OUT/ringlat-probe.log" || status=1
 
+echo "== call(): transport alone (C: request out -> answer seen) and handler time, 20000 calls" | tee -a "$OUT/ringlat-probe.log"
+timeout 40 python3 - <<'PY' 2>&1 | tee -a "$OUT/ringlat-probe.log" || status=1
+import sys, time, numpy as np, workbench as wb
+sys.path.insert(0, "benchmarks")
+from rings import SOURCE, REQUEST, RESPONSE
+with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=4096) as r:
+    print("C words module in use:", r._native is not None)
+    for _ in range(2000):
+        r.call((1.0, 2.0, 0, 0))
+    r.reset_stats()
+    wall = np.empty(20000)
+    for i in range(20000):
+        t0 = time.perf_counter_ns()
+        a = r.call((1.0, 2.0, i, 0))
+        wall[i] = time.perf_counter_ns() - t0
+        assert a["id"] == i and a["sum"] == 3.0, a
+    t = np.array(r._single, dtype=np.float64) * 1e-3
+    print(f"call transport p50 {np.median(t[:, 0]):.2f} us p90 {np.percentile(t[:, 0], 90):.2f} "
+          f"p99 {np.percentile(t[:, 0], 99):.2f}; whole call() p50 {np.median(wall) * 1e-3:.2f} us "
+          f"p99 {np.percentile(wall, 99) * 1e-3:.2f}; handler p50 {np.median(t[:, 1]):.3f} us")
+PY
+
 B="$OUT/ringlat-bench.log"
 echo "== benchmark (this branch, C host path)" | tee "$B"
 timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1

@@ -246,6 +246,39 @@ def test_a_hanging_handler_is_caught_by_the_watchdog(backend):
                                   [0.0, 2.0])
 
 
+def test_a_hanging_call_is_caught_by_the_watchdog(backend, host_path):
+    # call() is answered by the dispatcher (block 0, thread 0): the watchdog names it
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64,
+                watchdog_s=0.5)
+    launch = r._launch
+    start = time.monotonic()
+    with pytest.raises(RingHang, match=r"call\(\) not answered .* block 0, thread 0"):
+        r.call((1.0, 2.0, 7, 3_000_000), timeout=20)
+    assert time.monotonic() - start < 10
+    assert not r.running
+    if not wb.backend().simulated:
+        assert launch.wait(20)  # (the handler returns after its 3 s)
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as again:
+        assert again.call((1.0, 2.0, 8, 0))["id"] == 8
+
+
+def test_calls_and_batches_take_turns(backend, host_path):
+    # call() has a mailbox of its own; the queue's numbering goes on around it, and a
+    # call that timed out is answered late without confusing the next one
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as r:
+        for round_ in range(3):
+            sent = messages(40, first_id=100 * round_, seed=round_)  # 40 > 32: wraps
+            r.send(sent)
+            check_answers(r.recv(), sent)
+            got = [r.call((float(k), 0.5, k, 0)) for k in range(5)]
+            assert [(g["id"], g["sum"]) for g in got] == [(k, k + 0.5) for k in range(5)]
+        with pytest.raises(TimeoutError, match="no answer to call"):
+            r.call((1.0, 1.0, 50, 400_000), timeout=0.05)  # its handler takes 0.4 s
+        late = r.call((2.0, 2.0, 51, 0), timeout=20)
+        assert (late["id"], late["sum"]) == (51, 4.0)
+        assert r.stats().messages == 3 * 45 + 1
+
+
 FAULTING = SOURCE.replace("out.twice = 2 * in.id;",
                           "out.twice = 2 * in.id; if (in.id == 3) *(volatile int*)0 = 1;")
 

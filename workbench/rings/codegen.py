@@ -15,6 +15,11 @@ and slow every copy. A thread whose message is published (an acquire chain:
 host store, dispatcher, device copy) copies it, calls the handler, writes the
 response and its device timestamps, then publishes ``s`` as the slot's
 response number (a release store). A head of -1 stops every thread.
+
+call() (a single message, the queue empty) skips the queue: the dispatcher also
+polls a mailbox of LL words (4 data bytes and a 4-byte flag, the call's number,
+per 8-byte word), answers it itself and writes the answer back as LL words,
+with the handler's time in ns in a last word (see docs/rings.md).
 """
 from __future__ import annotations
 
@@ -32,6 +37,8 @@ static inline unsigned long long wb_ring_now() {{ return __globaltimer(); }}
 // __nanosleep lets the block's other threads (fibers) run; the dispatcher, once
 // per round of them, also gives the CPU up for a moment.
 static inline void wb_ring_backoff(unsigned ns, bool dispatcher) {{ __nanosleep(ns); if (dispatcher) usleep(5); }}
+static inline unsigned long long wb_ring_ll_load(const unsigned long long* p) {{ return __atomic_load_n(p, __ATOMIC_RELAXED); }}
+static inline void wb_ring_ll_store(unsigned long long* p, unsigned long long v) {{ __atomic_store_n(p, v, __ATOMIC_RELAXED); }}
 #else
 static __device__ __forceinline__ long long wb_ring_load_sys(const long long* p) {{
     long long v;
@@ -55,7 +62,35 @@ static __device__ __forceinline__ unsigned long long wb_ring_now() {{
     return t;
 }}
 static __device__ __forceinline__ void wb_ring_backoff(unsigned ns, bool) {{ __nanosleep(ns); }}
+// LL words (NCCL's low-latency protocol): 4 data bytes and a 4-byte flag in one
+// 8-byte word, stored and loaded whole, so a word seen with its flag holds its
+// data: no separate ready word to read first, no fence before writing one.
+static __device__ __forceinline__ unsigned long long wb_ring_ll_load(const unsigned long long* p) {{
+    unsigned long long v;
+    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}}
+static __device__ __forceinline__ void wb_ring_ll_store(unsigned long long* p, unsigned long long v) {{
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}}
 #endif
+
+// call()'s mailbox: the request's LL words (flag: the call's number), read in
+// one go, all loads in flight together; true once every flag is there.
+template <int N>
+static __device__ __forceinline__ bool wb_ring_ll_take(const unsigned long long* box, unsigned flag,
+                                                       unsigned* data) {{
+    unsigned long long w[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) w[i] = wb_ring_ll_load(&box[i]);
+    bool ready = true;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {{
+        data[i] = (unsigned)w[i];
+        ready &= (unsigned)(w[i] >> 32) == flag;
+    }}
+    return ready;
+}}
 
 #ifndef WB_RING_NEXT_POLLS_HOST
 #define WB_RING_NEXT_POLLS_HOST 1
@@ -67,7 +102,8 @@ static __device__ __forceinline__ void wb_ring_backoff(unsigned ns, bool) {{ __n
 extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned long long responses,
                                          unsigned long long response_seq, unsigned long long stamps,
                                          unsigned long long control, unsigned long long device_head,
-                                         long long capacity)
+                                         long long capacity, unsigned long long call_request,
+                                         unsigned long long call_answer)
 {{
     const {request}* req = (const {request}*)requests;
     {response}* resp = ({response}*)responses;
@@ -83,9 +119,37 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
     __syncthreads();  // (the simulator runs a block's threads as fibers from its first barrier on)
     if (index < 32) {{
         if (index != 0) return;
+        // call() (the queue empty) goes through the mailbox, served here: one poll
+        // over the bus brings the request, the answer goes back as LL words with
+        // the handler's time in ns after it (no fence, no sequence word).
+        constexpr int request_words = (int)((sizeof({request}) + 3) / 4);
+        constexpr int answer_words = (int)((sizeof({response}) + 3) / 4);
+        const unsigned long long* box = (const unsigned long long*)call_request;
+        unsigned long long* reply = (unsigned long long*)call_answer;
+        unsigned calls = 0;
         long long published = 0;
         for (unsigned polls = 0;; ++polls) {{
+            alignas(alignof({request}) > 4 ? alignof({request}) : 4) unsigned data[request_words];
+            // (the mailbox's loads first: they stay in flight with the head's acquire load)
+            const bool called = wb_ring_ll_take<request_words>(box, calls + 1, data);
             long long h = wb_ring_load_sys(&host[1]);
+            if (called) {{
+                ++calls;
+                const unsigned long long t0 = wb_ring_now();
+                const {request} in = *reinterpret_cast<const {request}*>(data);
+                alignas(alignof({response}) > 4 ? alignof({response}) : 4) unsigned answer[answer_words + 1] = {{}};
+                {{
+                    {response} out = {response}();
+                    {handler}(in, out);
+                    *reinterpret_cast<{response}*>(answer) = out;
+                }}
+                const unsigned long long took = wb_ring_now() - t0;
+                answer[answer_words] = took < 0xffffffffull ? (unsigned)took : 0xffffffffu;
+                const unsigned long long flag = (unsigned long long)calls << 32;
+#pragma unroll
+                for (int i = 0; i <= answer_words; ++i) wb_ring_ll_store(&reply[i], flag | answer[i]);
+                continue;
+            }}
             if ((polls & 7) == 7 && wb_ring_load_sys(&host[0])) h = -1;
             if (h != published) {{
                 wb_ring_store_gpu(head, h);

@@ -25,7 +25,7 @@ import numpy as np
 from ..backends import native_words
 from ..runtime.session import backend as active_backend
 from .errors import RingError, RingFull, RingHang, RingLayoutError, RingStopped
-from .layout import compile_checked, offsets, packer, structured
+from .layout import compile_checked, ll_words, offsets, packer, structured
 from .stats import RingStats
 
 #: Polls the host spins (no sleep) before it starts sleeping between polls
@@ -85,6 +85,7 @@ class Ring:
         self._ready_count = 0
         self._native = native_words.module()  # None: the same work in Python
         self._new_answer_pool()
+        self._new_call_scratch()
         self.reset_stats()
 
     # -- set-up ----------------------------------------------------------------------------
@@ -139,9 +140,14 @@ class Ring:
         self._head_addr = host + lay["control"][0] + 8
         self._answered_addr = host + lay["response_seq"][0]
         self._responses_addr = host + lay["responses"][0]
+        # call()'s mailbox, LL words: the request out, the answer (and the handler's ns) back
+        self._call_out_addr = host + lay["call_request"][0]
+        self._call_back_addr = host + lay["call_answer"][0]
+        self._call_out = memoryview(view("call_request", np.uint64))
+        self._call_back = memoryview(view("call_answer", np.uint64))
         base = buffer.device_ptr
         return [base + lay[p][0] for p in ("requests", "responses", "response_seq", "stamps",
-                                            "control")]
+                                            "control", "call_request", "call_answer")]
 
     # -- life cycle ------------------------------------------------------------------------
     @property
@@ -174,8 +180,10 @@ class Ring:
         # [count, host send time ns] per send not yet collected, in order (the
         # messages of a stop without draining are forgotten with their numbers)
         self._sends = collections.deque()
-        args = self._serve.convert_args((*addresses, self.backend.device_pointer(self._device_head),
-                                         self.capacity))
+        self._calls = 0  # call()s answered through the mailbox since the start
+        args = self._serve.convert_args((*addresses[:5],
+                                         self.backend.device_pointer(self._device_head),
+                                         self.capacity, *addresses[5:]))
         self._launch = self.backend.launch_persistent(
             self._serve.function, (self.blocks, 1, 1), (self.threads, 1, 1), args)
         self._finalizer = weakref.finalize(self, _shutdown, self._control, _Quiet(self._launch))
@@ -536,102 +544,155 @@ class Ring:
     def call(self, message, timeout: float | None = None):
         """Send one message and return its answer (a record of the response dtype).
 
-        The fast path of a ring: one slot written, the head published, one
-        word polled; nothing is allocated until the answer is there. A tuple
-        of field values is packed straight into the slot. The answer is a
+        The fast path of a ring, which needs an empty queue: the message goes
+        through a mailbox of its own, in LL words (each 4 bytes of data with
+        the call's number beside them in one 8-byte word), served by the
+        dispatcher; the answer comes back the same way. The GPU's one poll
+        brings the message, and the host's watch sees the answer's bytes with
+        their numbers: no ready word to read first on either side, no fence.
+        A tuple of field values is packed with ``struct``. The answer is a
         record of a small private array that holds the next answers too, each
         in a place of its own."""
-        seq = self._next_send
-        if self._ready or seq != self._next_recv:
+        if self._ready or self._next_send != self._next_recv:
             raise RingError(f"ring {self.name!r}: call() needs an empty queue; receive the "
                             f"{self.pending + self.depth} outstanding answers first")
         if self._launch is None:
             self._check_running()
-        slot = seq % self.capacity
         try:
             if self._pack is not None and type(message) is tuple:
-                self._pack(self._request_bytes, slot * self.request_dtype.itemsize, *message)
+                self._pack(self._call_scratch, 0, *message)
             else:
-                self._requests[slot] = message
+                self._call_record[0] = message
         except (TypeError, ValueError, struct.error) as exc:
             raise RingLayoutError(f"cannot make a message of dtype {self.request_dtype} from "
                                   f"{message!r}: {exc}") from None
+        i = self._pool_next
+        if i == _ANSWER_POOL:
+            self._new_answer_pool()
+            i = 0
+        # The call's number is taken before it goes out: an answer taken is
+        # always counted; one not taken (Ctrl-C) stops the ring, whose restart
+        # numbers calls from 1 again.
+        self._calls += 1
+        flag = self._calls & 0xFFFFFFFF
         native = self._native
-        if native is not None:
-            return self._call_native(native, seq, slot, timeout)
-        sent = time.perf_counter_ns()
-        self._next_send = seq + 1
-        answered = self._answered_words
-        try:
-            self._head_words[1] = seq  # the head, after the payload: publishes it
-            if answered[slot] != seq:
-                for _ in range(_SPIN_POLLS):
-                    if answered[slot] == seq:
-                        break
-                else:  # slow: wait with the watchdog and fault checks of recv()
-                    self._sends.append([1, sent])
-                    self._progress_ns = sent
-                    return self.recv(1, timeout)[0]
-        except KeyboardInterrupt:  # as in recv(): Ctrl-C while waiting stops the ring
-            if not self._sends:
-                self._sends.append([1, sent])
-            self.stop(drain=False, timeout=2.0)
-            raise
-        now = time.perf_counter_ns()
-        size, i = self.response_dtype.itemsize, self._pool_next
-        if i == _ANSWER_POOL:
-            self._new_answer_pool()
-            i = 0
-        self._pool_bytes[i * size:(i + 1) * size] = self._response_bytes[slot * size:
-                                                                         (slot + 1) * size]
-        self._pool_next = i + 1
-        stamps = self._stamp_words
-        self._next_recv = seq + 1
-        self._single.append((now - sent, stamps[2 * slot + 1] - stamps[2 * slot]))
-        if self._first_send_ns is None:
-            self._first_send_ns = sent
-        self._last_recv_ns = now
-        return self._pool[i]
-
-    def _call_native(self, native, seq: int, slot: int, timeout: float | None):
-        """call()'s wait in C: the head published, the answer's word watched
-        (GIL released) and its bytes copied into the answer pool in one call."""
-        size, i = self.response_dtype.itemsize, self._pool_next
-        if i == _ANSWER_POOL:
-            self._new_answer_pool()
-            i = 0
-        self._next_send = seq + 1
         got = None
         try:
-            got = native.publish_wait(self._head_addr, seq, self._answered_addr + 8 * slot, seq,
-                                      self._responses_addr + slot * size,
-                                      self._pool_addr + i * size, size, _CALL_SPIN_NS)
-            if got is None:  # slow: wait with the watchdog and fault checks of recv()
-                sent = time.perf_counter_ns() - _CALL_SPIN_NS
-                self._sends.append([1, sent])
-                self._progress_ns = sent
-                return self.recv(1, timeout)[0]
+            if native is not None:
+                got = native.ll_exchange(self._call_out_addr, self._call_scratch_addr,
+                                         self._call_out_bytes, self._call_back_addr,
+                                         self._call_back_bytes,
+                                         self._pool_addr + i * self._pool_stride, flag,
+                                         _CALL_SPIN_NS)
+            else:
+                got = self._exchange_python(flag, i)
+            if got is None:  # slow: wait with the watchdog and fault checks
+                got = self._wait_call(flag, i, timeout)
         except KeyboardInterrupt:  # as in recv(): Ctrl-C while waiting stops the ring
-            if not self._sends:
-                self._sends.append([1, time.perf_counter_ns()])
-            self.stop(drain=False, timeout=2.0)
+            if got is None:
+                self.stop(drain=False, timeout=2.0)
             raise
         sent, now = got
         self._pool_next = i + 1
-        stamps = self._stamp_words
-        self._next_recv = seq + 1
-        self._single.append((now - sent, stamps[2 * slot + 1] - stamps[2 * slot]))
+        self._single.append((now - sent, self._pool_words[(i * self._pool_stride >> 2)
+                                                          + self._pool_took]))
         if self._first_send_ns is None:
             self._first_send_ns = sent
-        self._last_recv_ns = now
+        self._last_recv_ns = self._progress_ns = now
         return self._pool[i]
 
+    def _take_call_answer(self, flag: int, i: int) -> bool:
+        """call()'s answer from the mailbox into answer ``i`` of the pool, if
+        every LL word carries ``flag`` (the Python path)."""
+        words = self._call_back.tolist()  # (each word read whole: 8-byte loads)
+        if any(w >> 32 != flag for w in words):
+            return False
+        at = i * self._pool_stride
+        struct.pack_into(f"<{len(words)}I", self._pool_raw, at, *[w & 0xFFFFFFFF for w in words])
+        return True
+
+    def _exchange_python(self, flag: int, i: int):
+        """:meth:`call`'s exchange without the C module: the request's LL words
+        written one by one, the answer's last word watched, then all of them."""
+        high = flag << 32
+        out = self._call_out
+        sent = time.perf_counter_ns()
+        for k, word in enumerate(self._call_unpack(self._call_scratch)):
+            out[k] = high | word
+        back, last = self._call_back, len(self._call_back) - 1
+        for _ in range(_SPIN_POLLS):
+            if back[last] >> 32 == flag and self._take_call_answer(flag, i):
+                return sent, time.perf_counter_ns()
+        self._call_sent = sent
+        return None
+
+    def _wait_call(self, flag: int, i: int, timeout: float | None):
+        """Wait on for call()'s answer, sleeping between looks, with the fault,
+        watchdog and deadline checks of :meth:`recv`."""
+        native = self._native
+        sent = time.perf_counter_ns() - _CALL_SPIN_NS if native is not None else self._call_sent
+        deadline = None if timeout is None else time.monotonic() + timeout
+        dst = self._pool_addr + i * self._pool_stride
+        while True:
+            if native is not None:
+                if native.ll_wait(self._call_back_addr, self._call_back_bytes, flag, dst,
+                                  _SPIN_ROUND_NS):
+                    return sent, time.perf_counter_ns()
+            elif self._take_call_answer(flag, i):
+                return sent, time.perf_counter_ns()
+            launch = self._launch
+            if launch is None:
+                raise RingStopped(f"ring {self.name!r} is stopped; start it with ring.start()")
+            if launch.done():
+                fault = launch.fault()
+                self._launch = None
+                if fault is not None:
+                    raise fault
+                raise RingStopped(f"ring {self.name!r}'s kernel ended")
+            idle = (time.perf_counter_ns() - sent) * 1e-9
+            if idle > self.watchdog_s:
+                self._control[0] = 1
+                killed = launch.kill()
+                self._launch = None
+                self._buffer = None  # a restart must not share the mailbox with a kernel still running
+                raise RingHang(
+                    f"ring {self.name!r}: call() not answered for {idle:.1f} s (watchdog_s="
+                    f"{self.watchdog_s:g}). Calls are answered by the dispatcher, block 0, "
+                    "thread 0: its handler has not returned (an endless loop, or waiting on "
+                    "something that never comes). "
+                    + ("The simulator's ring worker was ended; fix the handler and make a new "
+                       "ring." if killed else "The ring is told to stop, but a GPU kernel stuck "
+                       "in a handler cannot be stopped from the host: it occupies part of the "
+                       "GPU until the notebook kernel restarts."))
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"ring {self.name!r}: no answer to call() after {timeout:g} s")
+            if native is None:
+                time.sleep(50e-6)
+
     def _new_answer_pool(self) -> None:
-        # (the old one lives on as long as answers taken from it do)
-        self._pool = np.empty(_ANSWER_POOL, dtype=self.response_dtype)
-        self._pool_bytes = memoryview(self._pool.view(np.uint8))
-        self._pool_addr = int(self._pool.ctypes.data)
+        # Answers of call() land here as the mailbox holds them: the response's
+        # bytes padded to 4, then the handler's ns (hence the stride). The old
+        # pool lives on as long as answers taken from it do.
+        words = ll_words(self.response_dtype.itemsize)
+        self._pool_took = words
+        self._pool_stride = 4 * (words + 1)
+        self._pool_raw = bytearray(_ANSWER_POOL * self._pool_stride)
+        raw = np.frombuffer(self._pool_raw, dtype=np.uint8)
+        self._pool = np.ndarray((_ANSWER_POOL,), dtype=self.response_dtype, buffer=raw,
+                                strides=(self._pool_stride,))
+        self._pool_words = memoryview(self._pool_raw).cast("I")
+        self._pool_addr = int(raw.ctypes.data)
         self._pool_next = 0
+
+    def _new_call_scratch(self) -> None:
+        # call()'s request, packed here before it goes out as LL words
+        self._call_scratch = bytearray(4 * ll_words(self.request_dtype.itemsize))
+        scratch = np.frombuffer(self._call_scratch, dtype=np.uint8)
+        self._call_record = np.ndarray((1,), dtype=self.request_dtype, buffer=scratch)
+        self._call_scratch_addr = int(scratch.ctypes.data)
+        self._call_out_bytes = len(self._call_scratch)
+        self._call_back_bytes = 4 * (ll_words(self.response_dtype.itemsize) + 1)
+        self._call_unpack = struct.Struct(f"<{len(self._call_scratch) // 4}I").unpack
 
     async def acall(self, message, timeout: float | None = None):
         """:meth:`call` for asyncio: waits by yielding to the event loop."""

@@ -28,6 +28,10 @@
  * ll_wait(src, nbytes, flag, dst, spin_ns) -> bool
  *   Watch the 2 * nbytes of LL words at src until every word's flag is flag, then
  *   copy their data (nbytes) to dst; False (nothing copied) if not within spin_ns.
+ * ll_exchange(out, src, nbytes, back, back_nbytes, dst, flag, spin_ns) -> (published_ns, seen_ns) | None
+ *   ll_write(out, src, nbytes, flag), then ll_wait(back, back_nbytes, flag, dst,
+ *   spin_ns): a request sent and its answer taken, both as LL words. None: no
+ *   answer within spin_ns (the request is out; watch on with ll_wait).
  * now_ns() -> int: CLOCK_MONOTONIC in ns (for tests).
  */
 #define PY_SSIZE_T_CLEAN
@@ -137,6 +141,37 @@ static PyObject *run_length(PyObject *self, PyObject *const *args, Py_ssize_t na
     return PyLong_FromLongLong((long long)n);
 }
 
+static void ll_store(void *dst, const uint8_t *src, int64_t nbytes, int64_t flag) {
+    uint64_t *out = (uint64_t *)dst;
+    const uint64_t high = (uint64_t)(uint32_t)flag << 32;
+    for (int64_t i = 0; i < nbytes / 4; ++i) {
+        uint32_t data;
+        memcpy(&data, src + 4 * i, 4);
+        __atomic_store_n(&out[i], high | data, __ATOMIC_RELAXED);
+    }
+}
+
+static int ll_ready(const uint64_t *words, int64_t count, uint32_t flag);
+
+/* Watch count LL words until all carry flag (GIL released by the caller), then copy their data. */
+static int ll_watch(const uint64_t *words, int64_t count, uint32_t flag, uint8_t *dst, int64_t spin_ns) {
+    int got = 0;
+    if (ll_ready(words, count, flag)) got = 1;
+    else {
+        const int64_t end = now() + spin_ns;
+        while (!got) {
+            for (int i = 0; i < 16 && !got; ++i) got = ll_ready(words, count, flag);
+            if (!got && now() >= end) { got = ll_ready(words, count, flag); break; }
+        }
+    }
+    if (got)
+        for (int64_t i = 0; i < count; ++i) {
+            const uint32_t data = (uint32_t)__atomic_load_n(&words[i], __ATOMIC_RELAXED);
+            memcpy(dst + 4 * i, &data, 4);
+        }
+    return got;
+}
+
 static PyObject *ll_write(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "ll_write() takes 4 arguments");
@@ -153,13 +188,7 @@ static PyObject *ll_write(PyObject *self, PyObject *const *args, Py_ssize_t narg
         return NULL;
     }
     const int64_t published = now();
-    uint64_t *out = (uint64_t *)dst;
-    const uint64_t high = (uint64_t)(uint32_t)flag << 32;
-    for (int64_t i = 0; i < nbytes / 4; ++i) {
-        uint32_t data;
-        memcpy(&data, src + 4 * i, 4);
-        __atomic_store_n(&out[i], high | data, __ATOMIC_RELAXED);
-    }
+    ll_store(dst, src, nbytes, flag);
     return PyLong_FromLongLong((long long)published);
 }
 
@@ -184,22 +213,42 @@ static PyObject *ll_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_ValueError, "ll_wait(): nbytes must be a multiple of 4 with a destination");
         return NULL;
     }
-    const uint64_t *words = (const uint64_t *)src;
-    const int64_t count = nbytes / 4;
-    int got = 0;
+    int got;
     Py_BEGIN_ALLOW_THREADS
-    const int64_t end = now() + spin_ns;
-    for (;;) {
-        if (ll_ready(words, count, (uint32_t)flag)) { got = 1; break; }
-        if (now() >= end) break;
-    }
-    if (got)
-        for (int64_t i = 0; i < count; ++i) {
-            const uint32_t data = (uint32_t)__atomic_load_n(&words[i], __ATOMIC_RELAXED);
-            memcpy(dst + 4 * i, &data, 4);
-        }
+    got = ll_watch((const uint64_t *)src, nbytes / 4, (uint32_t)flag, dst, spin_ns);
     Py_END_ALLOW_THREADS
     return PyBool_FromLong(got);
+}
+
+static PyObject *ll_exchange(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "ll_exchange() takes 8 arguments");
+        return NULL;
+    }
+    void *out, *back;
+    int64_t nbytes, back_nbytes, flag, spin_ns;
+    if (address_of(args[0], &out) < 0) return NULL;
+    const uint8_t *src = (const uint8_t *)PyLong_AsVoidPtr(args[1]);
+    if (PyErr_Occurred() || number_of(args[2], &nbytes) < 0 || address_of(args[3], &back) < 0
+        || number_of(args[4], &back_nbytes) < 0) return NULL;
+    uint8_t *dst = (uint8_t *)PyLong_AsVoidPtr(args[5]);
+    if (PyErr_Occurred() || number_of(args[6], &flag) < 0 || number_of(args[7], &spin_ns) < 0)
+        return NULL;
+    if (nbytes < 0 || nbytes % 4 || (nbytes && src == NULL) || back_nbytes < 0 || back_nbytes % 4
+        || (back_nbytes && dst == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "ll_exchange(): sizes must be multiples of 4, with addresses");
+        return NULL;
+    }
+    int64_t published, seen = 0;
+    int got;
+    Py_BEGIN_ALLOW_THREADS
+    published = now();
+    ll_store(out, src, nbytes, flag);
+    got = ll_watch((const uint64_t *)back, back_nbytes / 4, (uint32_t)flag, dst, spin_ns);
+    if (got) seen = now();
+    Py_END_ALLOW_THREADS
+    if (!got) Py_RETURN_NONE;
+    return Py_BuildValue("(LL)", (long long)published, (long long)seen);
 }
 
 static PyObject *now_ns(PyObject *self, PyObject *unused) {
@@ -217,6 +266,8 @@ static PyMethodDef methods[] = {
      "Write bytes as LL words (data and flag in each 8 bytes)."},
     {"ll_wait", (PyCFunction)(void (*)(void))ll_wait, METH_FASTCALL,
      "Watch LL words until all carry a flag, then copy their data."},
+    {"ll_exchange", (PyCFunction)(void (*)(void))ll_exchange, METH_FASTCALL,
+     "Send a request and take its answer, both as LL words."},
     {"now_ns", now_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns."},
     {NULL, NULL, 0, NULL},
 };
