@@ -59,7 +59,8 @@ echo "== benchmark (this branch, C host path, again: the machine may drift)" | t
 timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
 
 echo "== gpu tests" | tee "$OUT/ringlat-tests.log"
-timeout 120 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/test_rings*.py tests/test_native_words.py \
+timeout 30 python3 -m pytest -q -p no:cacheprovider tests/test_native_words.py 2>&1 | tail -3 | tee -a "$OUT/ringlat-tests.log" || status=1
+timeout 150 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/test_rings*.py \
     2>&1 | tail -25 | tee -a "$OUT/ringlat-tests.log" || status=1
 echo "== a faulting handler on the GPU (its own process: the fault ends that CUDA context)" | tee -a "$OUT/ringlat-tests.log"
 timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_rings.py::test_a_faulting_handler_raises_kernel_fault \

@@ -122,39 +122,39 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
         // call() (the queue empty) goes through the mailbox, served here: one poll
         // over the bus brings the request, the answer goes back as LL words with
         // the handler's time in ns after it (no fence, no sequence word).
-        constexpr int request_words = (int)((sizeof({request}) + 3) / 4);
-        constexpr int answer_words = (int)((sizeof({response}) + 3) / 4);
-        const unsigned long long* box = (const unsigned long long*)call_request;
-        unsigned long long* reply = (unsigned long long*)call_answer;
-        unsigned calls = 0;
-        long long published = 0;
-        for (unsigned polls = 0;; ++polls) {{
-            alignas(alignof({request}) > 4 ? alignof({request}) : 4) unsigned data[request_words];
+        constexpr int wb_request_words = (int)((sizeof({request}) + 3) / 4);
+        constexpr int wb_answer_words = (int)((sizeof({response}) + 3) / 4);
+        const unsigned long long* wb_box = (const unsigned long long*)call_request;
+        unsigned long long* wb_reply = (unsigned long long*)call_answer;
+        unsigned wb_calls = 0;
+        long long wb_published = 0;
+        for (unsigned wb_polls = 0;; ++wb_polls) {{
+            alignas(alignof({request}) > 4 ? alignof({request}) : 4) unsigned wb_data[wb_request_words];
             // (the mailbox's loads first: they stay in flight with the head's acquire load)
-            const bool called = wb_ring_ll_take<request_words>(box, calls + 1, data);
-            long long h = wb_ring_load_sys(&host[1]);
-            if (called) {{
-                ++calls;
-                const unsigned long long t0 = wb_ring_now();
-                const {request} in = *reinterpret_cast<const {request}*>(data);
-                alignas(alignof({response}) > 4 ? alignof({response}) : 4) unsigned answer[answer_words + 1] = {{}};
+            const bool wb_called = wb_ring_ll_take<wb_request_words>(wb_box, wb_calls + 1, wb_data);
+            long long wb_h = wb_ring_load_sys(&host[1]);
+            if (wb_called) {{
+                ++wb_calls;
+                const unsigned long long wb_t0 = wb_ring_now();
+                const {request} wb_in = *reinterpret_cast<const {request}*>(wb_data);
+                alignas(alignof({response}) > 4 ? alignof({response}) : 4) unsigned wb_answer[wb_answer_words + 1] = {{}};
                 {{
-                    {response} out = {response}();
-                    {handler}(in, out);
-                    *reinterpret_cast<{response}*>(answer) = out;
+                    {response} wb_out = {response}();
+                    {handler}(wb_in, wb_out);
+                    *reinterpret_cast<{response}*>(wb_answer) = wb_out;
                 }}
-                const unsigned long long took = wb_ring_now() - t0;
-                answer[answer_words] = took < 0xffffffffull ? (unsigned)took : 0xffffffffu;
-                const unsigned long long flag = (unsigned long long)calls << 32;
+                const unsigned long long wb_took = wb_ring_now() - wb_t0;
+                wb_answer[wb_answer_words] = wb_took < 0xffffffffull ? (unsigned)wb_took : 0xffffffffu;
+                const unsigned long long wb_flag = (unsigned long long)wb_calls << 32;
 #pragma unroll
-                for (int i = 0; i <= answer_words; ++i) wb_ring_ll_store(&reply[i], flag | answer[i]);
+                for (int wb_i = 0; wb_i <= wb_answer_words; ++wb_i) wb_ring_ll_store(&wb_reply[wb_i], wb_flag | wb_answer[wb_i]);
                 continue;
             }}
-            if ((polls & 7) == 7 && wb_ring_load_sys(&host[0])) h = -1;
-            if (h != published) {{
-                wb_ring_store_gpu(head, h);
-                published = h;
-                if (h < 0) return;
+            if ((wb_polls & 7) == 7 && wb_ring_load_sys(&host[0])) wb_h = -1;
+            if (wb_h != wb_published) {{
+                wb_ring_store_gpu(head, wb_h);
+                wb_published = wb_h;
+                if (wb_h < 0) return;
             }}
             wb_ring_backoff(32, true);
         }}
