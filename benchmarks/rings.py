@@ -181,7 +181,7 @@ def _call_answers(r, count: int) -> list[bytes]:
     data = np.zeros(words, dtype=np.uint64)
     data[-1] = 500  # the handler's ns
     first = r._calls + 1
-    return [(data | (np.uint64(n & 0xFFFFFFFF) << np.uint64(32))).tobytes()
+    return [(data | (np.uint64((n - 1) % 0xFFFFFFFF + 1) << np.uint64(32))).tobytes()
             for n in range(first, first + count)]
 
 

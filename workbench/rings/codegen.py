@@ -75,21 +75,22 @@ static __device__ __forceinline__ void wb_ring_ll_store(unsigned long long* p, u
 }}
 #endif
 
-// call()'s mailbox: the request's LL words (flag: the call's number), read in
-// one go, all loads in flight together; true once every flag is there.
+// call()'s mailbox: the request's LL words, read in one go (all loads in
+// flight together). The flag they all carry when a whole request is there (the
+// call's number: the host's numbers only grow, and are never 0), else 0.
 template <int N>
-static __device__ __forceinline__ bool wb_ring_ll_take(const unsigned long long* box, unsigned flag,
-                                                       unsigned* data) {{
+static __device__ __forceinline__ unsigned wb_ring_ll_take(const unsigned long long* box, unsigned* data) {{
     unsigned long long w[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) w[i] = wb_ring_ll_load(&box[i]);
-    bool ready = true;
+    const unsigned flag = (unsigned)(w[0] >> 32);
+    bool whole = true;
 #pragma unroll
     for (int i = 0; i < N; ++i) {{
         data[i] = (unsigned)w[i];
-        ready &= (unsigned)(w[i] >> 32) == flag;
+        whole &= (unsigned)(w[i] >> 32) == flag;
     }}
-    return ready;
+    return whole ? flag : 0u;
 }}
 
 #ifndef WB_RING_NEXT_POLLS_HOST
@@ -131,10 +132,12 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
         for (unsigned wb_polls = 0;; ++wb_polls) {{
             alignas(alignof({request}) > 4 ? alignof({request}) : 4) unsigned wb_data[wb_request_words];
             // (the mailbox's loads first: they stay in flight with the head's acquire load)
-            const bool wb_called = wb_ring_ll_take<wb_request_words>(wb_box, wb_calls + 1, wb_data);
+            // (a request the host gave up on before it was taken may be overwritten
+            // by the next: any whole request not yet answered is served)
+            const unsigned wb_call = wb_ring_ll_take<wb_request_words>(wb_box, wb_data);
             long long wb_h = wb_ring_load_sys(&host[1]);
-            if (wb_called) {{
-                ++wb_calls;
+            if (wb_call != 0 && wb_call != wb_calls) {{
+                wb_calls = wb_call;
                 const unsigned long long wb_t0 = wb_ring_now();
                 const {request} wb_in = *reinterpret_cast<const {request}*>(wb_data);
                 alignas(alignof({response}) > 4 ? alignof({response}) : 4) unsigned wb_answer[wb_answer_words + 1] = {{}};

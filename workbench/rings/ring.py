@@ -574,7 +574,7 @@ class Ring:
         # always counted; one not taken (Ctrl-C) stops the ring, whose restart
         # numbers calls from 1 again.
         self._calls += 1
-        flag = self._calls & 0xFFFFFFFF
+        flag = (self._calls - 1) % 0xFFFFFFFF + 1  # 32 bits, never 0 (the mailbox's "none")
         native = self._native
         got = None
         try:
