@@ -75,14 +75,18 @@ static __device__ __forceinline__ void wb_ring_ll_store(unsigned long long* p, u
 }}
 #endif
 
-// call()'s mailbox: the request's LL words, read in one go (all loads in
-// flight together). The flag they all carry when a whole request is there (the
-// call's number: the host's numbers only grow, and are never 0), else 0.
+// call()'s mailbox: the request's LL words, loaded in one go (all loads in
+// flight together), then looked at: the flag they all carry when a whole
+// request is there (the call's number: the host's numbers only grow, and are
+// never 0), else 0.
 template <int N>
-static __device__ __forceinline__ unsigned wb_ring_ll_take(const unsigned long long* box, unsigned* data) {{
-    unsigned long long w[N];
+static __device__ __forceinline__ void wb_ring_ll_load_all(const unsigned long long* box,
+                                                           unsigned long long* w) {{
 #pragma unroll
     for (int i = 0; i < N; ++i) w[i] = wb_ring_ll_load(&box[i]);
+}}
+template <int N>
+static __device__ __forceinline__ unsigned wb_ring_ll_whole(const unsigned long long* w, unsigned* data) {{
     const unsigned flag = (unsigned)(w[0] >> 32);
     bool whole = true;
 #pragma unroll
@@ -131,11 +135,13 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
         long long wb_published = 0;
         for (unsigned wb_polls = 0;; ++wb_polls) {{
             alignas(alignof({request}) > 4 ? alignof({request}) : 4) unsigned wb_data[wb_request_words];
-            // (the mailbox's loads first: they stay in flight with the head's acquire load)
+            // (the mailbox's loads first, then the head's acquire load: all in flight together)
             // (a request the host gave up on before it was taken may be overwritten
             // by the next: any whole request not yet answered is served)
-            const unsigned wb_call = wb_ring_ll_take<wb_request_words>(wb_box, wb_data);
+            unsigned long long wb_words[wb_request_words];
+            wb_ring_ll_load_all<wb_request_words>(wb_box, wb_words);
             long long wb_h = wb_ring_load_sys(&host[1]);
+            const unsigned wb_call = wb_ring_ll_whole<wb_request_words>(wb_words, wb_data);
             if (wb_call != 0 && wb_call != wb_calls) {{
                 wb_calls = wb_call;
                 const unsigned long long wb_t0 = wb_ring_now();
