@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import platform
 import struct
 import time
@@ -145,6 +146,10 @@ class Ring:
         self._call_back_addr = host + lay["call_answer"][0]
         self._call_out = memoryview(view("call_request", np.uint64))
         self._call_back = memoryview(view("call_answer", np.uint64))
+        # call()'s exchange in C with its fixed arguments bound: (answer's place, flag, spin ns)
+        self._exchange = None if self._native is None else functools.partial(
+            self._native.ll_exchange, self._call_out_addr, self._call_scratch_addr,
+            self._call_out_bytes, self._call_back_addr, self._call_back_bytes)
         base = buffer.device_ptr
         return [base + lay[p][0] for p in ("requests", "responses", "response_seq", "stamps",
                                             "control", "call_request", "call_answer")]
@@ -231,8 +236,9 @@ class Ring:
         return self._ready_count
 
     def _as_batch(self, batch) -> np.ndarray:
-        if (type(batch) is np.ndarray and batch.dtype == self.request_dtype and batch.ndim == 1
-                and batch.flags.c_contiguous):
+        if (type(batch) is np.ndarray and (batch.dtype is self.request_dtype  # (is: cheap)
+                                           or batch.dtype == self.request_dtype)
+                and batch.ndim == 1 and batch.flags.c_contiguous):
             return batch  # already what the queue holds: copied into it as it is
         if isinstance(batch, np.ndarray) and batch.dtype.names:
             if batch.dtype != self.request_dtype:
@@ -573,17 +579,14 @@ class Ring:
         # The call's number is taken before it goes out: an answer taken is
         # always counted; one not taken (Ctrl-C) stops the ring, whose restart
         # numbers calls from 1 again.
-        self._calls += 1
-        flag = (self._calls - 1) % 0xFFFFFFFF + 1  # 32 bits, never 0 (the mailbox's "none")
-        native = self._native
+        calls = self._calls = self._calls + 1
+        # 32 bits, never 0 (the mailbox's "none")
+        flag = calls if calls <= 0xFFFFFFFF else (calls - 1) % 0xFFFFFFFF + 1
+        exchange = self._exchange
         got = None
         try:
-            if native is not None:
-                got = native.ll_exchange(self._call_out_addr, self._call_scratch_addr,
-                                         self._call_out_bytes, self._call_back_addr,
-                                         self._call_back_bytes,
-                                         self._pool_addr + i * self._pool_stride, flag,
-                                         _CALL_SPIN_NS)
+            if exchange is not None:
+                got = exchange(self._pool_addr + i * self._pool_stride, flag, _CALL_SPIN_NS)
             else:
                 got = self._exchange_python(flag, i)
             if got is None:  # slow: wait with the watchdog and fault checks
