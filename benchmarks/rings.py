@@ -6,6 +6,7 @@ out) for batches of 1 to 64 messages.
     python benchmarks/rings.py            # the active backend (GPU when there is one)
     python benchmarks/rings.py --quick    # fewer messages
     python benchmarks/rings.py --host-only    # only Python's part of send/recv/call
+    python benchmarks/rings.py --host-poll-window 32    # a warp watches the host's head
 
 Targets (H100; PASS or below is printed beside each):
 
@@ -253,6 +254,9 @@ def _verdict(ok: bool, simulated: bool) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer messages")
+    parser.add_argument("--host-poll-window", type=int, default=1, metavar="N",
+                        help="the ring's host_poll_window (threads of the next N messages "
+                             "watch the host's head themselves; default 1)")
     parser.add_argument("--host-only", action="store_true",
                         help="only Python's part of send/recv/call (no kernel; answers pre-written)")
     args = parser.parse_args(argv)
@@ -266,7 +270,7 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(0)
     rows = []
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=65536,
-                 threads=128) as r:
+                 threads=128, host_poll_window=args.host_poll_window) as r:
         batch = 4096 if not sim else 256
         rate = throughput(r, batch, (1 << 16 if quick else 1 << 23), rng)
         rows.append([f"throughput, batches of {batch}", f"{rate / 1e6:.3g} M msg/s",
@@ -283,7 +287,7 @@ def main(argv=None) -> int:
                          f"{ring_rate / 1e6:.3g} vs {launch_rate / 1e6:.3g} M msg/s = {ratio:.3g}x",
                          ">= 5x", _verdict(ratio >= 5, sim)])
         rows.append(["ring layout", f"{r.blocks} blocks x {r.threads} threads, "
-                     f"{r.capacity} slots", "", ""])
+                     f"{r.capacity} slots, host_poll_window {args.host_poll_window}", "", ""])
     copy = copy_call_seconds(50 if quick else 500)
     rows.append(["one 16-byte copy in + copy out (queues in device memory would need these)",
                  f"{copy * 1e6:.3g} µs", "", ""])

@@ -42,6 +42,8 @@ echo "== benchmark (this branch, C host path)" | tee "$B"
 timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
 echo "== benchmark (this branch, WORKBENCH_NATIVE_WORDS=0: Python host path)" | tee -a "$B"
 WORKBENCH_NATIVE_WORDS=0 timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
+echo "== benchmark (this branch, C host path, host_poll_window=32: a warp watches the host's head)" | tee -a "$B"
+timeout 45 python3 benchmarks/rings.py --host-poll-window 32 2>&1 | tee -a "$B" || status=1
 echo "== host side alone: C path, then Python path" | tee -a "$B"
 timeout 20 python3 benchmarks/rings.py --host-only 2>&1 | tee -a "$B" || status=1
 WORKBENCH_NATIVE_WORDS=0 timeout 20 python3 benchmarks/rings.py --host-only 2>&1 | tee -a "$B" || status=1

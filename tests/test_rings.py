@@ -281,6 +281,19 @@ def test_calls_and_batches_take_turns(backend, host_path):
         assert r.stats().messages == 3 * 45 + 1
 
 
+def test_a_warp_watching_the_host_answers_the_same(backend):
+    # host_poll_window=32: the threads of the next 32 messages watch the host's head
+    # themselves; batches of every size up to and past the window, across the wrap
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64,
+                 host_poll_window=32) as r:
+        for i, n in enumerate((1, 31, 32, 33, 64, 100, 5)):
+            sent = messages(n, first_id=1000 * i, seed=i)
+            r.send(sent)
+            check_answers(r.recv(), sent)
+    with pytest.raises(wb.WorkbenchError, match="host_poll_window must be 1 to 1024"):
+        wb.ring(SOURCE, request=REQUEST, response=RESPONSE, host_poll_window=0)
+
+
 ODD = r"""
 struct Req { short a; short b; short c; };
 struct Resp { double x; char tag; };

@@ -175,10 +175,12 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
     for (unsigned polls = 0;; ++polls) {{
         if (seen < seq) {{
 #if WB_RING_NEXT_POLLS_HOST
-            if (seen == seq - 1) {{
-                // Every message before this thread's is published, so its own is the next: it
-                // watches the host's head itself (one thread at a time does), a hop shorter
-                // than waiting for the dispatcher's copy; the copy still says when to stop.
+            if (seq - seen <= {host_window}) {{
+                // This thread's message is among the next {host_window} (1: every message before
+                // it is published, its own is the next): it watches the host's head itself
+                // (at most {host_window} threads do, neighbours, whose loads of one word a warp
+                // makes together), a hop shorter than waiting for the dispatcher's copy; the
+                // copy still says when to stop.
                 const long long h = wb_ring_load_sys(&host[1]);
                 if (h >= seq) {{
                     seen = h;
@@ -235,10 +237,12 @@ extern "C" __global__ void wb_ring_layout(long long* out)
 """
 
 
-def serve_source(handler: str, request: str, response: str, max_backoff_ns: int = 128) -> str:
-    """The persistent and the per-batch kernel around ``handler``."""
+def serve_source(handler: str, request: str, response: str, max_backoff_ns: int = 128,
+                 host_window: int = 1) -> str:
+    """The persistent and the per-batch kernel around ``handler``; threads whose
+    message is among the next ``host_window`` watch the host's head themselves."""
     return _SERVE.format(handler=handler, request=request, response=response,
-                         max_backoff_ns=int(max_backoff_ns))
+                         max_backoff_ns=int(max_backoff_ns), host_window=int(host_window))
 
 
 def probe_fields(struct_name: str, dtype: np.dtype, var: str) -> list[tuple[str, str]]:

@@ -68,9 +68,10 @@ def offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, t
 
 
 def compile_checked(text, handler, request_type, request, response_type, response, name,
-             max_backoff_ns):
+             max_backoff_ns, host_window=1):
     """The user's source with the ring's kernels, its structs checked against the dtypes."""
-    serve = codegen.serve_source(handler, request_type, response_type, max_backoff_ns)
+    serve = codegen.serve_source(handler, request_type, response_type, max_backoff_ns,
+                                 host_window)
     structs = [(request_type, request), (response_type, response)]
     probe, labels = codegen.probe_source(structs)
     try:

@@ -58,13 +58,17 @@ class Ring:
     def __init__(self, source, *, request, response, handler: str = "handle",
                  request_type: str = "Request", response_type: str = "Response",
                  capacity: int = 8192, threads: int = 128, blocks: int | None = None,
-                 name: str | None = None, watchdog_s: float = 10.0, max_backoff_ns: int = 64):
+                 name: str | None = None, watchdog_s: float = 10.0, max_backoff_ns: int = 64,
+                 host_poll_window: int = 1):
         self.request_dtype = structured(request, "request")
         self.response_dtype = structured(response, "response")
         if capacity < 32 or capacity % 32:
             raise RingError(f"capacity must be a positive multiple of 32 (a warp's slots), got "
                             f"{capacity}")
         self.capacity = int(capacity)
+        if not 1 <= int(host_poll_window) <= 1024:
+            raise RingError(f"host_poll_window must be 1 to 1024 (threads that watch the host's "
+                            f"head themselves), got {host_poll_window}")
         self.name = name or handler
         self.watchdog_s = float(watchdog_s)
         self.backend = active_backend()
@@ -75,7 +79,7 @@ class Ring:
         self._pack = packer(self.request_dtype)
         self.module = compile_checked(text, handler, request_type, self.request_dtype,
                                       response_type, self.response_dtype, f"ring:{self.name}",
-                                      max_backoff_ns)
+                                      max_backoff_ns, int(host_poll_window))
         self._serve = self.module["wb_ring_serve"]
         self._batch = self.module["wb_ring_batch"]
         self.threads, self.blocks = self._grid(int(threads), blocks)
@@ -793,7 +797,10 @@ def ring(source, *, request, response, handler: str = "handle", start: bool = Tr
     device cannot hold them). Options: ``request_type``/``response_type`` (the
     struct names, default ``Request``/``Response``), ``capacity`` (queue slots,
     a multiple of 32), ``threads`` per block, ``blocks``, ``watchdog_s`` (a
-    handler making no progress for this long is reported), ``name``.
+    handler making no progress for this long is reported), ``name``,
+    ``host_poll_window`` (threads whose message is among the next this many
+    watch the host's head themselves instead of the dispatcher's copy: 1 by
+    default, the next message's; 32, a warp's, shortens small batches' path).
 
     Use it as a context manager (``with wb.ring(...) as r: r.call(msg)``) or
     call ``stop()``; a ring whose object is gone is stopped by its finalizer.
