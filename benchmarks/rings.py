@@ -178,10 +178,10 @@ def _call_answers(r, count: int) -> list[bytes]:
     words (LL: each 4 bytes of data with the call's number) of each, to be
     written just before its call. Reaches into the ring's private mailbox, as
     only a benchmark of its host side may."""
-    words = len(r._call_back)
+    words = len(r._mailbox.back)
     data = np.zeros(words, dtype=np.uint64)
     data[-1] = 500  # the handler's ns
-    first = r._calls + 1
+    first = r._mailbox.number + 1
     return [(data | (np.uint64((n - 1) % 0xFFFFFFFF + 1) << np.uint64(32))).tobytes()
             for n in range(first, first + count)]
 
@@ -212,7 +212,7 @@ def host_only(batches=(1, 4, 16, 64)) -> list[list]:
         msgs = _messages(k, rng)
         us = timed(lambda: (r.send(msgs), r.recv(k)), k)
         rows.append([f"send()+recv() of {k}", f"{us:.3g} µs", f"{us / k * 1e3:.0f} ns/msg"])
-    box = memoryview(r._call_back).cast("B")
+    box = memoryview(r._mailbox.back).cast("B")
 
     def calls(message, count=4096) -> float:
         """Best µs per call() of 5 windows, less the benchmark's own write of

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import platform
 import struct
 import time
@@ -26,7 +25,8 @@ import numpy as np
 from ..backends import native_words
 from ..runtime.session import backend as active_backend
 from .errors import RingError, RingFull, RingHang, RingLayoutError, RingStopped
-from .layout import compile_checked, ll_words, offsets, packer, structured
+from .layout import compile_checked, offsets, packer, structured
+from .mailbox import ANSWER_POOL, CALL_SPIN_NS, Mailbox
 from .stats import RingStats
 
 #: Polls the host spins (no sleep) before it starts sleeping between polls
@@ -35,12 +35,8 @@ _SPIN_POLLS = 65536
 _SPIN_ROUND = range(1024)
 #: The same with the C watcher (:mod:`~workbench.backends.native_words`): it spins
 #: this long per call, GIL released, between the Python checks (health, deadline,
-#: Ctrl-C), and call() this long before it falls back to recv()'s waiting.
+#: Ctrl-C).
 _SPIN_ROUND_NS = 100_000
-_CALL_SPIN_NS = 4_000_000
-#: call()'s answers are records of a private array of this many, one each, so
-#: that an answer costs a copy of its bytes and no new array.
-_ANSWER_POOL = 256
 #: Hosts whose stores and loads stay in program order (x86-TSO): the queues need no fences.
 _STORES_IN_ORDER = frozenset({"x86_64", "amd64", "i686", "i386"})
 
@@ -89,8 +85,7 @@ class Ring:
         self._ready: list[np.ndarray] = []  # answers collected, not yet returned by recv()
         self._ready_count = 0
         self._native = native_words.module()  # None: the same work in Python
-        self._new_answer_pool()
-        self._new_call_scratch()
+        self._mailbox = None  # call()'s, made at each start
         self.reset_stats()
 
     # -- set-up ----------------------------------------------------------------------------
@@ -145,15 +140,9 @@ class Ring:
         self._head_addr = host + lay["control"][0] + 8
         self._answered_addr = host + lay["response_seq"][0]
         self._responses_addr = host + lay["responses"][0]
-        # call()'s mailbox, LL words: the request out, the answer (and the handler's ns) back
-        self._call_out_addr = host + lay["call_request"][0]
-        self._call_back_addr = host + lay["call_answer"][0]
-        self._call_out = memoryview(view("call_request", np.uint64))
-        self._call_back = memoryview(view("call_answer", np.uint64))
-        # call()'s exchange in C with its fixed arguments bound: (answer's place, flag, spin ns)
-        self._exchange = None if self._native is None else functools.partial(
-            self._native.ll_exchange, self._call_out_addr, self._call_scratch_addr,
-            self._call_out_bytes, self._call_back_addr, self._call_back_bytes)
+        self._mailbox = Mailbox(self.request_dtype, self.response_dtype,
+                                view("call_request", np.uint64), view("call_answer", np.uint64),
+                                self._native)
         base = buffer.device_ptr
         return [base + lay[p][0] for p in ("requests", "responses", "response_seq", "stamps",
                                             "control", "call_request", "call_answer")]
@@ -189,7 +178,6 @@ class Ring:
         # [count, host send time ns] per send not yet collected, in order (the
         # messages of a stop without draining are forgotten with their numbers)
         self._sends = collections.deque()
-        self._calls = 0  # call()s answered through the mailbox since the start
         args = self._serve.convert_args((*addresses[:5],
                                          self.backend.device_pointer(self._device_head),
                                          self.capacity, *addresses[5:]))
@@ -555,151 +543,87 @@ class Ring:
         """Send one message and return its answer (a record of the response dtype).
 
         The fast path of a ring, which needs an empty queue: the message goes
-        through a mailbox of its own, in LL words (each 4 bytes of data with
-        the call's number beside them in one 8-byte word), served by the
-        dispatcher; the answer comes back the same way. The GPU's one poll
-        brings the message, and the host's watch sees the answer's bytes with
-        their numbers: no ready word to read first on either side, no fence.
-        A tuple of field values is packed with ``struct``. The answer is a
-        record of a small private array that holds the next answers too, each
-        in a place of its own."""
+        through a mailbox of its own (:mod:`.mailbox`), in LL words (each 4
+        bytes of data with the call's number beside them in one 8-byte word),
+        served by the dispatcher; the answer comes back the same way. The
+        GPU's one poll brings the message, and the host's watch sees the
+        answer's bytes with their number: no ready word to read first on
+        either side, no fence. A tuple of field values is packed with
+        ``struct``. The answer is a record of a small private array that holds
+        the next answers too, each in a place of its own."""
         if self._ready or self._next_send != self._next_recv:
             raise RingError(f"ring {self.name!r}: call() needs an empty queue; receive the "
                             f"{self.pending + self.depth} outstanding answers first")
         if self._launch is None:
             self._check_running()
+        box = self._mailbox
         try:
             if self._pack is not None and type(message) is tuple:
-                self._pack(self._call_scratch, 0, *message)
+                self._pack(box.scratch, 0, *message)
             else:
-                self._call_record[0] = message
+                box.record[0] = message
         except (TypeError, ValueError, struct.error) as exc:
             raise RingLayoutError(f"cannot make a message of dtype {self.request_dtype} from "
                                   f"{message!r}: {exc}") from None
-        i = self._pool_next
-        if i == _ANSWER_POOL:
-            self._new_answer_pool()
+        i = box.next
+        if i == ANSWER_POOL:
+            box.new_pool()
             i = 0
         # The call's number is taken before it goes out: an answer taken is
         # always counted; one not taken (Ctrl-C) stops the ring, whose restart
         # numbers calls from 1 again.
-        calls = self._calls = self._calls + 1
-        # 32 bits, never 0 (the mailbox's "none")
-        flag = calls if calls <= 0xFFFFFFFF else (calls - 1) % 0xFFFFFFFF + 1
-        exchange = self._exchange
+        n = box.number = box.number + 1
+        flag = n if n <= 0xFFFFFFFF else (n - 1) % 0xFFFFFFFF + 1  # 32 bits, never 0
         got = None
         try:
-            if exchange is not None:
-                got = exchange(self._pool_addr + i * self._pool_stride, flag, _CALL_SPIN_NS)
+            if box.exchange is not None:
+                got = box.exchange(box.pool_addr + i * box.stride, flag, CALL_SPIN_NS)
             else:
-                got = self._exchange_python(flag, i)
-            if got is None:  # slow: wait with the watchdog and fault checks
-                got = self._wait_call(flag, i, timeout)
+                got = box.exchange_python(flag, i)
+            if got is None:  # slow: wait on, with the fault, watchdog and deadline checks
+                deadline = None if timeout is None else time.monotonic() + timeout
+                got = box.wait(flag, i, lambda sent: self._check_call(sent, deadline, timeout))
         except KeyboardInterrupt:  # as in recv(): Ctrl-C while waiting stops the ring
             if got is None:
                 self.stop(drain=False, timeout=2.0)
             raise
         sent, now = got
-        self._pool_next = i + 1
-        self._single.append((now - sent, self._pool_words[(i * self._pool_stride >> 2)
-                                                          + self._pool_took]))
+        box.next = i + 1
+        self._single.append((now - sent, box.words[i * box.stride_words + box.took]))
         if self._first_send_ns is None:
             self._first_send_ns = sent
         self._last_recv_ns = self._progress_ns = now
-        return self._pool[i]
+        return box.pool[i]
 
-    def _take_call_answer(self, flag: int, i: int) -> bool:
-        """call()'s answer from the mailbox into answer ``i`` of the pool, if
-        every LL word carries ``flag`` (the Python path)."""
-        words = self._call_back.tolist()  # (each word read whole: 8-byte loads)
-        if any(w >> 32 != flag for w in words):
-            return False
-        at = i * self._pool_stride
-        struct.pack_into(f"<{len(words)}I", self._pool_raw, at, *[w & 0xFFFFFFFF for w in words])
-        return True
-
-    def _exchange_python(self, flag: int, i: int):
-        """:meth:`call`'s exchange without the C module: the request's LL words
-        written one by one, the answer's last word watched, then all of them."""
-        high = flag << 32
-        out = self._call_out
-        sent = time.perf_counter_ns()
-        for k, word in enumerate(self._call_unpack(self._call_scratch)):
-            out[k] = high | word
-        back, last = self._call_back, len(self._call_back) - 1
-        for _ in range(_SPIN_POLLS):
-            if back[last] >> 32 == flag and self._take_call_answer(flag, i):
-                return sent, time.perf_counter_ns()
-        self._call_sent = sent
-        return None
-
-    def _wait_call(self, flag: int, i: int, timeout: float | None):
-        """Wait on for call()'s answer, sleeping between looks, with the fault,
-        watchdog and deadline checks of :meth:`recv`."""
-        native = self._native
-        sent = time.perf_counter_ns() - _CALL_SPIN_NS if native is not None else self._call_sent
-        deadline = None if timeout is None else time.monotonic() + timeout
-        dst = self._pool_addr + i * self._pool_stride
-        while True:
-            if native is not None:
-                if native.ll_wait(self._call_back_addr, self._call_back_bytes, flag, dst,
-                                  _SPIN_ROUND_NS):
-                    return sent, time.perf_counter_ns()
-            elif self._take_call_answer(flag, i):
-                return sent, time.perf_counter_ns()
-            launch = self._launch
-            if launch is None:
-                raise RingStopped(f"ring {self.name!r} is stopped; start it with ring.start()")
-            if launch.done():
-                fault = launch.fault()
-                self._launch = None
-                if fault is not None:
-                    raise fault
-                raise RingStopped(f"ring {self.name!r}'s kernel ended")
-            idle = (time.perf_counter_ns() - sent) * 1e-9
-            if idle > self.watchdog_s:
-                self._control[0] = 1
-                killed = launch.kill()
-                self._launch = None
-                self._buffer = None  # a restart must not share the mailbox with a kernel still running
-                raise RingHang(
-                    f"ring {self.name!r}: call() not answered for {idle:.1f} s (watchdog_s="
-                    f"{self.watchdog_s:g}). Calls are answered by the dispatcher, block 0, "
-                    "thread 0: its handler has not returned (an endless loop, or waiting on "
-                    "something that never comes). "
-                    + ("The simulator's ring worker was ended; fix the handler and make a new "
-                       "ring." if killed else "The ring is told to stop, but a GPU kernel stuck "
-                       "in a handler cannot be stopped from the host: it occupies part of the "
-                       "GPU until the notebook kernel restarts."))
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"ring {self.name!r}: no answer to call() after {timeout:g} s")
-            if native is None:
-                time.sleep(50e-6)
-
-    def _new_answer_pool(self) -> None:
-        # Answers of call() land here as the mailbox holds them: the response's
-        # bytes padded to 4, then the handler's ns (hence the stride). The old
-        # pool lives on as long as answers taken from it do.
-        words = ll_words(self.response_dtype.itemsize)
-        self._pool_took = words
-        self._pool_stride = 4 * (words + 1)
-        self._pool_raw = bytearray(_ANSWER_POOL * self._pool_stride)
-        raw = np.frombuffer(self._pool_raw, dtype=np.uint8)
-        self._pool = np.ndarray((_ANSWER_POOL,), dtype=self.response_dtype, buffer=raw,
-                                strides=(self._pool_stride,))
-        self._pool_words = memoryview(self._pool_raw).cast("I")
-        self._pool_addr = int(raw.ctypes.data)
-        self._pool_next = 0
-
-    def _new_call_scratch(self) -> None:
-        # call()'s request, packed here before it goes out as LL words
-        self._call_scratch = bytearray(4 * ll_words(self.request_dtype.itemsize))
-        scratch = np.frombuffer(self._call_scratch, dtype=np.uint8)
-        self._call_record = np.ndarray((1,), dtype=self.request_dtype, buffer=scratch)
-        self._call_scratch_addr = int(scratch.ctypes.data)
-        self._call_out_bytes = len(self._call_scratch)
-        self._call_back_bytes = 4 * (ll_words(self.response_dtype.itemsize) + 1)
-        self._call_unpack = struct.Struct(f"<{len(self._call_scratch) // 4}I").unpack
+    def _check_call(self, sent: int, deadline: float | None, timeout: float | None) -> None:
+        """Between looks for a call's answer: the kernel still runs, the
+        watchdog, the deadline (each raises)."""
+        launch = self._launch
+        if launch is None:
+            raise RingStopped(f"ring {self.name!r} is stopped; start it with ring.start()")
+        if launch.done():
+            fault = launch.fault()
+            self._launch = None
+            if fault is not None:
+                raise fault
+            raise RingStopped(f"ring {self.name!r}'s kernel ended")
+        idle = (time.perf_counter_ns() - sent) * 1e-9
+        if idle > self.watchdog_s:
+            self._control[0] = 1
+            killed = launch.kill()
+            self._launch = None
+            self._buffer = None  # a restart must not share the mailbox with a kernel still running
+            raise RingHang(
+                f"ring {self.name!r}: call() not answered for {idle:.1f} s (watchdog_s="
+                f"{self.watchdog_s:g}). Calls are answered by the dispatcher, block 0, "
+                "thread 0: its handler has not returned (an endless loop, or waiting on "
+                "something that never comes). "
+                + ("The simulator's ring worker was ended; fix the handler and make a new ring."
+                   if killed else "The ring is told to stop, but a GPU kernel stuck in a "
+                   "handler cannot be stopped from the host: it occupies part of the GPU until "
+                   "the notebook kernel restarts."))
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(f"ring {self.name!r}: no answer to call() after {timeout:g} s")
 
     async def acall(self, message, timeout: float | None = None):
         """:meth:`call` for asyncio: waits by yielding to the event loop."""
