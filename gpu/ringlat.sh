@@ -31,7 +31,7 @@ with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=4096) as r:
         a = r.call((1.0, 2.0, i, 0))
         wall[i] = time.perf_counter_ns() - t0
         assert a["id"] == i and a["sum"] == 3.0, a
-    t = np.array(r._single, dtype=np.float64) * 1e-3
+    t = np.array(r._single, dtype=np.float64).reshape(-1, 2) * 1e-3
     print(f"call transport p50 {np.median(t[:, 0]):.2f} us p90 {np.percentile(t[:, 0], 90):.2f} "
           f"p99 {np.percentile(t[:, 0], 99):.2f}; whole call() p50 {np.median(wall) * 1e-3:.2f} us "
           f"p99 {np.percentile(wall, 99) * 1e-3:.2f}; handler p50 {np.median(t[:, 1]):.3f} us")

@@ -13,6 +13,7 @@ more than the round trip a ring is for.
 """
 from __future__ import annotations
 
+import array
 import asyncio
 import collections
 import platform
@@ -589,7 +590,9 @@ class Ring:
             raise
         sent, now = got
         box.next = i + 1
-        self._single.append((now - sent, box.words[i * box.stride_words + box.took]))
+        single = self._single
+        single.append(now - sent)
+        single.append(box.words[i * box.stride_words + box.took])
         if self._first_send_ns is None:
             self._first_send_ns = sent
         self._last_recv_ns = self._progress_ns = now
@@ -659,7 +662,9 @@ class Ring:
     # -- figures ---------------------------------------------------------------------------
     def reset_stats(self) -> None:
         """Forget the figures so far (:meth:`stats` starts again)."""
-        self._single: list[tuple[int, int]] = []  # (round trip, handler) ns of call()s
+        # (round trip, handler) ns of call()s, flat: an array of ints leaves the
+        # garbage collector nothing to count per call
+        self._single = array.array("q")
         # (round trip ns, messages) per send's part of a collection; the stamps
         # (device start and end, u64 pairs) of each collection's messages
         self._latency_runs: list[tuple[int, int]] = []
@@ -670,7 +675,10 @@ class Ring:
     def stats(self) -> RingStats:
         """Messages answered, rate and latency percentiles so far."""
         # lists read once each: a panel's thread asks while the ring collects
-        single = np.array(self._single, dtype=np.float64).reshape(-1, 2) * 1e-9
+        # (tobytes: a copy under the GIL, no buffer held that would stop an append;
+        # a pair half-appended meanwhile is left out)
+        single = np.frombuffer(self._single.tobytes(), dtype=np.int64)
+        single = single[:len(single) // 2 * 2].reshape(-1, 2).astype(np.float64) * 1e-9
         runs = np.array(self._latency_runs, dtype=np.int64).reshape(-1, 2)
         stamps = np.frombuffer(b"".join(self._stamp_chunks), dtype=np.uint64).reshape(-1, 2)
         n = min(int(runs[:, 1].sum()), len(stamps))  # (a collection read half-way: left out)
