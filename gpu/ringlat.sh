@@ -8,7 +8,7 @@
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=/tmp/site:$PWD WORKBENCH_BACKEND=cupy PYTHONUNBUFFERED=1
 export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 set -o pipefail; status=0
-nvidia-smi -L | tee "$OUT/ringlat-device.txt"
+nvidia-smi -L | tee "$OUT/ringlat-device.txt"; (git log --oneline -1 2>/dev/null || echo "no git here") | tee -a "$OUT/ringlat-device.txt"
 python3 -c "from workbench.backends import native_words as n; print('C words module:', n.module(), n.unavailable_reason())" \
     2>&1 | tee -a "$OUT/ringlat-device.txt"
 
@@ -39,11 +39,11 @@ PY
 
 B="$OUT/ringlat-bench.log"
 echo "== benchmark (this branch, C host path)" | tee "$B"
-timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
+timeout 60 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
 echo "== benchmark (this branch, WORKBENCH_NATIVE_WORDS=0: Python host path)" | tee -a "$B"
-WORKBENCH_NATIVE_WORDS=0 timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
+WORKBENCH_NATIVE_WORDS=0 timeout 60 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
 echo "== benchmark (this branch, C host path, host_poll_window=32: a warp watches the host's head)" | tee -a "$B"
-timeout 45 python3 benchmarks/rings.py --host-poll-window 32 2>&1 | tee -a "$B" || status=1
+timeout 60 python3 benchmarks/rings.py --host-poll-window 32 2>&1 | tee -a "$B" || status=1
 echo "== host side alone: C path, then Python path" | tee -a "$B"
 timeout 20 python3 benchmarks/rings.py --host-only 2>&1 | tee -a "$B" || status=1
 WORKBENCH_NATIVE_WORDS=0 timeout 20 python3 benchmarks/rings.py --host-only 2>&1 | tee -a "$B" || status=1
@@ -52,13 +52,13 @@ if git cat-file -e "$base:workbench/rings/ring.py" 2>/dev/null; then
     echo "== benchmark (main, $base)" | tee -a "$B"
     rm -rf /tmp/ring-main && mkdir -p /tmp/ring-main \
         && git archive "$base" workbench benchmarks | tar -x -C /tmp/ring-main \
-        && (cd /tmp/ring-main && PYTHONPATH=/tmp/site:/tmp/ring-main timeout 45 python3 benchmarks/rings.py) \
+        && (cd /tmp/ring-main && PYTHONPATH=/tmp/site:/tmp/ring-main timeout 60 python3 benchmarks/rings.py) \
         2>&1 | tee -a "$B" || status=1
 else
     echo "(no git history here: WORKBENCH_NATIVE_WORDS=0 above is main's host path)" | tee -a "$B"
 fi
 echo "== benchmark (this branch, C host path, again: the machine may drift)" | tee -a "$B"
-timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
+timeout 60 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
 
 echo "== gpu tests" | tee "$OUT/ringlat-tests.log"
 timeout 30 python3 -m pytest -q -p no:cacheprovider tests/test_native_words.py 2>&1 | tail -3 | tee -a "$OUT/ringlat-tests.log" || status=1
