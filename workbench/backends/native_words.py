@@ -18,7 +18,11 @@ The functions (addresses are ints; the caller keeps the memory alive):
   ``word`` did not come to hold ``want`` within ``spin_ns``;
 - ``wait_word(word, want, spin_ns)`` -> bool;
 - ``run_length(words, first, count)`` -> how many words in a row hold
-  ``first, first + 1, ...``.
+  ``first, first + 1, ...``;
+- ``ll_write(dst, src, nbytes, flag)``, ``ll_wait(src, nbytes, flag, dst,
+  spin_ns)`` and ``ll_exchange(out, src, nbytes, back, back_nbytes, dst, flag,
+  spin_ns)``: bytes as *LL words* (each 4 data bytes with a 32-bit flag in one
+  8-byte word, written and read whole), out, back, or out and back in one call.
 """
 from __future__ import annotations
 
