@@ -118,6 +118,86 @@ def test_where_cuptis_headers_are_found_the_collector_builds():
     assert built.take() == [] and built.dropped() == 0  # (not started: nothing collected)
 
 
+# The C collector driven by a stand-in libcupti (tests/fake_cupti.c), in a
+# process of its own (the collector starts once per process): what a GPU
+# cannot be made to show on demand -- records out of order, a name's address
+# reused, many buffers -- and what CUPTI refusing leaves behind.
+_STAND_IN = textwrap.dedent(r'''
+    import ctypes, json, subprocess, sys
+    from pathlib import Path
+    from workbench.backends import cupti_native, native_build
+    sets, _, _ = cupti_native.locate()
+    lib = Path(sys.argv[1])
+    subprocess.run([*native_build.compiler(), "-shared", "-fPIC", *[f"-I{f}" for f in sets[0]],
+                    sys.argv[2], "-o", str(lib)], check=True)
+    fake = ctypes.CDLL(str(lib))  # (the collector's dlopen of the same path gets this one)
+    fake.fake_queue.argtypes = [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64]
+    built, _ = cupti_native.module()
+    out = {}
+    try:
+        built.start(str(lib), 1 << 16)  # 64 KiB buffers: about 450 records each
+    except RuntimeError as exc:
+        print(json.dumps({"refused": str(exc), "zeroed": fake.fake_zeroed_attribute()}))
+        sys.exit(0)
+    out["zeroed"], out["enabled"] = fake.fake_zeroed_attribute(), fake.fake_enabled()
+    names = [b"k5", b"k3", b"k5", b"k4"]  # (kept alive until the records are taken)
+    for (corr, start), name in zip(((5, 50), (3, 30), (5, 40), (4, 45)), names):
+        fake.fake_queue(corr, name, start, start + 7)
+    out["ordered"] = built.take()
+    fake.fake_name(b"first"); fake.fake_queue(10, None, 1, 2); fake.fake_complete()
+    fake.fake_name(b"second"); fake.fake_queue(11, None, 3, 4); fake.fake_complete()
+    out["names"] = [r[1] for r in built.take()]
+    for i in range(3000):
+        fake.fake_queue(100 + i, b"many", i, i + 1)
+    got = built.take()
+    out["many"] = [len(got), got[0][0], got[-1][0], got[-1][3] - got[-1][2]]
+    for i in range(3000):
+        fake.fake_queue(5000 + i, b"again", i, i + 1)
+    out["again"] = len(built.take())
+    out["buffers"], out["dirty"] = fake.fake_buffers_seen(), fake.fake_dirty_buffers()
+    built.disable()
+    out["disabled"] = fake.fake_enabled()
+    out["timestamp"], out["dropped"] = built.timestamp(), built.dropped()
+    print(json.dumps(out))
+''')
+
+
+def _stand_in(tmp_path, **env) -> dict:
+    sets, _, why = cupti_native.locate()
+    if sets is None:
+        pytest.skip(f"no CUPTI headers here: {why}")
+    from workbench.backends import native_build
+    if native_build.compiler() is None:
+        pytest.skip("no C compiler here")
+    done = subprocess.run(
+        [sys.executable, "-c", _STAND_IN, str(tmp_path / "libcupti_stand_in.so"), str(ROOT / "tests" / "fake_cupti.c")],
+        capture_output=True, text=True, timeout=180,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+             "WORKBENCH_CACHE_DIR": str(tmp_path / "cache"), **env})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_c_collector_hands_records_over_in_launch_order_with_names_copied_in_time(tmp_path):
+    got = _stand_in(tmp_path)
+    assert got["zeroed"] == 1 and got["enabled"] == 1  # CUPTI told its buffers come zeroed
+    # sorted by correlation id, a tie by start
+    assert got["ordered"] == [[3, "k3", 30, 37], [4, "k4", 45, 52], [5, "k5", 40, 47], [5, "k5", 50, 57]]
+    # a name is copied when its buffer completes: the same address with a new text later
+    # (a module unloaded and another loaded) leaves the first record its own name
+    assert got["names"] == ["first", "second"]
+    assert got["many"] == [3000, 100, 3099, 1] and got["again"] == 3000
+    # every buffer the collector handed out was zeroed, recycled ones too
+    assert got["buffers"] >= 14 and got["dirty"] == 0
+    assert got["disabled"] == 0 and got["timestamp"] == 123456789 and got["dropped"] == 0
+
+
+def test_when_cupti_refuses_the_c_collector_says_why_and_leaves_cupti_as_found(tmp_path):
+    got = _stand_in(tmp_path, FAKE_CUPTI_REFUSE="1")
+    assert "CUPTI refused kernel activity" in got["refused"] and "refused by the stand-in" in got["refused"]
+    assert got["zeroed"] == 0  # the next collector (cupti-python) hands CUPTI buffers it did not zero
+
+
 # What a process reports about its timing of three spin kernels of known lengths.
 _PROBE = textwrap.dedent(r'''
     import json, sys

@@ -167,6 +167,24 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
         got[count].end = k->end;
         count++;
     }
+    if (got != NULL) {
+        pthread_mutex_lock(&kept_lock);
+        size_t kept_now = 0;
+        for (size_t i = 0; i < count; ++i) {  /* (names copied before the buffer is handed out again) */
+            got[kept_now] = got[i];
+            got[kept_now].name = owned_name(got[i].name);
+            if (got[kept_now].name != NULL) kept_now++;
+            else dropped_count++;
+        }
+        if (make_room(kept_now) == 0) {
+            memcpy(kept + kept_count, got, kept_now * sizeof(Kept));
+            kept_count += kept_now;
+        } else {
+            dropped_count += kept_now;
+        }
+        pthread_mutex_unlock(&kept_lock);
+        free(got);
+    }
     size_t zero = valid + SLACK < size ? valid + SLACK : size;
     memset(buffer, 0, zero);  /* here, on CUPTI's thread, rather than on the next launch */
     pthread_mutex_lock(&free_lock);
@@ -176,23 +194,6 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
     }
     pthread_mutex_unlock(&free_lock);
     free(buffer);
-    if (got == NULL) return;
-    pthread_mutex_lock(&kept_lock);
-    size_t kept_now = 0;
-    for (size_t i = 0; i < count; ++i) {
-        got[kept_now] = got[i];
-        got[kept_now].name = owned_name(got[i].name);
-        if (got[kept_now].name != NULL) kept_now++;
-        else dropped_count++;
-    }
-    if (make_room(kept_now) == 0) {
-        memcpy(kept + kept_count, got, kept_now * sizeof(Kept));
-        kept_count += kept_now;
-    } else {
-        dropped_count += kept_now;
-    }
-    pthread_mutex_unlock(&kept_lock);
-    free(got);
 }
 
 static PyObject *cupti_error(const char *what, CUptiResult status) {
