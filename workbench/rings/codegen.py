@@ -138,8 +138,12 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
             // (the mailbox's loads first, then the head's acquire load: all in flight together)
             // (a request the host gave up on before it was taken may be overwritten
             // by the next: any whole request not yet answered is served)
+            // (every 8th round the stop flag too, a relaxed load in the same batch: no
+            // round trip over the bus of its own, which would delay the next look)
             unsigned long long wb_words[wb_request_words];
             wb_ring_ll_load_all<wb_request_words>(wb_box, wb_words);
+            const unsigned long long wb_stop = (wb_polls & 7) == 7
+                ? wb_ring_ll_load((const unsigned long long*)&host[0]) : 0ull;
             long long wb_h = wb_ring_load_sys(&host[1]);
             const unsigned wb_call = wb_ring_ll_whole<wb_request_words>(wb_words, wb_data);
             if (wb_call != 0 && wb_call != wb_calls) {{
@@ -159,7 +163,7 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
                 for (int wb_i = 0; wb_i <= wb_answer_words; ++wb_i) wb_ring_ll_store(&wb_reply[wb_i], wb_flag | wb_answer[wb_i]);
                 continue;
             }}
-            if ((wb_polls & 7) == 7 && wb_ring_load_sys(&host[0])) wb_h = -1;
+            if (wb_stop) wb_h = -1;
             if (wb_h != wb_published) {{
                 wb_ring_store_gpu(head, wb_h);
                 wb_published = wb_h;
