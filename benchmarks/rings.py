@@ -308,7 +308,7 @@ def main(argv=None) -> int:
         rows.append(["  of which the exchange (request out -> answer seen) p50",
                      f"{np.percentile(transport, 50) * 1e6:.3g} µs", "", ""])
         rows.append(["round-trip ring", f"{r.blocks} blocks x {r.threads} threads, "
-                     f"{r.capacity} slots (the defaults)", "", ""])
+                     f"{r.capacity} slots, call_warps {r.call_warps} (the defaults)", "", ""])
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=65536,
                  threads=128, host_poll_window=args.host_poll_window) as r:
         batch = 4096 if not sim else 256

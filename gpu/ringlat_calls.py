@@ -3,7 +3,9 @@ differs between rings and loops. One table, a row per setting: whole call()
 (host clock around it) and its transport (the C exchange's own clock, request
 out -> answer seen: RingStats' host figures of single calls), p50/p90/p99 µs.
 
-Settings: the ring a user gets by default; a capacity of 65536; the same after
+Settings: the ring a user gets by default (call_warps 3: three warps watch
+call()'s mailbox), and with call_warps 1 (the dispatcher alone, as before) and
+4; a capacity of 65536; the same after
 8M messages in 4k batches (the benchmark's throughput phase); one block (the
 dispatcher's warp and 3 warps of workers: are the other 16k polling threads in
 the way?); and a host that waits a fixed or a random time between calls (the
@@ -49,7 +51,7 @@ def measure(r, calls: int, gap_ns=0, rng=None) -> list[str]:
         t0 = time.perf_counter_ns()
         r.call((1.0, 2.0, i, 0))
         wall[i] = time.perf_counter_ns() - t0
-    host = r.stats().host_latency * 1e9  # (single calls: the C exchange's request out -> answer seen)
+    host = r.stats().host_latency * 1e9  # (the C exchange's own: request out -> answer seen)
     q = (50, 90, 99)
     return ([f"{v * 1e-3:.2f}" for v in np.percentile(wall, q)]
             + [f"{v * 1e-3:.2f}" for v in np.percentile(host, q)])
@@ -63,19 +65,32 @@ def main() -> int:
     def ring(**options):
         return wb.ring(SOURCE, request=REQUEST, response=RESPONSE, **options)
 
+    def gap_name(gap):
+        return gap if gap == "random" else f"{gap} ns"
+
     with ring() as r:
-        layout = f"{r.blocks}x{r.threads}, {r.capacity} slots"
+        layout = f"{r.blocks}x{r.threads}, {r.capacity} slots, call_warps {r.call_warps}"
         for gap in (0, 500, 1000, 1500, 2000, 3000, "random"):
-            rows.append([f"default ({layout})", f"{gap}" if gap == "random" else f"{gap} ns",
-                         *measure(r, calls, gap, rng)])
+            rows.append([f"default ({layout})", gap_name(gap), *measure(r, calls, gap, rng)])
+    for warps, gaps in ((1, (0, 1000, 2000, "random")), (4, (0, "random"))):
+        try:
+            r = ring(call_warps=warps)
+        except wb.WorkbenchError as exc:  # (4 needs two blocks or more)
+            rows.append([f"call_warps {warps}", "", str(exc)[:60], "", "", "", "", ""])
+            continue
+        with r:
+            for gap in gaps:
+                rows.append([f"call_warps {warps}", gap_name(gap), *measure(r, calls, gap, rng)])
     with ring(capacity=65536) as r:
         rows.append(["capacity 65536, fresh", "0 ns", *measure(r, calls)])
         throughput(r, 4096, 1 << 23, rng)
         rows.append(["capacity 65536, after 8M messages", "0 ns", *measure(r, calls)])
-        rows.append(["capacity 65536, after 8M messages", "random", *measure(r, calls, "random", rng)])
+        rows.append(["capacity 65536, after 8M messages", "random",
+                     *measure(r, calls, "random", rng)])
     with ring(blocks=1) as r:
         rows.append([f"one block ({r.blocks}x{r.threads})", "0 ns", *measure(r, calls)])
-        rows.append([f"one block ({r.blocks}x{r.threads})", "random", *measure(r, calls, "random", rng)])
+        rows.append([f"one block ({r.blocks}x{r.threads})", "random",
+                     *measure(r, calls, "random", rng)])
     head = ["ring", "gap", "call p50", "p90", "p99", "transport p50", "p90", "p99"]
     width = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     print(f"call() round trips, µs, {calls} calls each ({wb.backend().device_properties().name})")
