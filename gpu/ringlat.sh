@@ -16,12 +16,13 @@ python3 -c "from workbench.backends import native_words as n; print('C words mod
 echo "== transport probe" | tee "$OUT/ringlat-probe.log"
 timeout 60 python3 gpu/ringlat_probe.py 20000 2>&1 | tee -a "$OUT/ringlat-probe.log" || status=1
 
-echo "== call() probe: default ring, gaps between calls, capacity 65536 before/after 8M messages, one block" | tee -a "$OUT/ringlat-probe.log"
+echo "== call() probe: default ring (3 call warps), gaps between calls, call_warps 1 and 4, capacity 65536 before/after 8M messages, one block" | tee -a "$OUT/ringlat-probe.log"
 timeout 60 python3 gpu/ringlat_calls.py 10000 2>&1 | tee -a "$OUT/ringlat-probe.log" || status=1
 
 # benchmarks/rings.py: this branch, main (e6b15b5), this branch again, main again (the machine
 # drifts: alternate). Main measures its round trip in the throughput ring after the throughput
-# run: this branch's row "round trip p50 in this ring, after the throughput run" is its match.
+# run: this branch's row "round trip p50 in this ring, after the throughput run" is its match;
+# this branch's target rows measure a fresh ring of the defaults.
 B="$OUT/ringlat-bench.log"; : > "$B"
 base=e6b15b5
 main_ok=0
