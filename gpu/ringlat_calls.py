@@ -11,7 +11,8 @@ dispatcher's warp and 3 warps of workers: are the other 16k polling threads in
 the way?); and a host that waits a fixed or a random time between calls (the
 dispatcher looks about once per bus round trip, so a loop whose period locks
 onto that rhythm can miss every look by the same margin: a p50 that moves with
-the gap says so; the random gap gives the average over phases).
+the gap says so; the random gap gives the average over phases). Then
+send() + recv() of batches of 1 to 64 with host_poll_window 1 and 32.
 
     python gpu/ringlat_calls.py [calls]
 """
@@ -91,12 +92,40 @@ def main() -> int:
         rows.append([f"one block ({r.blocks}x{r.threads})", "0 ns", *measure(r, calls)])
         rows.append([f"one block ({r.blocks}x{r.threads})", "random",
                      *measure(r, calls, "random", rng)])
-    head = ["ring", "gap", "call p50", "p90", "p99", "transport p50", "p90", "p99"]
+    _print(f"call() round trips, µs, {calls} calls each ({wb.backend().device_properties().name})",
+           ["ring", "gap", "call p50", "p90", "p99", "transport p50", "p90", "p99"], rows)
+    # The queue's path for small batches (the benchmark's ratios against a launch per batch)
+    rows = []
+    for window in (1, 32):
+        with ring(host_poll_window=window) as r:
+            for k in (1, 4, 16, 64):
+                rows.append([f"host_poll_window {window}", k, *batches(r, k, calls // 2, rng)])
+    _print("send() + recv() of a batch, µs", ["ring", "batch", "p50", "p90", "p99"], rows)
+    return 0
+
+
+def batches(r, k: int, count: int, rng) -> list[str]:
+    """p50/p90/p99 µs of send() + recv() of ``k`` messages, ``count`` times after 500."""
+    msgs = np.zeros(k, dtype=REQUEST)
+    msgs["a"], msgs["id"] = rng.standard_normal(k), np.arange(k)
+    for _ in range(500):
+        r.send(msgs)
+        r.recv(k)
+    wall = np.empty(count)
+    for i in range(count):
+        t0 = time.perf_counter_ns()
+        r.send(msgs)
+        got = r.recv(k)
+        wall[i] = time.perf_counter_ns() - t0
+    assert np.array_equal(got["id"], msgs["id"])
+    return [f"{v * 1e-3:.2f}" for v in np.percentile(wall, (50, 90, 99))]
+
+
+def _print(title: str, head: list[str], rows: list[list]) -> None:
     width = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
-    print(f"call() round trips, µs, {calls} calls each ({wb.backend().device_properties().name})")
+    print(title)
     for row in [head, *rows]:
         print("  ".join(str(x).rjust(w) for x, w in zip(row, width)))
-    return 0
 
 
 if __name__ == "__main__":
