@@ -281,27 +281,6 @@ def test_calls_and_batches_take_turns(backend, host_path):
         assert r.stats().messages == 3 * 45 + 1
 
 
-def test_several_warps_watch_calls_and_each_call_is_answered_once(backend, host_path):
-    # call_warps=3: the dispatcher and two more warps of block 0 watch call()'s mailbox;
-    # whichever claims a call answers it, once; workers are the threads after them
-    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=128,
-                 call_warps=3) as r:
-        assert r.call_warps == 3 and r.workers == r.blocks * 128 - 96
-        got = [r.call((float(k), 0.25, k, 0)) for k in range(300)]
-        assert [(g["id"], g["sum"], g["twice"]) for g in got] == [
-            (k, k + 0.25, 2 * k) for k in range(300)]
-        with pytest.raises(TimeoutError, match="no answer to call"):
-            r.call((1.0, 1.0, 50, 300_000), timeout=0.05)  # its handler takes 0.3 s
-        late = r.call((2.0, 2.0, 51, 0), timeout=20)  # (on a GPU another warp takes it at once)
-        assert (late["id"], late["sum"]) == (51, 4.0)
-        sent = messages(100, first_id=7)
-        r.send(sent)
-        check_answers(r.recv(), sent)
-        assert r.stats().messages == 300 + 1 + 100
-    with pytest.raises(wb.WorkbenchError, match=r"call_warps must be 1 to \d"):
-        wb.ring(SOURCE, request=REQUEST, response=RESPONSE, threads=128, call_warps=5)
-
-
 def test_a_warp_watching_the_host_answers_the_same(backend):
     # host_poll_window=32: the threads of the next 32 messages watch the host's head
     # themselves; batches of every size up to and past the window, across the wrap

@@ -2,8 +2,8 @@
 the handler, a kernel that answers one batch per launch (for comparison), and
 a probe that reports the message structs' layout as the compiler lays them out.
 
-The persistent kernel (``wb_ring_serve``): worker ``w`` (every thread after the
-first ``call_warps`` warps) answers messages ``w + 1, w + 1 + W, w + 1 + 2W...`` (``W``
+The persistent kernel (``wb_ring_serve``): worker ``w`` (every thread but the
+first warp) answers messages ``w + 1, w + 1 + W, w + 1 + 2W...`` (``W``
 workers), message ``s`` living in slot ``s % capacity`` of the request and
 response arrays. The host writes a batch's requests, then the last sequence
 number it sent (the head) into host memory. One thread, the dispatcher
@@ -16,12 +16,10 @@ host store, dispatcher, device copy) copies it, calls the handler, writes the
 response and its device timestamps, then publishes ``s`` as the slot's
 response number (a release store). A head of -1 stops every thread.
 
-call() (a single message, the queue empty) skips the queue: the dispatcher, and
-lane 0 of the next ``call_warps - 1`` warps of block 0, poll a mailbox of LL
-words (4 data bytes and a 4-byte flag, the call's number, per 8-byte word); the
-first to claim a call (a compare-and-swap in shared memory) answers it and
-writes the answer back as LL words, with the handler's time in ns in a last
-word (see docs/rings.md). Workers are the threads after those warps.
+call() (a single message, the queue empty) skips the queue: the dispatcher also
+polls a mailbox of LL words (4 data bytes and a 4-byte flag, the call's number,
+per 8-byte word), answers it itself and writes the answer back as LL words,
+with the handler's time in ns in a last word (see docs/rings.md).
 """
 from __future__ import annotations
 
@@ -87,18 +85,6 @@ static __device__ __forceinline__ void wb_ring_ll_load_all(const unsigned long l
 #pragma unroll
     for (int i = 0; i < N; ++i) w[i] = wb_ring_ll_load(&box[i]);
 }}
-// A call seen by one of the watching warps is answered by the first to claim it:
-// numbers only grow (32 bits, never 0, wrapping), so a watcher whose look came back
-// late, with a call already answered, claims nothing.
-static __device__ __forceinline__ bool wb_ring_claim(unsigned* served, unsigned call) {{
-    unsigned cur = *(volatile unsigned*)served;
-    while ((int)(call - cur) > 0) {{
-        const unsigned prev = atomicCAS(served, cur, call);
-        if (prev == cur) return true;
-        cur = prev;
-    }}
-    return false;
-}}
 template <int N>
 static __device__ __forceinline__ unsigned wb_ring_ll_whole(const unsigned long long* w, unsigned* data) {{
     const unsigned flag = (unsigned)(w[0] >> 32);
@@ -122,7 +108,7 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
                                          unsigned long long response_seq, unsigned long long stamps,
                                          unsigned long long control, unsigned long long device_head,
                                          long long capacity, unsigned long long call_request,
-                                         unsigned long long call_answer, int call_warps)
+                                         unsigned long long call_answer)
 {{
     const {request}* req = (const {request}*)requests;
     {response}* resp = ({response}*)responses;
@@ -130,27 +116,14 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
     unsigned long long* stamp = (unsigned long long*)stamps;
     const long long* host = (const long long*)control;
     long long* head = (long long*)device_head;
-    // The first call_warps warps of block 0 watch call()'s mailbox (lane 0 of each;
-    // warps of their own, so that no slow handler shares their instructions), warp 0
-    // also dispatches (polls the host's head); every other thread answers messages:
-    // worker w (the thread's index in the grid less 32 * call_warps) answers
+    // Warp 0 of block 0 dispatches (its lane 0 polls the host; a warp of its own,
+    // so that no slow handler shares its instructions); every other thread answers
+    // messages: worker w (the thread's index in the grid less 32) answers
     // w + 1, w + 1 + W, ... (W workers).
     const long long index = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long wb_group = 32LL * call_warps;
-    __shared__ unsigned wb_served;  // the last call claimed (block 0's watchers share it)
-    __shared__ int wb_reply_lock;   // held while a watcher writes the answer's words
-    if (threadIdx.x == 0) {{
-        wb_served = 0;
-        wb_reply_lock = 0;
-    }}
     __syncthreads();  // (the simulator runs a block's threads as fibers from its first barrier on)
-    if (index < wb_group) {{
-        if ((index & 31) != 0) return;
-        // Each watcher looks once per bus round trip; several, started a fraction of
-        // one apart, look more often between them: a call waits less for the next look,
-        // and a host whose rhythm locks onto one watcher's is caught by another.
-        const bool wb_dispatcher = index == 0;
-        if (!wb_dispatcher) wb_ring_backoff(400u * (unsigned)(index >> 5), true);
+    if (index < 32) {{
+        if (index != 0) return;
         // call() (the queue empty) goes through the mailbox, served here: one poll
         // over the bus brings the request, the answer goes back as LL words with
         // the handler's time in ns after it (no fence, no sequence word).
@@ -158,21 +131,19 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
         constexpr int wb_answer_words = (int)((sizeof({response}) + 3) / 4);
         const unsigned long long* wb_box = (const unsigned long long*)call_request;
         unsigned long long* wb_reply = (unsigned long long*)call_answer;
+        unsigned wb_calls = 0;
         long long wb_published = 0;
         for (unsigned wb_polls = 0;; ++wb_polls) {{
             alignas(alignof({request}) > 4 ? alignof({request}) : 4) unsigned wb_data[wb_request_words];
             // (the mailbox's loads first, then the head's acquire load: all in flight together)
             // (a request the host gave up on before it was taken may be overwritten
             // by the next: any whole request not yet answered is served)
-            // (every 8th round the stop flag too, a relaxed load in the same batch: no
-            // round trip over the bus of its own, which would delay the next look)
             unsigned long long wb_words[wb_request_words];
             wb_ring_ll_load_all<wb_request_words>(wb_box, wb_words);
-            const unsigned long long wb_stop = wb_dispatcher && (wb_polls & 7) == 7
-                ? wb_ring_ll_load((const unsigned long long*)&host[0]) : 0ull;
-            long long wb_h = wb_dispatcher ? wb_ring_load_sys(&host[1]) : 0;
+            long long wb_h = wb_ring_load_sys(&host[1]);
             const unsigned wb_call = wb_ring_ll_whole<wb_request_words>(wb_words, wb_data);
-            if (wb_call != 0 && wb_ring_claim(&wb_served, wb_call)) {{
+            if (wb_call != 0 && wb_call != wb_calls) {{
+                wb_calls = wb_call;
                 const unsigned long long wb_t0 = wb_ring_now();
                 const {request} wb_in = *reinterpret_cast<const {request}*>(wb_data);
                 alignas(alignof({response}) > 4 ? alignof({response}) : 4) unsigned wb_answer[wb_answer_words + 1] = {{}};
@@ -183,24 +154,12 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
                 }}
                 const unsigned long long wb_took = wb_ring_now() - wb_t0;
                 wb_answer[wb_answer_words] = wb_took < 0xffffffffull ? (unsigned)wb_took : 0xffffffffu;
-                const unsigned long long wb_flag = (unsigned long long)wb_call << 32;
-                // One watcher writes at a time, and only the answer to the last call
-                // claimed: a late answer (its call timed out, a newer one was claimed
-                // meanwhile) never mixes its words into the newer answer's.
-                while (atomicCAS(&wb_reply_lock, 0, 1) != 0) wb_ring_backoff(32, false);
-                if (*(volatile unsigned*)&wb_served == wb_call) {{
+                const unsigned long long wb_flag = (unsigned long long)wb_calls << 32;
 #pragma unroll
-                    for (int wb_i = 0; wb_i <= wb_answer_words; ++wb_i) wb_ring_ll_store(&wb_reply[wb_i], wb_flag | wb_answer[wb_i]);
-                }}
-                atomicExch(&wb_reply_lock, 0);
+                for (int wb_i = 0; wb_i <= wb_answer_words; ++wb_i) wb_ring_ll_store(&wb_reply[wb_i], wb_flag | wb_answer[wb_i]);
                 continue;
             }}
-            if (!wb_dispatcher) {{  // (the others stop when the dispatcher's copy says so)
-                if ((wb_polls & 7) == 7 && wb_ring_load_gpu(head) < 0) return;
-                wb_ring_backoff(32, true);
-                continue;
-            }}
-            if (wb_stop) wb_h = -1;
+            if ((wb_polls & 7) == 7 && wb_ring_load_sys(&host[0])) wb_h = -1;
             if (wb_h != wb_published) {{
                 wb_ring_store_gpu(head, wb_h);
                 wb_published = wb_h;
@@ -209,8 +168,8 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
             wb_ring_backoff(32, true);
         }}
     }}
-    const long long workers = (long long)gridDim.x * blockDim.x - wb_group;
-    long long seq = index - wb_group + 1;
+    const long long workers = (long long)gridDim.x * blockDim.x - 32;
+    long long seq = index - 31;
     long long seen = 0;
     unsigned ns = 32;
     for (unsigned polls = 0;; ++polls) {{

@@ -38,8 +38,6 @@ _SPIN_ROUND = range(1024)
 #: this long per call, GIL released, between the Python checks (health, deadline,
 #: Ctrl-C).
 _SPIN_ROUND_NS = 100_000
-#: Warps of block 0 that watch call()'s mailbox by default (at most; see Ring._call_warps).
-_CALL_WARPS = 4
 #: Hosts whose stores and loads stay in program order (x86-TSO): the queues need no fences.
 _STORES_IN_ORDER = frozenset({"x86_64", "amd64", "i686", "i386"})
 
@@ -58,7 +56,7 @@ class Ring:
                  request_type: str = "Request", response_type: str = "Response",
                  capacity: int = 8192, threads: int = 128, blocks: int | None = None,
                  name: str | None = None, watchdog_s: float = 10.0, max_backoff_ns: int = 64,
-                 host_poll_window: int = 1, call_warps: int | None = None):
+                 host_poll_window: int = 1):
         self.request_dtype = structured(request, "request")
         self.response_dtype = structured(response, "response")
         if capacity < 32 or capacity % 32:
@@ -82,7 +80,6 @@ class Ring:
         self._serve = self.module["wb_ring_serve"]
         self._batch = self.module["wb_ring_batch"]
         self.threads, self.blocks = self._grid(int(threads), blocks)
-        self.call_warps = self._call_warps(call_warps)
         self._buffer = None
         self._launch = None
         self._finalizer = None
@@ -116,16 +113,6 @@ class Ring:
                             f"once on this device: at most {limit} ({why}). A ring's blocks must "
                             "all run together; ask for fewer blocks or threads.")
         return threads, int(blocks)
-
-    def _call_warps(self, wanted: int | None) -> int:
-        """Warps of block 0 that watch call()'s mailbox (the first also dispatches)."""
-        most = min(self.threads // 32, (self.blocks * self.threads - 32) // 32)
-        if wanted is None:  # up to 4, leaving block 0 a warp of workers
-            return max(1, min(_CALL_WARPS, self.threads // 32 - 1))
-        if not 1 <= int(wanted) <= most:
-            raise RingError(f"call_warps must be 1 to {most} (warps of block 0 that watch "
-                            f"call()'s mailbox, leaving at least a warp of workers), got {wanted}")
-        return int(wanted)
 
     def _views(self, buffer):
         lay = offsets(self.capacity, self.request_dtype, self.response_dtype)
@@ -164,8 +151,8 @@ class Ring:
     # -- life cycle ------------------------------------------------------------------------
     @property
     def workers(self) -> int:
-        """Threads that answer messages (all but the first ``call_warps`` warps)."""
-        return self.blocks * self.threads - 32 * self.call_warps
+        """Threads that answer messages (all but the dispatching first warp)."""
+        return self.blocks * self.threads - 32
 
     @property
     def running(self) -> bool:
@@ -194,7 +181,7 @@ class Ring:
         self._sends = collections.deque()
         args = self._serve.convert_args((*addresses[:5],
                                          self.backend.device_pointer(self._device_head),
-                                         self.capacity, *addresses[5:], self.call_warps))
+                                         self.capacity, *addresses[5:]))
         self._launch = self.backend.launch_persistent(
             self._serve.function, (self.blocks, 1, 1), (self.threads, 1, 1), args)
         self._finalizer = weakref.finalize(self, _shutdown, self._control, _Quiet(self._launch))
@@ -513,7 +500,7 @@ class Ring:
             if self._collect():  # answers came that the poll, watching a later one, left
                 return
             seq = self._next_recv
-            index = (seq - 1) % self.workers + 32 * self.call_warps  # (after the call warps)
+            index = (seq - 1) % self.workers + 32  # the first warp dispatches
             self._control[0] = 1
             killed = launch.kill()
             self._launch = None
@@ -631,10 +618,8 @@ class Ring:
             self._buffer = None  # a restart must not share the mailbox with a kernel still running
             raise RingHang(
                 f"ring {self.name!r}: call() not answered for {idle:.1f} s (watchdog_s="
-                f"{self.watchdog_s:g}). Calls are answered in block 0, "
-                + ("thread 0" if self.call_warps == 1 else
-                   "by one of threads " + ", ".join(str(32 * w) for w in range(self.call_warps)))
-                + ": its handler has not returned (an endless loop, or waiting on "
+                f"{self.watchdog_s:g}). Calls are answered by the dispatcher, block 0, "
+                "thread 0: its handler has not returned (an endless loop, or waiting on "
                 "something that never comes). "
                 + ("The simulator's ring worker was ended; fix the handler and make a new ring."
                    if killed else "The ring is told to stop, but a GPU kernel stuck in a "
@@ -747,10 +732,7 @@ def ring(source, *, request, response, handler: str = "handle", start: bool = Tr
     handler making no progress for this long is reported), ``name``,
     ``host_poll_window`` (threads whose message is among the next this many
     watch the host's head themselves instead of the dispatcher's copy: 1 by
-    default, the next message's; 32, a warp's, shortens small batches' path),
-    ``call_warps`` (warps of block 0 that watch call()'s mailbox, lane 0 each,
-    started apart, so that a call waits less for a look: by default up to 4,
-    leaving block 0 a warp of workers; 1, the dispatcher alone).
+    default, the next message's; 32, a warp's, shortens small batches' path).
 
     Use it as a context manager (``with wb.ring(...) as r: r.call(msg)``) or
     call ``stop()``; a ring whose object is gone is stopped by its finalizer.
