@@ -6,7 +6,6 @@ out) for batches of 1 to 64 messages.
     python benchmarks/rings.py            # the active backend (GPU when there is one)
     python benchmarks/rings.py --quick    # fewer messages
     python benchmarks/rings.py --host-only    # only Python's part of send/recv/call
-    python benchmarks/rings.py --host-poll-window 32    # a warp watches the host's head
 
 Targets (H100; PASS or below is printed beside each):
 
@@ -24,8 +23,8 @@ block in a worker process; they say nothing of a GPU and carry no verdict.
 
 ``--host-only`` times the host's part alone, on any machine: no kernel runs;
 the benchmark itself writes every answer (response, device stamps, sequence
-word; for ``call()`` the mailbox's LL words) before the message is sent, so
-``recv()`` and ``call()`` find it on their first look. What is left is Python's cost per batch and per
+word) into the queue before the message is sent, so ``recv()`` and ``call()``
+find it on their first poll. What is left is Python's cost per batch and per
 call, the part of a round trip the GPU cannot shorten. It is a lower bound:
 the queues are plain host memory still in the CPU's cache (a GPU's answers
 arrive in pinned memory the CPU must read afresh), and each figure is the
@@ -173,19 +172,6 @@ def _answer_ahead(r) -> int:
     return cap
 
 
-def _call_answers(r, count: int) -> list[bytes]:
-    """Play the device for the next ``count`` call()s: the mailbox's answer
-    words (LL: each 4 bytes of data with the call's number) of each, to be
-    written just before its call. Reaches into the ring's private mailbox, as
-    only a benchmark of its host side may."""
-    words = len(r._mailbox.back)
-    data = np.zeros(words, dtype=np.uint64)
-    data[-1] = 500  # the handler's ns
-    first = r._mailbox.number + 1
-    return [(data | (np.uint64((n - 1) % 0xFFFFFFFF + 1) << np.uint64(32))).tobytes()
-            for n in range(first, first + count)]
-
-
 def host_only(batches=(1, 4, 16, 64)) -> list[list]:
     """Rows: host µs per send()+recv() of each batch size and per call()."""
     r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=4096, threads=128,
@@ -212,30 +198,12 @@ def host_only(batches=(1, 4, 16, 64)) -> list[list]:
         msgs = _messages(k, rng)
         us = timed(lambda: (r.send(msgs), r.recv(k)), k)
         rows.append([f"send()+recv() of {k}", f"{us:.3g} µs", f"{us / k * 1e3:.0f} ns/msg"])
-    box = memoryview(r._mailbox.back).cast("B")
-
-    def calls(message, count=4096) -> float:
-        """Best µs per call() of 5 windows, less the benchmark's own write of
-        each answer into the mailbox (timed alone)."""
-        nonlocal sent
-        best = float("inf")
-        for _ in range(5):
-            answers = _call_answers(r, count)
-            t0 = time.perf_counter_ns()
-            for a in answers:
-                box[:] = a
-                r.call(message)
-            spent = time.perf_counter_ns() - t0
-            t0 = time.perf_counter_ns()
-            for a in answers:
-                box[:] = a
-            spent -= time.perf_counter_ns() - t0
-            best = min(best, spent * 1e-3 / count)
-            sent += count
-        return best
-
-    rows.append(["call() of a tuple", f"{calls((1.0, 2.0, 0, 0)):.3g} µs", ""])
-    rows.append(["call() of a record", f"{calls(_messages(1, rng)[0]):.3g} µs", ""])
+    msg = (1.0, 2.0, 0, 0)
+    us = timed(lambda: r.call(msg), 1)
+    rows.append(["call() of a tuple", f"{us:.3g} µs", ""])
+    record = _messages(1, rng)[0]
+    us = timed(lambda: r.call(record), 1)
+    rows.append(["call() of a record", f"{us:.3g} µs", ""])
     r.stop()
     t0 = time.perf_counter_ns()
     st = r.stats()
@@ -254,9 +222,6 @@ def _verdict(ok: bool, simulated: bool) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer messages")
-    parser.add_argument("--host-poll-window", type=int, default=1, metavar="N",
-                        help="the ring's host_poll_window (threads of the next N messages "
-                             "watch the host's head themselves; default 1)")
     parser.add_argument("--host-only", action="store_true",
                         help="only Python's part of send/recv/call (no kernel; answers pre-written)")
     args = parser.parse_args(argv)
@@ -270,7 +235,7 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(0)
     rows = []
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=65536,
-                 threads=128, host_poll_window=args.host_poll_window) as r:
+                 threads=128) as r:
         batch = 4096 if not sim else 256
         rate = throughput(r, batch, (1 << 16 if quick else 1 << 23), rng)
         rows.append([f"throughput, batches of {batch}", f"{rate / 1e6:.3g} M msg/s",
@@ -287,7 +252,7 @@ def main(argv=None) -> int:
                          f"{ring_rate / 1e6:.3g} vs {launch_rate / 1e6:.3g} M msg/s = {ratio:.3g}x",
                          ">= 5x", _verdict(ratio >= 5, sim)])
         rows.append(["ring layout", f"{r.blocks} blocks x {r.threads} threads, "
-                     f"{r.capacity} slots, host_poll_window {args.host_poll_window}", "", ""])
+                     f"{r.capacity} slots", "", ""])
     copy = copy_call_seconds(50 if quick else 500)
     rows.append(["one 16-byte copy in + copy out (queues in device memory would need these)",
                  f"{copy * 1e6:.3g} µs", "", ""])

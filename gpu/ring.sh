@@ -35,7 +35,7 @@ with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=4096) as r:
     r.reset_stats()
     for _ in range(20000):
         r.call((1.0, 2.0, 0, 0))
-    t = np.array(r._single, dtype=np.float64).reshape(-1, 2) * 1e-3
+    t = np.array(r._single, dtype=np.float64) * 1e-3
     print(f"call transport (publish -> seen) p50 {np.median(t[:, 0]):.2f} us, p99 "
           f"{np.percentile(t[:, 0], 99):.2f} us; handler p50 {np.median(t[:, 1]):.3f} us")
 PY

@@ -49,21 +49,6 @@ def messages(n, first_id=0, seed=0):
     return m
 
 
-@pytest.fixture(params=["c", "python"])
-def host_path(request, monkeypatch):
-    """A ring's host side through the C words module (where it builds) or through
-    Python (``WORKBENCH_NATIVE_WORDS=0``): the same answers either way."""
-    from workbench.backends import native_words
-    if request.param == "python":
-        monkeypatch.setenv(native_words.SWITCH, "0")
-    native_words.module.cache_clear()
-    if request.param == "c" and native_words.module() is None:
-        pytest.skip(f"no C words module here: {native_words.unavailable_reason()}")
-    yield request.param
-    monkeypatch.delenv(native_words.SWITCH, raising=False)
-    native_words.module.cache_clear()
-
-
 def check_answers(got, sent):
     assert got.dtype == RESPONSE and len(got) == len(sent)
     np.testing.assert_array_equal(got["id"], sent["id"])  # each once, in order
@@ -71,7 +56,7 @@ def check_answers(got, sent):
     np.testing.assert_allclose(got["sum"], sent["a"].astype(np.float64) + sent["b"], rtol=1e-12)
 
 
-def test_messages_are_answered_once_and_in_order(backend, host_path):
+def test_messages_are_answered_once_and_in_order(backend):
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64) as r:
         sent = [messages(n, first_id=i * 1000, seed=i) for i, n in enumerate((1, 300, 77))]
         for batch in sent:  # 300 > 64 slots: send waits for answers and keeps them
@@ -89,7 +74,7 @@ def test_messages_are_answered_once_and_in_order(backend, host_path):
     assert not r.running
 
 
-def test_answers_finishing_out_of_order_come_back_in_order_across_the_wrap(backend, host_path):
+def test_answers_finishing_out_of_order_come_back_in_order_across_the_wrap(backend):
     # recv() watches the last answer of a batch first; here the first messages of each
     # batch finish last (their handlers spin), and the batches cross the 64-slot queue's
     # end, in sizes that take each way of checking a run (a few words, a sum, NumPy)
@@ -125,7 +110,7 @@ def test_a_timed_out_recv_keeps_what_arrived(backend):
         assert r.stats().messages == 33
 
 
-def test_call_takes_a_tuple_a_record_or_refuses_clearly(backend, host_path):
+def test_call_takes_a_tuple_a_record_or_refuses_clearly(backend):
     padded = """
     struct Request { char tag; double x; short n; };
     struct Response { double y; int id; int pad; };
@@ -246,78 +231,6 @@ def test_a_hanging_handler_is_caught_by_the_watchdog(backend):
                                   [0.0, 2.0])
 
 
-def test_a_hanging_call_is_caught_by_the_watchdog(backend, host_path):
-    # call() is answered by the dispatcher (block 0, thread 0): the watchdog names it
-    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64,
-                watchdog_s=0.5)
-    launch = r._launch
-    start = time.monotonic()
-    with pytest.raises(RingHang, match=r"call\(\) not answered .* block 0, thread 0"):
-        r.call((1.0, 2.0, 7, 3_000_000), timeout=20)
-    assert time.monotonic() - start < 10
-    assert not r.running
-    if not wb.backend().simulated:
-        assert launch.wait(20)  # (the handler returns after its 3 s)
-    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as again:
-        assert again.call((1.0, 2.0, 8, 0))["id"] == 8
-
-
-def test_calls_and_batches_take_turns(backend, host_path):
-    # call() has a mailbox of its own; the queue's numbering goes on around it, and a
-    # call that timed out is answered late without confusing the next one
-    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as r:
-        for round_ in range(3):
-            sent = messages(40, first_id=100 * round_, seed=round_)  # 40 > 32: wraps
-            r.send(sent)
-            check_answers(r.recv(), sent)
-            got = [r.call((float(k), 0.5, k, 0)) for k in range(5)]
-            assert [(g["id"], g["sum"]) for g in got] == [(k, k + 0.5) for k in range(5)]
-        with pytest.raises(TimeoutError, match="no answer to call"):
-            r.call((1.0, 1.0, 50, 400_000), timeout=0.05)  # its handler takes 0.4 s
-        with pytest.raises(TimeoutError, match="no answer to call"):
-            r.call((1.0, 1.0, 51, 0), timeout=0.05)  # not even taken: the dispatcher is busy
-        late = r.call((2.0, 2.0, 52, 0), timeout=20)  # (it replaces 51 in the mailbox)
-        assert (late["id"], late["sum"]) == (52, 4.0)
-        assert r.stats().messages == 3 * 45 + 1
-
-
-def test_a_warp_watching_the_host_answers_the_same(backend):
-    # host_poll_window=32: the threads of the next 32 messages watch the host's head
-    # themselves; batches of every size up to and past the window, across the wrap
-    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64,
-                 host_poll_window=32) as r:
-        for i, n in enumerate((1, 31, 32, 33, 64, 100, 5)):
-            sent = messages(n, first_id=1000 * i, seed=i)
-            r.send(sent)
-            check_answers(r.recv(), sent)
-    with pytest.raises(wb.WorkbenchError, match="host_poll_window must be 1 to 1024"):
-        wb.ring(SOURCE, request=REQUEST, response=RESPONSE, host_poll_window=0)
-
-
-ODD = r"""
-struct Req { short a; short b; short c; };
-struct Resp { double x; char tag; };
-__device__ void h(const Req& in, Resp& out) { out.x = in.a + in.b + in.c; out.tag = 1; }
-"""
-
-
-def test_structs_of_any_size_go_both_ways(backend, host_path):
-    # a 6-byte request and a 16-byte response with padding: call()'s LL words hold
-    # 4 bytes each, so the last word of the request is half padding
-    req = np.dtype([("a", "i2"), ("b", "i2"), ("c", "i2")])
-    resp = np.dtype([("x", "f8"), ("tag", "i1")], align=True)
-    with wb.ring(ODD, request=req, response=resp, handler="h", request_type="Req",
-                 response_type="Resp", capacity=32, threads=64) as r:
-        for k in (-7, 0, 300):
-            a = r.call((k, 2, -3))
-            assert (a["x"], a["tag"]) == (k - 1.0, 1)
-        m = np.zeros(40, dtype=req)
-        m["a"] = np.arange(40)
-        assert r.send(m) == 1  # (calls are numbered apart: the queue's numbers start at 1)
-        got = r.recv()
-        np.testing.assert_array_equal(got["x"], np.arange(40.0))
-
-
 FAULTING = SOURCE.replace("out.twice = 2 * in.id;",
                           "out.twice = 2 * in.id; if (in.id == 3) *(volatile int*)0 = 1;")
 
@@ -389,7 +302,7 @@ def test_ctrl_c_while_waiting_stops_the_ring(backend):
         assert again.call((1.0, 1.0, 5, 0))["id"] == 5
 
 
-def test_ctrl_c_in_call_stops_the_ring(backend, host_path):
+def test_ctrl_c_in_call_stops_the_ring(backend):
     import signal
     import threading
     r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64)

@@ -15,11 +15,6 @@ and slow every copy. A thread whose message is published (an acquire chain:
 host store, dispatcher, device copy) copies it, calls the handler, writes the
 response and its device timestamps, then publishes ``s`` as the slot's
 response number (a release store). A head of -1 stops every thread.
-
-call() (a single message, the queue empty) skips the queue: the dispatcher also
-polls a mailbox of LL words (4 data bytes and a 4-byte flag, the call's number,
-per 8-byte word), answers it itself and writes the answer back as LL words,
-with the handler's time in ns in a last word (see docs/rings.md).
 """
 from __future__ import annotations
 
@@ -37,8 +32,6 @@ static inline unsigned long long wb_ring_now() {{ return __globaltimer(); }}
 // __nanosleep lets the block's other threads (fibers) run; the dispatcher, once
 // per round of them, also gives the CPU up for a moment.
 static inline void wb_ring_backoff(unsigned ns, bool dispatcher) {{ __nanosleep(ns); if (dispatcher) usleep(5); }}
-static inline unsigned long long wb_ring_ll_load(const unsigned long long* p) {{ return __atomic_load_n(p, __ATOMIC_RELAXED); }}
-static inline void wb_ring_ll_store(unsigned long long* p, unsigned long long v) {{ __atomic_store_n(p, v, __ATOMIC_RELAXED); }}
 #else
 static __device__ __forceinline__ long long wb_ring_load_sys(const long long* p) {{
     long long v;
@@ -62,40 +55,7 @@ static __device__ __forceinline__ unsigned long long wb_ring_now() {{
     return t;
 }}
 static __device__ __forceinline__ void wb_ring_backoff(unsigned ns, bool) {{ __nanosleep(ns); }}
-// LL words (NCCL's low-latency protocol): 4 data bytes and a 4-byte flag in one
-// 8-byte word, stored and loaded whole, so a word seen with its flag holds its
-// data: no separate ready word to read first, no fence before writing one.
-static __device__ __forceinline__ unsigned long long wb_ring_ll_load(const unsigned long long* p) {{
-    unsigned long long v;
-    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}}
-static __device__ __forceinline__ void wb_ring_ll_store(unsigned long long* p, unsigned long long v) {{
-    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
-}}
 #endif
-
-// call()'s mailbox: the request's LL words, loaded in one go (all loads in
-// flight together), then looked at: the flag they all carry when a whole
-// request is there (the call's number: the host's numbers only grow, and are
-// never 0), else 0.
-template <int N>
-static __device__ __forceinline__ void wb_ring_ll_load_all(const unsigned long long* box,
-                                                           unsigned long long* w) {{
-#pragma unroll
-    for (int i = 0; i < N; ++i) w[i] = wb_ring_ll_load(&box[i]);
-}}
-template <int N>
-static __device__ __forceinline__ unsigned wb_ring_ll_whole(const unsigned long long* w, unsigned* data) {{
-    const unsigned flag = (unsigned)(w[0] >> 32);
-    bool whole = true;
-#pragma unroll
-    for (int i = 0; i < N; ++i) {{
-        data[i] = (unsigned)w[i];
-        whole &= (unsigned)(w[i] >> 32) == flag;
-    }}
-    return whole ? flag : 0u;
-}}
 
 #ifndef WB_RING_NEXT_POLLS_HOST
 #define WB_RING_NEXT_POLLS_HOST 1
@@ -107,8 +67,7 @@ static __device__ __forceinline__ unsigned wb_ring_ll_whole(const unsigned long 
 extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned long long responses,
                                          unsigned long long response_seq, unsigned long long stamps,
                                          unsigned long long control, unsigned long long device_head,
-                                         long long capacity, unsigned long long call_request,
-                                         unsigned long long call_answer)
+                                         long long capacity)
 {{
     const {request}* req = (const {request}*)requests;
     {response}* resp = ({response}*)responses;
@@ -124,46 +83,14 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
     __syncthreads();  // (the simulator runs a block's threads as fibers from its first barrier on)
     if (index < 32) {{
         if (index != 0) return;
-        // call() (the queue empty) goes through the mailbox, served here: one poll
-        // over the bus brings the request, the answer goes back as LL words with
-        // the handler's time in ns after it (no fence, no sequence word).
-        constexpr int wb_request_words = (int)((sizeof({request}) + 3) / 4);
-        constexpr int wb_answer_words = (int)((sizeof({response}) + 3) / 4);
-        const unsigned long long* wb_box = (const unsigned long long*)call_request;
-        unsigned long long* wb_reply = (unsigned long long*)call_answer;
-        unsigned wb_calls = 0;
-        long long wb_published = 0;
-        for (unsigned wb_polls = 0;; ++wb_polls) {{
-            alignas(alignof({request}) > 4 ? alignof({request}) : 4) unsigned wb_data[wb_request_words];
-            // (the mailbox's loads first, then the head's acquire load: all in flight together)
-            // (a request the host gave up on before it was taken may be overwritten
-            // by the next: any whole request not yet answered is served)
-            unsigned long long wb_words[wb_request_words];
-            wb_ring_ll_load_all<wb_request_words>(wb_box, wb_words);
-            long long wb_h = wb_ring_load_sys(&host[1]);
-            const unsigned wb_call = wb_ring_ll_whole<wb_request_words>(wb_words, wb_data);
-            if (wb_call != 0 && wb_call != wb_calls) {{
-                wb_calls = wb_call;
-                const unsigned long long wb_t0 = wb_ring_now();
-                const {request} wb_in = *reinterpret_cast<const {request}*>(wb_data);
-                alignas(alignof({response}) > 4 ? alignof({response}) : 4) unsigned wb_answer[wb_answer_words + 1] = {{}};
-                {{
-                    {response} wb_out = {response}();
-                    {handler}(wb_in, wb_out);
-                    *reinterpret_cast<{response}*>(wb_answer) = wb_out;
-                }}
-                const unsigned long long wb_took = wb_ring_now() - wb_t0;
-                wb_answer[wb_answer_words] = wb_took < 0xffffffffull ? (unsigned)wb_took : 0xffffffffu;
-                const unsigned long long wb_flag = (unsigned long long)wb_calls << 32;
-#pragma unroll
-                for (int wb_i = 0; wb_i <= wb_answer_words; ++wb_i) wb_ring_ll_store(&wb_reply[wb_i], wb_flag | wb_answer[wb_i]);
-                continue;
-            }}
-            if ((wb_polls & 7) == 7 && wb_ring_load_sys(&host[0])) wb_h = -1;
-            if (wb_h != wb_published) {{
-                wb_ring_store_gpu(head, wb_h);
-                wb_published = wb_h;
-                if (wb_h < 0) return;
+        long long published = 0;
+        for (unsigned polls = 0;; ++polls) {{
+            long long h = wb_ring_load_sys(&host[1]);
+            if ((polls & 7) == 7 && wb_ring_load_sys(&host[0])) h = -1;
+            if (h != published) {{
+                wb_ring_store_gpu(head, h);
+                published = h;
+                if (h < 0) return;
             }}
             wb_ring_backoff(32, true);
         }}
@@ -175,12 +102,10 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
     for (unsigned polls = 0;; ++polls) {{
         if (seen < seq) {{
 #if WB_RING_NEXT_POLLS_HOST
-            if (seq - seen <= {host_window}) {{
-                // This thread's message is among the next {host_window} (1: every message before
-                // it is published, its own is the next): it watches the host's head itself
-                // (at most {host_window} threads do, neighbours, whose loads of one word a warp
-                // makes together), a hop shorter than waiting for the dispatcher's copy; the
-                // copy still says when to stop.
+            if (seen == seq - 1) {{
+                // Every message before this thread's is published, so its own is the next: it
+                // watches the host's head itself (one thread at a time does), a hop shorter
+                // than waiting for the dispatcher's copy; the copy still says when to stop.
                 const long long h = wb_ring_load_sys(&host[1]);
                 if (h >= seq) {{
                     seen = h;
@@ -237,12 +162,10 @@ extern "C" __global__ void wb_ring_layout(long long* out)
 """
 
 
-def serve_source(handler: str, request: str, response: str, max_backoff_ns: int = 128,
-                 host_window: int = 1) -> str:
-    """The persistent and the per-batch kernel around ``handler``; threads whose
-    message is among the next ``host_window`` watch the host's head themselves."""
+def serve_source(handler: str, request: str, response: str, max_backoff_ns: int = 128) -> str:
+    """The persistent and the per-batch kernel around ``handler``."""
     return _SERVE.format(handler=handler, request=request, response=response,
-                         max_backoff_ns=int(max_backoff_ns), host_window=int(host_window))
+                         max_backoff_ns=int(max_backoff_ns))
 
 
 def probe_fields(struct_name: str, dtype: np.dtype, var: str) -> list[tuple[str, str]]:

@@ -44,18 +44,9 @@ def packer(dtype: np.dtype):
     return struct.Struct(fmt).pack_into
 
 
-def ll_words(nbytes: int) -> int:
-    """LL words (4 data bytes and a 4-byte flag each, 8 bytes in all) holding ``nbytes``."""
-    return -(-nbytes // 4)
-
-
 def offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, tuple[int, int]]:
-    """Byte (offset, size) of each part of the shared buffer. ``call_request``
-    and ``call_answer`` are call()'s mailbox, in LL words: a request, and an
-    answer followed by one word for the handler's time in ns."""
+    """Byte (offset, size) of each part of the shared buffer."""
     parts = {"control": _CONTROL_BYTES,
-             "call_request": 8 * ll_words(request.itemsize),
-             "call_answer": 8 * (ll_words(response.itemsize) + 1),
              "response_seq": 8 * capacity, "stamps": 16 * capacity,
              "requests": request.itemsize * capacity, "responses": response.itemsize * capacity}
     layout, at = {}, 0
@@ -68,10 +59,9 @@ def offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, t
 
 
 def compile_checked(text, handler, request_type, request, response_type, response, name,
-             max_backoff_ns, host_window=1):
+             max_backoff_ns):
     """The user's source with the ring's kernels, its structs checked against the dtypes."""
-    serve = codegen.serve_source(handler, request_type, response_type, max_backoff_ns,
-                                 host_window)
+    serve = codegen.serve_source(handler, request_type, response_type, max_backoff_ns)
     structs = [(request_type, request), (response_type, response)]
     probe, labels = codegen.probe_source(structs)
     try:

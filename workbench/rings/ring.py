@@ -13,7 +13,6 @@ more than the round trip a ring is for.
 """
 from __future__ import annotations
 
-import array
 import asyncio
 import collections
 import platform
@@ -23,21 +22,18 @@ import weakref
 
 import numpy as np
 
-from ..backends import native_words
 from ..runtime.session import backend as active_backend
 from .errors import RingError, RingFull, RingHang, RingLayoutError, RingStopped
 from .layout import compile_checked, offsets, packer, structured
-from .mailbox import ANSWER_POOL, CALL_SPIN_NS, Mailbox
 from .stats import RingStats
 
 #: Polls the host spins (no sleep) before it starts sleeping between polls
 #: (a poll is one word read: some 40-80 ns, so a few milliseconds of spinning).
 _SPIN_POLLS = 65536
 _SPIN_ROUND = range(1024)
-#: The same with the C watcher (:mod:`~workbench.backends.native_words`): it spins
-#: this long per call, GIL released, between the Python checks (health, deadline,
-#: Ctrl-C).
-_SPIN_ROUND_NS = 100_000
+#: call()'s answers are records of a private array of this many, one each, so
+#: that an answer costs a copy of its bytes and no new array.
+_ANSWER_POOL = 256
 #: Hosts whose stores and loads stay in program order (x86-TSO): the queues need no fences.
 _STORES_IN_ORDER = frozenset({"x86_64", "amd64", "i686", "i386"})
 
@@ -55,17 +51,13 @@ class Ring:
     def __init__(self, source, *, request, response, handler: str = "handle",
                  request_type: str = "Request", response_type: str = "Response",
                  capacity: int = 8192, threads: int = 128, blocks: int | None = None,
-                 name: str | None = None, watchdog_s: float = 10.0, max_backoff_ns: int = 64,
-                 host_poll_window: int = 1):
+                 name: str | None = None, watchdog_s: float = 10.0, max_backoff_ns: int = 64):
         self.request_dtype = structured(request, "request")
         self.response_dtype = structured(response, "response")
         if capacity < 32 or capacity % 32:
             raise RingError(f"capacity must be a positive multiple of 32 (a warp's slots), got "
                             f"{capacity}")
         self.capacity = int(capacity)
-        if not 1 <= int(host_poll_window) <= 1024:
-            raise RingError(f"host_poll_window must be 1 to 1024 (threads that watch the host's "
-                            f"head themselves), got {host_poll_window}")
         self.name = name or handler
         self.watchdog_s = float(watchdog_s)
         self.backend = active_backend()
@@ -76,7 +68,7 @@ class Ring:
         self._pack = packer(self.request_dtype)
         self.module = compile_checked(text, handler, request_type, self.request_dtype,
                                       response_type, self.response_dtype, f"ring:{self.name}",
-                                      max_backoff_ns, int(host_poll_window))
+                                      max_backoff_ns)
         self._serve = self.module["wb_ring_serve"]
         self._batch = self.module["wb_ring_batch"]
         self.threads, self.blocks = self._grid(int(threads), blocks)
@@ -85,8 +77,7 @@ class Ring:
         self._finalizer = None
         self._ready: list[np.ndarray] = []  # answers collected, not yet returned by recv()
         self._ready_count = 0
-        self._native = native_words.module()  # None: the same work in Python
-        self._mailbox = None  # call()'s, made at each start
+        self._new_answer_pool()
         self.reset_stats()
 
     # -- set-up ----------------------------------------------------------------------------
@@ -136,17 +127,9 @@ class Ring:
         start, size = lay["responses"]
         self._response_bytes = memoryview(buffer.host[start:start + size])
         self._responses = view("responses", self.response_dtype)
-        # the C watcher's addresses (the buffer outlives them: the views above hold it)
-        host = int(buffer.host.ctypes.data)
-        self._head_addr = host + lay["control"][0] + 8
-        self._answered_addr = host + lay["response_seq"][0]
-        self._responses_addr = host + lay["responses"][0]
-        self._mailbox = Mailbox(self.request_dtype, self.response_dtype,
-                                view("call_request", np.uint64), view("call_answer", np.uint64),
-                                self._native)
         base = buffer.device_ptr
         return [base + lay[p][0] for p in ("requests", "responses", "response_seq", "stamps",
-                                            "control", "call_request", "call_answer")]
+                                            "control")]
 
     # -- life cycle ------------------------------------------------------------------------
     @property
@@ -179,9 +162,8 @@ class Ring:
         # [count, host send time ns] per send not yet collected, in order (the
         # messages of a stop without draining are forgotten with their numbers)
         self._sends = collections.deque()
-        args = self._serve.convert_args((*addresses[:5],
-                                         self.backend.device_pointer(self._device_head),
-                                         self.capacity, *addresses[5:]))
+        args = self._serve.convert_args((*addresses, self.backend.device_pointer(self._device_head),
+                                         self.capacity))
         self._launch = self.backend.launch_persistent(
             self._serve.function, (self.blocks, 1, 1), (self.threads, 1, 1), args)
         self._finalizer = weakref.finalize(self, _shutdown, self._control, _Quiet(self._launch))
@@ -229,9 +211,8 @@ class Ring:
         return self._ready_count
 
     def _as_batch(self, batch) -> np.ndarray:
-        if (type(batch) is np.ndarray and (batch.dtype is self.request_dtype  # (is: cheap)
-                                           or batch.dtype == self.request_dtype)
-                and batch.ndim == 1 and batch.flags.c_contiguous):
+        if (type(batch) is np.ndarray and batch.dtype == self.request_dtype and batch.ndim == 1
+                and batch.flags.c_contiguous):
             return batch  # already what the queue holds: copied into it as it is
         if isinstance(batch, np.ndarray) and batch.dtype.names:
             if batch.dtype != self.request_dtype:
@@ -425,7 +406,7 @@ class Ring:
         deadline = None if timeout is None else time.monotonic() + timeout
         if self._head_words[1] != self._next_send - 1:  # a send cut short by Ctrl-C
             self._head_words[1] = self._next_send - 1
-        words, cap, native = self._answered_words, self.capacity, self._native
+        words, cap = self._answered_words, self.capacity
         target = self._ready_count + count
         watch = self._next_recv if collecting_only else self._next_recv + count - 1
         polls = 0
@@ -435,16 +416,10 @@ class Ring:
                 if words[slot] != watch:
                     if polls < _SPIN_POLLS:
                         polls += 1024
-                        if native is not None:  # C spins a while, GIL released
-                            seen = native.wait_word(self._answered_addr + 8 * slot, watch,
-                                                    _SPIN_ROUND_NS)
+                        for _ in _SPIN_ROUND:  # the tight part: one word read a poll
+                            if words[slot] == watch:
+                                break
                         else:
-                            seen = False
-                            for _ in _SPIN_ROUND:  # the tight part: one word read a poll
-                                if words[slot] == watch:
-                                    seen = True
-                                    break
-                        if not seen:
                             self._check_health()
                             self._check_deadline(deadline, timeout)
                             continue
@@ -465,8 +440,6 @@ class Ring:
                 lo = start % cap
                 if need == 1 and watch == start:
                     n = 1
-                elif native is not None and lo + need <= cap:
-                    n = native.run_length(self._answered_addr + 8 * lo, start, need)
                 elif (lo + need <= cap and need <= 256  # (inline: the common case)
                       and sum(words[lo:lo + need]) == need * start + need * (need - 1) // 2):
                     n = need  # (why a sum: see _answered_in)
@@ -543,90 +516,65 @@ class Ring:
     def call(self, message, timeout: float | None = None):
         """Send one message and return its answer (a record of the response dtype).
 
-        The fast path of a ring, which needs an empty queue: the message goes
-        through a mailbox of its own (:mod:`.mailbox`), in LL words (each 4
-        bytes of data with the call's number beside them in one 8-byte word),
-        served by the dispatcher; the answer comes back the same way. The
-        GPU's one poll brings the message, and the host's watch sees the
-        answer's bytes with their number: no ready word to read first on
-        either side, no fence. A tuple of field values is packed with
-        ``struct``. The answer is a record of a small private array that holds
-        the next answers too, each in a place of its own."""
-        if self._ready or self._next_send != self._next_recv:
+        The fast path of a ring: one slot written, the head published, one
+        word polled; nothing is allocated until the answer is there. A tuple
+        of field values is packed straight into the slot. The answer is a
+        record of a small private array that holds the next answers too, each
+        in a place of its own."""
+        seq = self._next_send
+        if self._ready or seq != self._next_recv:
             raise RingError(f"ring {self.name!r}: call() needs an empty queue; receive the "
                             f"{self.pending + self.depth} outstanding answers first")
         if self._launch is None:
             self._check_running()
-        box = self._mailbox
+        slot = seq % self.capacity
         try:
             if self._pack is not None and type(message) is tuple:
-                self._pack(box.scratch, 0, *message)
+                self._pack(self._request_bytes, slot * self.request_dtype.itemsize, *message)
             else:
-                box.record[0] = message
+                self._requests[slot] = message
         except (TypeError, ValueError, struct.error) as exc:
             raise RingLayoutError(f"cannot make a message of dtype {self.request_dtype} from "
                                   f"{message!r}: {exc}") from None
-        i = box.next
-        if i == ANSWER_POOL:
-            box.new_pool()
-            i = 0
-        # The call's number is taken before it goes out: an answer taken is
-        # always counted; one not taken (Ctrl-C) stops the ring, whose restart
-        # numbers calls from 1 again.
-        n = box.number = box.number + 1
-        flag = n if n <= 0xFFFFFFFF else (n - 1) % 0xFFFFFFFF + 1  # 32 bits, never 0
-        got = None
+        sent = time.perf_counter_ns()
+        self._next_send = seq + 1
+        answered = self._answered_words
         try:
-            if box.exchange is not None:
-                got = box.exchange(box.pool_addr + i * box.stride, flag, CALL_SPIN_NS)
-            else:
-                got = box.exchange_python(flag, i)
-            if got is None:  # slow: wait on, with the fault, watchdog and deadline checks
-                deadline = None if timeout is None else time.monotonic() + timeout
-                got = box.wait(flag, i, lambda sent: self._check_call(sent, deadline, timeout))
+            self._head_words[1] = seq  # the head, after the payload: publishes it
+            if answered[slot] != seq:
+                for _ in range(_SPIN_POLLS):
+                    if answered[slot] == seq:
+                        break
+                else:  # slow: wait with the watchdog and fault checks of recv()
+                    self._sends.append([1, sent])
+                    self._progress_ns = sent
+                    return self.recv(1, timeout)[0]
         except KeyboardInterrupt:  # as in recv(): Ctrl-C while waiting stops the ring
-            if got is None:
-                self.stop(drain=False, timeout=2.0)
+            if not self._sends:
+                self._sends.append([1, sent])
+            self.stop(drain=False, timeout=2.0)
             raise
-        sent, now = got
-        box.next = i + 1
-        single = self._single
-        single.append(now - sent)
-        single.append(box.words[i * box.stride_words + box.took])
+        now = time.perf_counter_ns()
+        size, i = self.response_dtype.itemsize, self._pool_next
+        if i == _ANSWER_POOL:
+            self._new_answer_pool()
+            i = 0
+        self._pool_bytes[i * size:(i + 1) * size] = self._response_bytes[slot * size:
+                                                                         (slot + 1) * size]
+        self._pool_next = i + 1
+        stamps = self._stamp_words
+        self._next_recv = seq + 1
+        self._single.append((now - sent, stamps[2 * slot + 1] - stamps[2 * slot]))
         if self._first_send_ns is None:
             self._first_send_ns = sent
-        self._last_recv_ns = self._progress_ns = now
-        return box.pool[i]
+        self._last_recv_ns = now
+        return self._pool[i]
 
-    def _check_call(self, sent: int, deadline: float | None, timeout: float | None) -> None:
-        """Between looks for a call's answer: the kernel still runs, the
-        watchdog, the deadline (each raises)."""
-        launch = self._launch
-        if launch is None:
-            raise RingStopped(f"ring {self.name!r} is stopped; start it with ring.start()")
-        if launch.done():
-            fault = launch.fault()
-            self._launch = None
-            if fault is not None:
-                raise fault
-            raise RingStopped(f"ring {self.name!r}'s kernel ended")
-        idle = (time.perf_counter_ns() - sent) * 1e-9
-        if idle > self.watchdog_s:
-            self._control[0] = 1
-            killed = launch.kill()
-            self._launch = None
-            self._buffer = None  # a restart must not share the mailbox with a kernel still running
-            raise RingHang(
-                f"ring {self.name!r}: call() not answered for {idle:.1f} s (watchdog_s="
-                f"{self.watchdog_s:g}). Calls are answered by the dispatcher, block 0, "
-                "thread 0: its handler has not returned (an endless loop, or waiting on "
-                "something that never comes). "
-                + ("The simulator's ring worker was ended; fix the handler and make a new ring."
-                   if killed else "The ring is told to stop, but a GPU kernel stuck in a "
-                   "handler cannot be stopped from the host: it occupies part of the GPU until "
-                   "the notebook kernel restarts."))
-        if deadline is not None and time.monotonic() >= deadline:
-            raise TimeoutError(f"ring {self.name!r}: no answer to call() after {timeout:g} s")
+    def _new_answer_pool(self) -> None:
+        # (the old one lives on as long as answers taken from it do)
+        self._pool = np.empty(_ANSWER_POOL, dtype=self.response_dtype)
+        self._pool_bytes = memoryview(self._pool.view(np.uint8))
+        self._pool_next = 0
 
     async def acall(self, message, timeout: float | None = None):
         """:meth:`call` for asyncio: waits by yielding to the event loop."""
@@ -662,9 +610,7 @@ class Ring:
     # -- figures ---------------------------------------------------------------------------
     def reset_stats(self) -> None:
         """Forget the figures so far (:meth:`stats` starts again)."""
-        # (round trip, handler) ns of call()s, flat: an array of ints leaves the
-        # garbage collector nothing to count per call
-        self._single = array.array("q")
+        self._single: list[tuple[int, int]] = []  # (round trip, handler) ns of call()s
         # (round trip ns, messages) per send's part of a collection; the stamps
         # (device start and end, u64 pairs) of each collection's messages
         self._latency_runs: list[tuple[int, int]] = []
@@ -675,10 +621,7 @@ class Ring:
     def stats(self) -> RingStats:
         """Messages answered, rate and latency percentiles so far."""
         # lists read once each: a panel's thread asks while the ring collects
-        # (tobytes: a copy under the GIL, no buffer held that would stop an append;
-        # a pair half-appended meanwhile is left out)
-        single = np.frombuffer(self._single.tobytes(), dtype=np.int64)
-        single = single[:len(single) // 2 * 2].reshape(-1, 2).astype(np.float64) * 1e-9
+        single = np.array(self._single, dtype=np.float64).reshape(-1, 2) * 1e-9
         runs = np.array(self._latency_runs, dtype=np.int64).reshape(-1, 2)
         stamps = np.frombuffer(b"".join(self._stamp_chunks), dtype=np.uint64).reshape(-1, 2)
         n = min(int(runs[:, 1].sum()), len(stamps))  # (a collection read half-way: left out)
@@ -729,10 +672,7 @@ def ring(source, *, request, response, handler: str = "handle", start: bool = Tr
     device cannot hold them). Options: ``request_type``/``response_type`` (the
     struct names, default ``Request``/``Response``), ``capacity`` (queue slots,
     a multiple of 32), ``threads`` per block, ``blocks``, ``watchdog_s`` (a
-    handler making no progress for this long is reported), ``name``,
-    ``host_poll_window`` (threads whose message is among the next this many
-    watch the host's head themselves instead of the dispatcher's copy: 1 by
-    default, the next message's; 32, a warp's, shortens small batches' path).
+    handler making no progress for this long is reported), ``name``.
 
     Use it as a context manager (``with wb.ring(...) as r: r.call(msg)``) or
     call ``stop()``; a ring whose object is gone is stopped by its finalizer.
