@@ -49,6 +49,21 @@ def messages(n, first_id=0, seed=0):
     return m
 
 
+@pytest.fixture(params=["c", "python"])
+def host_path(request, monkeypatch):
+    """A ring's host side through the C words module (where it builds) or through
+    Python (``WORKBENCH_NATIVE_WORDS=0``): the same answers either way."""
+    from workbench.backends import native_words
+    if request.param == "python":
+        monkeypatch.setenv(native_words.SWITCH, "0")
+    native_words.module.cache_clear()
+    if request.param == "c" and native_words.module() is None:
+        pytest.skip(f"no C words module here: {native_words.unavailable_reason()}")
+    yield request.param
+    monkeypatch.delenv(native_words.SWITCH, raising=False)
+    native_words.module.cache_clear()
+
+
 def check_answers(got, sent):
     assert got.dtype == RESPONSE and len(got) == len(sent)
     np.testing.assert_array_equal(got["id"], sent["id"])  # each once, in order
@@ -56,7 +71,7 @@ def check_answers(got, sent):
     np.testing.assert_allclose(got["sum"], sent["a"].astype(np.float64) + sent["b"], rtol=1e-12)
 
 
-def test_messages_are_answered_once_and_in_order(backend):
+def test_messages_are_answered_once_and_in_order(backend, host_path):
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64) as r:
         sent = [messages(n, first_id=i * 1000, seed=i) for i, n in enumerate((1, 300, 77))]
         for batch in sent:  # 300 > 64 slots: send waits for answers and keeps them
@@ -74,7 +89,7 @@ def test_messages_are_answered_once_and_in_order(backend):
     assert not r.running
 
 
-def test_answers_finishing_out_of_order_come_back_in_order_across_the_wrap(backend):
+def test_answers_finishing_out_of_order_come_back_in_order_across_the_wrap(backend, host_path):
     # recv() watches the last answer of a batch first; here the first messages of each
     # batch finish last (their handlers spin), and the batches cross the 64-slot queue's
     # end, in sizes that take each way of checking a run (a few words, a sum, NumPy)
@@ -110,7 +125,7 @@ def test_a_timed_out_recv_keeps_what_arrived(backend):
         assert r.stats().messages == 33
 
 
-def test_call_takes_a_tuple_a_record_or_refuses_clearly(backend):
+def test_call_takes_a_tuple_a_record_or_refuses_clearly(backend, host_path):
     padded = """
     struct Request { char tag; double x; short n; };
     struct Response { double y; int id; int pad; };
@@ -302,7 +317,7 @@ def test_ctrl_c_while_waiting_stops_the_ring(backend):
         assert again.call((1.0, 1.0, 5, 0))["id"] == 5
 
 
-def test_ctrl_c_in_call_stops_the_ring(backend):
+def test_ctrl_c_in_call_stops_the_ring(backend, host_path):
     import signal
     import threading
     r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64)

@@ -22,6 +22,7 @@ import weakref
 
 import numpy as np
 
+from ..backends import native_words
 from ..runtime.session import backend as active_backend
 from .errors import RingError, RingFull, RingHang, RingLayoutError, RingStopped
 from .layout import compile_checked, offsets, packer, structured
@@ -31,6 +32,11 @@ from .stats import RingStats
 #: (a poll is one word read: some 40-80 ns, so a few milliseconds of spinning).
 _SPIN_POLLS = 65536
 _SPIN_ROUND = range(1024)
+#: The same with the C watcher (:mod:`~workbench.backends.native_words`): it spins
+#: this long per call, GIL released, between the Python checks (health, deadline,
+#: Ctrl-C), and call() this long before it falls back to recv()'s waiting.
+_SPIN_ROUND_NS = 100_000
+_CALL_SPIN_NS = 4_000_000
 #: call()'s answers are records of a private array of this many, one each, so
 #: that an answer costs a copy of its bytes and no new array.
 _ANSWER_POOL = 256
@@ -77,6 +83,7 @@ class Ring:
         self._finalizer = None
         self._ready: list[np.ndarray] = []  # answers collected, not yet returned by recv()
         self._ready_count = 0
+        self._native = native_words.module()  # None: the same work in Python
         self._new_answer_pool()
         self.reset_stats()
 
@@ -127,6 +134,11 @@ class Ring:
         start, size = lay["responses"]
         self._response_bytes = memoryview(buffer.host[start:start + size])
         self._responses = view("responses", self.response_dtype)
+        # the C watcher's addresses (the buffer outlives them: the views above hold it)
+        host = int(buffer.host.ctypes.data)
+        self._head_addr = host + lay["control"][0] + 8
+        self._answered_addr = host + lay["response_seq"][0]
+        self._responses_addr = host + lay["responses"][0]
         base = buffer.device_ptr
         return [base + lay[p][0] for p in ("requests", "responses", "response_seq", "stamps",
                                             "control")]
@@ -406,7 +418,7 @@ class Ring:
         deadline = None if timeout is None else time.monotonic() + timeout
         if self._head_words[1] != self._next_send - 1:  # a send cut short by Ctrl-C
             self._head_words[1] = self._next_send - 1
-        words, cap = self._answered_words, self.capacity
+        words, cap, native = self._answered_words, self.capacity, self._native
         target = self._ready_count + count
         watch = self._next_recv if collecting_only else self._next_recv + count - 1
         polls = 0
@@ -416,10 +428,16 @@ class Ring:
                 if words[slot] != watch:
                     if polls < _SPIN_POLLS:
                         polls += 1024
-                        for _ in _SPIN_ROUND:  # the tight part: one word read a poll
-                            if words[slot] == watch:
-                                break
+                        if native is not None:  # C spins a while, GIL released
+                            seen = native.wait_word(self._answered_addr + 8 * slot, watch,
+                                                    _SPIN_ROUND_NS)
                         else:
+                            seen = False
+                            for _ in _SPIN_ROUND:  # the tight part: one word read a poll
+                                if words[slot] == watch:
+                                    seen = True
+                                    break
+                        if not seen:
                             self._check_health()
                             self._check_deadline(deadline, timeout)
                             continue
@@ -440,6 +458,8 @@ class Ring:
                 lo = start % cap
                 if need == 1 and watch == start:
                     n = 1
+                elif native is not None and lo + need <= cap:
+                    n = native.run_length(self._answered_addr + 8 * lo, start, need)
                 elif (lo + need <= cap and need <= 256  # (inline: the common case)
                       and sum(words[lo:lo + need]) == need * start + need * (need - 1) // 2):
                     n = need  # (why a sum: see _answered_in)
@@ -536,6 +556,9 @@ class Ring:
         except (TypeError, ValueError, struct.error) as exc:
             raise RingLayoutError(f"cannot make a message of dtype {self.request_dtype} from "
                                   f"{message!r}: {exc}") from None
+        native = self._native
+        if native is not None:
+            return self._call_native(native, seq, slot, timeout)
         sent = time.perf_counter_ns()
         self._next_send = seq + 1
         answered = self._answered_words
@@ -570,10 +593,45 @@ class Ring:
         self._last_recv_ns = now
         return self._pool[i]
 
+    def _call_native(self, native, seq: int, slot: int, timeout: float | None):
+        """call()'s wait in C: the head published, the answer's word watched
+        (GIL released) and its bytes copied into the answer pool in one call."""
+        size, i = self.response_dtype.itemsize, self._pool_next
+        if i == _ANSWER_POOL:
+            self._new_answer_pool()
+            i = 0
+        self._next_send = seq + 1
+        got = None
+        try:
+            spin = _CALL_SPIN_NS if timeout is None else max(0, min(_CALL_SPIN_NS, int(timeout * 1e9)))
+            got = native.publish_wait(self._head_addr, seq, self._answered_addr + 8 * slot, seq,
+                                      self._responses_addr + slot * size,
+                                      self._pool_addr + i * size, size, spin)
+            if got is None:  # slow: wait with the watchdog and fault checks of recv()
+                sent = time.perf_counter_ns() - _CALL_SPIN_NS
+                self._sends.append([1, sent])
+                self._progress_ns = sent
+                return self.recv(1, timeout)[0]
+        except KeyboardInterrupt:  # as in recv(): Ctrl-C while waiting stops the ring
+            if not self._sends:
+                self._sends.append([1, time.perf_counter_ns()])
+            self.stop(drain=False, timeout=2.0)
+            raise
+        sent, now = got
+        self._pool_next = i + 1
+        stamps = self._stamp_words
+        self._next_recv = seq + 1
+        self._single.append((now - sent, stamps[2 * slot + 1] - stamps[2 * slot]))
+        if self._first_send_ns is None:
+            self._first_send_ns = sent
+        self._last_recv_ns = now
+        return self._pool[i]
+
     def _new_answer_pool(self) -> None:
         # (the old one lives on as long as answers taken from it do)
         self._pool = np.empty(_ANSWER_POOL, dtype=self.response_dtype)
         self._pool_bytes = memoryview(self._pool.view(np.uint8))
+        self._pool_addr = int(self._pool.ctypes.data)
         self._pool_next = 0
 
     async def acall(self, message, timeout: float | None = None):

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Issue 15, round trip and small batches (branch wt-ringlat) on the GPU machine, from the
+# repository root: the gpu-marked ring tests, notebook 07 under nbval, benchmarks/rings.py with the
+# C host path (backends/native/words.c) and without it (WORKBENCH_NATIVE_WORDS=0: the Python path,
+# as on main), --host-only both ways, the ring of main (e6b15b5) where git can show it, a
+# transport probe (gpu/ringlat_probe.py: head+read vs LL request, release seq vs LL answer), and
+# NVML utilisation after everything (a ring left spinning shows). About 3-4 minutes; logs in $OUT.
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=/tmp/site:$PWD WORKBENCH_BACKEND=cupy PYTHONUNBUFFERED=1
+export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+set -o pipefail; status=0
+nvidia-smi -L | tee "$OUT/ringlat-device.txt"
+python3 -c "from workbench.backends import native_words as n; print('C words module:', n.module(), n.unavailable_reason())" \
+    2>&1 | tee -a "$OUT/ringlat-device.txt"
+
+echo "== transport probe" | tee "$OUT/ringlat-probe.log"
+timeout 60 python3 gpu/ringlat_probe.py 20000 2>&1 | tee -a "$OUT/ringlat-probe.log" || status=1
+
+B="$OUT/ringlat-bench.log"
+echo "== benchmark (this branch, C host path)" | tee "$B"
+timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
+echo "== benchmark (this branch, WORKBENCH_NATIVE_WORDS=0: Python host path)" | tee -a "$B"
+WORKBENCH_NATIVE_WORDS=0 timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
+echo "== host side alone: C path, then Python path" | tee -a "$B"
+timeout 20 python3 benchmarks/rings.py --host-only 2>&1 | tee -a "$B" || status=1
+WORKBENCH_NATIVE_WORDS=0 timeout 20 python3 benchmarks/rings.py --host-only 2>&1 | tee -a "$B" || status=1
+base=e6b15b5
+if git cat-file -e "$base:workbench/rings/ring.py" 2>/dev/null; then
+    echo "== benchmark (main, $base)" | tee -a "$B"
+    rm -rf /tmp/ring-main && mkdir -p /tmp/ring-main \
+        && git archive "$base" workbench benchmarks | tar -x -C /tmp/ring-main \
+        && (cd /tmp/ring-main && PYTHONPATH=/tmp/site:/tmp/ring-main timeout 45 python3 benchmarks/rings.py) \
+        2>&1 | tee -a "$B" || status=1
+else
+    echo "(no git history here: WORKBENCH_NATIVE_WORDS=0 above is main's host path)" | tee -a "$B"
+fi
+echo "== benchmark (this branch, C host path, again: the machine may drift)" | tee -a "$B"
+timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
+
+echo "== gpu tests" | tee "$OUT/ringlat-tests.log"
+timeout 120 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/test_rings*.py tests/test_native_words.py \
+    2>&1 | tail -25 | tee -a "$OUT/ringlat-tests.log" || status=1
+echo "== a faulting handler on the GPU (its own process: the fault ends that CUDA context)" | tee -a "$OUT/ringlat-tests.log"
+timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_rings.py::test_a_faulting_handler_raises_kernel_fault \
+    2>&1 | tail -5 | tee -a "$OUT/ringlat-tests.log" || status=1
+
+echo "== notebook 07" | tee "$OUT/ringlat-nb07.log"
+timeout 100 python3 -m pytest -q -p no:cacheprovider --nbval --nbval-sanitize-with notebooks/sanitize.cfg \
+    notebooks/07-ring-kernels.ipynb 2>&1 | tail -15 | tee -a "$OUT/ringlat-nb07.log" || status=1
+
+echo "== GPU utilisation after (must be 0: no ring left running)" | tee "$OUT/ringlat-idle.log"
+sleep 2
+util=$(nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits | head -1 | tr -d ' ')
+echo "utilization.gpu = $util %" | tee -a "$OUT/ringlat-idle.log"
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv | tee -a "$OUT/ringlat-idle.log"
+[ "$util" = "0" ] || status=1
+exit $status
