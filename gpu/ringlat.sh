@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# Issue 15, round trip and small batches (branch wt-ringlat) on the GPU machine, from the
-# repository root: the gpu-marked ring tests, notebook 07 under nbval, benchmarks/rings.py with the
-# C host path (backends/native/words.c) and without it (WORKBENCH_NATIVE_WORDS=0: the Python path,
-# as on main), --host-only both ways, the ring of main (e6b15b5) where git can show it, a
-# transport probe (gpu/ringlat_probe.py: head+read vs LL request, release seq vs LL answer), and
-# NVML utilisation after everything (a ring left spinning shows). About 3-4 minutes; logs in $OUT.
+# Issue 15, the rings' waits in C, on the GPU machine, from the repository root: the gpu-marked
+# ring tests, notebook 07 under nbval, benchmarks/rings.py with the C waits
+# (backends/native/words.c) and without them (WORKBENCH_NATIVE_WORDS=0: the Python path),
+# --host-only both ways, the ring before the C waits (e6b15b5) where git can show it, and NVML
+# utilisation after everything (a ring left spinning shows). About 3 minutes; logs in $OUT.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=/tmp/site:$PWD WORKBENCH_BACKEND=cupy PYTHONUNBUFFERED=1
 export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 set -o pipefail; status=0
@@ -12,20 +11,17 @@ nvidia-smi -L | tee "$OUT/ringlat-device.txt"
 python3 -c "from workbench.backends import native_words as n; print('C words module:', n.module(), n.unavailable_reason())" \
     2>&1 | tee -a "$OUT/ringlat-device.txt"
 
-echo "== transport probe" | tee "$OUT/ringlat-probe.log"
-timeout 60 python3 gpu/ringlat_probe.py 20000 2>&1 | tee -a "$OUT/ringlat-probe.log" || status=1
-
 B="$OUT/ringlat-bench.log"
-echo "== benchmark (this branch, C host path)" | tee "$B"
+echo "== benchmark (C waits)" | tee "$B"
 timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
-echo "== benchmark (this branch, WORKBENCH_NATIVE_WORDS=0: Python host path)" | tee -a "$B"
+echo "== benchmark (WORKBENCH_NATIVE_WORDS=0: Python waits)" | tee -a "$B"
 WORKBENCH_NATIVE_WORDS=0 timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
 echo "== host side alone: C path, then Python path" | tee -a "$B"
 timeout 20 python3 benchmarks/rings.py --host-only 2>&1 | tee -a "$B" || status=1
 WORKBENCH_NATIVE_WORDS=0 timeout 20 python3 benchmarks/rings.py --host-only 2>&1 | tee -a "$B" || status=1
 base=e6b15b5
 if git cat-file -e "$base:workbench/rings/ring.py" 2>/dev/null; then
-    echo "== benchmark (main, $base)" | tee -a "$B"
+    echo "== benchmark (before the C waits, $base)" | tee -a "$B"
     rm -rf /tmp/ring-main && mkdir -p /tmp/ring-main \
         && git archive "$base" workbench benchmarks | tar -x -C /tmp/ring-main \
         && (cd /tmp/ring-main && PYTHONPATH=/tmp/site:/tmp/ring-main timeout 45 python3 benchmarks/rings.py) \
@@ -33,7 +29,7 @@ if git cat-file -e "$base:workbench/rings/ring.py" 2>/dev/null; then
 else
     echo "(no git history here: WORKBENCH_NATIVE_WORDS=0 above is main's host path)" | tee -a "$B"
 fi
-echo "== benchmark (this branch, C host path, again: the machine may drift)" | tee -a "$B"
+echo "== benchmark (C waits, again: the machine may drift)" | tee -a "$B"
 timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
 
 echo "== gpu tests" | tee "$OUT/ringlat-tests.log"

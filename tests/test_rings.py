@@ -4,6 +4,7 @@ handler, a hanging handler caught by the watchdog, a full queue."""
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import subprocess
 import sys
@@ -113,7 +114,7 @@ def test_answers_finishing_out_of_order_come_back_in_order_across_the_wrap(backe
         assert (np.sort(stats.device_time)[-spun:] >= 1.9e-3).all()
 
 
-def test_a_timed_out_recv_keeps_what_arrived(backend):
+def test_a_timed_out_recv_keeps_what_arrived(backend, host_path):
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64) as r:
         sent = messages(33)
         sent["spin_us"][32] = 1_000_000  # the last one (a warp of its own on a GPU) takes 1 s
@@ -123,6 +124,19 @@ def test_a_timed_out_recv_keeps_what_arrived(backend):
         assert r.pending + r.depth == 33 and r.depth >= 1
         check_answers(r.recv(33, timeout=30), sent)
         assert r.stats().messages == 33
+
+
+def test_a_call_keeps_to_its_timeout_and_takes_any_timeout(backend, host_path):
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64) as r:
+        # an infinite (or NaN-free huge) timeout is no timeout: the answer comes
+        assert r.call((1.0, 2.0, 1, 0), timeout=math.inf)["id"] == 1
+        t0 = time.perf_counter()
+        with pytest.raises(TimeoutError):
+            r.call((1.0, 2.0, 2, 600_000), timeout=0.2)  # its handler takes 0.6 s
+        waited = time.perf_counter() - t0
+        assert 0.2 <= waited < 0.45  # the timeout once, not the C spin and then the timeout again
+        assert r.recv(1, timeout=30)["id"][0] == 2  # the late answer is kept, in order
+        assert r.call((1.0, 2.0, 3, 0))["id"] == 3
 
 
 def test_call_takes_a_tuple_a_record_or_refuses_clearly(backend, host_path):
@@ -302,7 +316,7 @@ def test_a_deleted_ring_is_stopped_by_its_finalizer(backend):
     assert launch.done()
 
 
-def test_ctrl_c_while_waiting_stops_the_ring(backend):
+def test_ctrl_c_while_waiting_stops_the_ring(backend, host_path):
     import signal
     import threading
     r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64)

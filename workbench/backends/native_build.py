@@ -86,12 +86,11 @@ def build(source: Path, name: str, switch: str, libs: tuple[str, ...] = (),
     cc = compiler()
     if cc is None:
         return None, "no C compiler (set $CC)"
-    digest = hashlib.sha256(source.read_bytes() + sys.version.encode() + " ".join(cc).encode()
-                            + " ".join(flags).encode())
-    for path in depends:
+    digest = hashlib.sha256(sys.version.encode() + " ".join(cc).encode() + " ".join(flags).encode())
+    for path in (source, *depends):
         try:
             digest.update(path.read_bytes())
-        except OSError as exc:
+        except OSError as exc:  # (a broken install: the Python path does the work)
             return None, f"cannot read {path} ({exc})"
     key = digest.hexdigest()[:16]
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"

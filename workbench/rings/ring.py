@@ -8,8 +8,11 @@ its sequence number, the response and its sequence number, and the handler's
 device timestamps. The host writes a batch of requests and then their
 sequence numbers; the device answers each and publishes its number. Host-side
 reads and writes are plain operations on views of that buffer (memoryviews
-and bytes copies, cheaper from Python than NumPy's), with no copy call in between: on a GPU a copy call alone costs several microseconds,
-more than the round trip a ring is for.
+and bytes copies, cheaper from Python than NumPy's), with no copy call in
+between: on a GPU a copy call alone costs several microseconds, more than the
+round trip a ring is for. The waits (recv() watching an answer's word, call()
+publishing, watching and copying its answer) run in C where the words module
+builds (:mod:`workbench.backends.native_words`), else in Python.
 """
 from __future__ import annotations
 
@@ -595,23 +598,26 @@ class Ring:
 
     def _call_native(self, native, seq: int, slot: int, timeout: float | None):
         """call()'s wait in C: the head published, the answer's word watched
-        (GIL released) and its bytes copied into the answer pool in one call."""
+        (the GIL released after the first 100 µs) and its bytes copied into the
+        answer pool in one call; past a few milliseconds, recv()'s wait."""
         size, i = self.response_dtype.itemsize, self._pool_next
         if i == _ANSWER_POOL:
             self._new_answer_pool()
             i = 0
+        # (before any state changes: an inf or NaN timeout must not leave a message half sent)
+        spin = _CALL_SPIN_NS if timeout is None or not timeout * 1e9 < _CALL_SPIN_NS else max(0, int(timeout * 1e9))
         self._next_send = seq + 1
         got = None
         try:
-            spin = _CALL_SPIN_NS if timeout is None else max(0, min(_CALL_SPIN_NS, int(timeout * 1e9)))
+            t0 = time.perf_counter_ns()
             got = native.publish_wait(self._head_addr, seq, self._answered_addr + 8 * slot, seq,
                                       self._responses_addr + slot * size,
                                       self._pool_addr + i * size, size, spin)
             if got is None:  # slow: wait with the watchdog and fault checks of recv()
-                sent = time.perf_counter_ns() - _CALL_SPIN_NS
-                self._sends.append([1, sent])
-                self._progress_ns = sent
-                return self.recv(1, timeout)[0]
+                self._sends.append([1, t0])
+                self._progress_ns = t0
+                left = None if timeout is None else max(0.0, timeout - (time.perf_counter_ns() - t0) * 1e-9)
+                return self.recv(1, left)[0]
         except KeyboardInterrupt:  # as in recv(): Ctrl-C while waiting stops the ring
             if not self._sends:
                 self._sends.append([1, time.perf_counter_ns()])

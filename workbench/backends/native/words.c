@@ -7,7 +7,10 @@
  * Words are 8-byte aligned int64s. A watch spins (no sleep, no pause
  * instruction: the answer's latency is the point) for at most spin_ns and then
  * returns, so that the caller's Python runs again (Ctrl-C, timeouts, health
- * checks) before it watches more.
+ * checks) before it watches more. It spins its first HELD_NS holding the GIL:
+ * most answers come within a GPU round trip, and a thread that gives the GIL
+ * away waits for it back behind any busy Python thread (up to the 5 ms switch
+ * interval); only a longer watch lets other threads run.
  *
  * publish_wait(store, value, word, want, src, dst, nbytes, spin_ns) -> (published_ns, seen_ns) | None
  *   *store = value (a release store), then watch *word until it equals want
@@ -19,16 +22,6 @@
  * run_length(words, first, count) -> int
  *   How many of words[0], words[1], ... (up to count) hold first, first + 1, ...
  *   in order, up to the first that does not (acquire loads).
- * ll_write(dst, src, nbytes, flag) -> published_ns
- *   Write nbytes (a multiple of 4) from src to dst as "LL" words (NCCL's
- *   low-latency protocol): each 4 data bytes in one 8-byte store with the 32-bit
- *   flag in its high half, so a reader that sees the flag in a word sees that
- *   word's data too (8-byte stores and loads are single-copy atomic) and needs no
- *   separate ready word, nor fences. dst takes 2 * nbytes.
- * ll_wait(src, nbytes, flag, dst, spin_ns) -> bool
- *   Watch the 2 * nbytes of LL words at src until every word's flag is flag, then
- *   copy their data (nbytes) to dst; False (nothing copied) if not within spin_ns.
- * now_ns() -> int: CLOCK_MONOTONIC in ns (for tests).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -43,6 +36,8 @@ static inline int64_t now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
+
+#define HELD_NS 100000  /* 100 µs: several GPU round trips */
 
 /* Watch *word (GIL released by the caller) until it equals want or spin_ns pass. */
 static int watch(const int64_t *word, int64_t want, int64_t spin_ns) {
@@ -83,6 +78,7 @@ static PyObject *publish_wait(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (address_of(args[0], &store) < 0 || number_of(args[1], &value) < 0
         || address_of(args[2], &word) < 0 || number_of(args[3], &want) < 0) return NULL;
     void *src = PyLong_AsVoidPtr(args[4]);
+    if (PyErr_Occurred()) return NULL;
     void *dst = PyLong_AsVoidPtr(args[5]);
     if (PyErr_Occurred() || number_of(args[6], &nbytes) < 0 || number_of(args[7], &spin_ns) < 0)
         return NULL;
@@ -90,17 +86,18 @@ static PyObject *publish_wait(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_ValueError, "publish_wait(): a copy needs two addresses and a size >= 0");
         return NULL;
     }
-    int64_t published, seen = 0;
-    int got;
-    Py_BEGIN_ALLOW_THREADS
-    published = now();
+    int64_t published = now(), seen = 0, held = spin_ns < HELD_NS ? spin_ns : HELD_NS;
     __atomic_store_n((int64_t *)store, value, __ATOMIC_RELEASE);
-    got = watch((const int64_t *)word, want, spin_ns);
+    int got = watch((const int64_t *)word, want, held);  /* (GIL held: see the file's comment) */
+    if (!got && spin_ns > held) {
+        Py_BEGIN_ALLOW_THREADS
+        got = watch((const int64_t *)word, want, spin_ns - held);
+        Py_END_ALLOW_THREADS
+    }
     if (got) {
         seen = now();
         if (nbytes) memcpy(dst, src, (size_t)nbytes);  /* after the acquire load: the answer's bytes */
     }
-    Py_END_ALLOW_THREADS
     if (!got) Py_RETURN_NONE;
     return Py_BuildValue("(LL)", (long long)published, (long long)seen);
 }
@@ -114,11 +111,13 @@ static PyObject *wait_word(PyObject *self, PyObject *const *args, Py_ssize_t nar
     int64_t want, spin_ns;
     if (address_of(args[0], &word) < 0 || number_of(args[1], &want) < 0
         || number_of(args[2], &spin_ns) < 0) return NULL;
-    if (load_acquire((const int64_t *)word) == want) Py_RETURN_TRUE;  /* (no GIL round trip) */
-    int got;
-    Py_BEGIN_ALLOW_THREADS
-    got = watch((const int64_t *)word, want, spin_ns);
-    Py_END_ALLOW_THREADS
+    int64_t held = spin_ns < HELD_NS ? spin_ns : HELD_NS;
+    int got = watch((const int64_t *)word, want, held);  /* (GIL held: see the file's comment) */
+    if (!got && spin_ns > held) {
+        Py_BEGIN_ALLOW_THREADS
+        got = watch((const int64_t *)word, want, spin_ns - held);
+        Py_END_ALLOW_THREADS
+    }
     return PyBool_FromLong(got);
 }
 
@@ -137,75 +136,6 @@ static PyObject *run_length(PyObject *self, PyObject *const *args, Py_ssize_t na
     return PyLong_FromLongLong((long long)n);
 }
 
-static PyObject *ll_write(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "ll_write() takes 4 arguments");
-        return NULL;
-    }
-    void *dst;
-    int64_t nbytes, flag;
-    if (address_of(args[0], &dst) < 0) return NULL;
-    const uint8_t *src = (const uint8_t *)PyLong_AsVoidPtr(args[1]);
-    if (PyErr_Occurred() || number_of(args[2], &nbytes) < 0 || number_of(args[3], &flag) < 0)
-        return NULL;
-    if (nbytes < 0 || nbytes % 4 || (nbytes && src == NULL)) {
-        PyErr_SetString(PyExc_ValueError, "ll_write(): nbytes must be a multiple of 4 with a source");
-        return NULL;
-    }
-    const int64_t published = now();
-    uint64_t *out = (uint64_t *)dst;
-    const uint64_t high = (uint64_t)(uint32_t)flag << 32;
-    for (int64_t i = 0; i < nbytes / 4; ++i) {
-        uint32_t data;
-        memcpy(&data, src + 4 * i, 4);
-        __atomic_store_n(&out[i], high | data, __ATOMIC_RELAXED);
-    }
-    return PyLong_FromLongLong((long long)published);
-}
-
-static int ll_ready(const uint64_t *words, int64_t count, uint32_t flag) {
-    for (int64_t i = 0; i < count; ++i)
-        if ((uint32_t)(__atomic_load_n(&words[i], __ATOMIC_RELAXED) >> 32) != flag) return 0;
-    return 1;
-}
-
-static PyObject *ll_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "ll_wait() takes 5 arguments");
-        return NULL;
-    }
-    void *src;
-    int64_t nbytes, flag, spin_ns;
-    if (address_of(args[0], &src) < 0 || number_of(args[1], &nbytes) < 0
-        || number_of(args[2], &flag) < 0) return NULL;
-    uint8_t *dst = (uint8_t *)PyLong_AsVoidPtr(args[3]);
-    if (PyErr_Occurred() || number_of(args[4], &spin_ns) < 0) return NULL;
-    if (nbytes < 0 || nbytes % 4 || (nbytes && dst == NULL)) {
-        PyErr_SetString(PyExc_ValueError, "ll_wait(): nbytes must be a multiple of 4 with a destination");
-        return NULL;
-    }
-    const uint64_t *words = (const uint64_t *)src;
-    const int64_t count = nbytes / 4;
-    int got = 0;
-    Py_BEGIN_ALLOW_THREADS
-    const int64_t end = now() + spin_ns;
-    for (;;) {
-        if (ll_ready(words, count, (uint32_t)flag)) { got = 1; break; }
-        if (now() >= end) break;
-    }
-    if (got)
-        for (int64_t i = 0; i < count; ++i) {
-            const uint32_t data = (uint32_t)__atomic_load_n(&words[i], __ATOMIC_RELAXED);
-            memcpy(dst + 4 * i, &data, 4);
-        }
-    Py_END_ALLOW_THREADS
-    return PyBool_FromLong(got);
-}
-
-static PyObject *now_ns(PyObject *self, PyObject *unused) {
-    return PyLong_FromLongLong((long long)now());
-}
-
 static PyMethodDef methods[] = {
     {"publish_wait", (PyCFunction)(void (*)(void))publish_wait, METH_FASTCALL,
      "Store a word, watch another, copy the answer (see the file's comment)."},
@@ -213,11 +143,6 @@ static PyMethodDef methods[] = {
      "Watch a word until it holds a value, for at most spin_ns."},
     {"run_length", (PyCFunction)(void (*)(void))run_length, METH_FASTCALL,
      "How many consecutive words hold consecutive numbers."},
-    {"ll_write", (PyCFunction)(void (*)(void))ll_write, METH_FASTCALL,
-     "Write bytes as LL words (data and flag in each 8 bytes)."},
-    {"ll_wait", (PyCFunction)(void (*)(void))ll_wait, METH_FASTCALL,
-     "Watch LL words until all carry a flag, then copy their data."},
-    {"now_ns", now_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns."},
     {NULL, NULL, 0, NULL},
 };
 
