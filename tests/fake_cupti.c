@@ -13,8 +13,8 @@ typedef struct { uint32_t correlation; const char *name; uint64_t start, end; } 
 
 static CUpti_BuffersCallbackRequestFunc requested;
 static CUpti_BuffersCallbackCompleteFunc completed;
-static Queued queued[4096];
-static int queued_count = 0, enabled = 0, dirty_buffers = 0, buffers_seen = 0;
+static Queued queued[16384];
+static int queued_count = 0, enabled = 0, dirty_buffers = 0, buffers_seen = 0, last_flag = -1;
 static uint8_t zeroed_attribute = 0;
 static char shared_name[64];  /* one address, different texts (fake_name) */
 
@@ -89,14 +89,14 @@ void fake_complete(void) {
 }
 
 CUptiResult cuptiActivityFlushAll(uint32_t flag) {
-    (void)flag;
+    last_flag = (int)flag;
     fake_complete();
     return CUPTI_SUCCESS;
 }
 
 /* test controls */
 void fake_queue(uint32_t correlation, const char *name, uint64_t start, uint64_t end) {
-    if (queued_count < 4096) {
+    if (queued_count < 16384) {
         Queued q = {correlation, name ? name : shared_name, start, end};
         queued[queued_count++] = q;
     }
@@ -106,3 +106,4 @@ int fake_enabled(void) { return enabled; }
 int fake_zeroed_attribute(void) { return zeroed_attribute; }
 int fake_dirty_buffers(void) { return dirty_buffers; }
 int fake_buffers_seen(void) { return buffers_seen; }
+int fake_last_flag(void) { return last_flag; }

@@ -132,7 +132,11 @@ _STAND_IN = textwrap.dedent(r'''
                     sys.argv[2], "-o", str(lib)], check=True)
     fake = ctypes.CDLL(str(lib))  # (the collector's dlopen of the same path gets this one)
     fake.fake_queue.argtypes = [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64]
-    built, _ = cupti_native.module()
+    # (built here with room for 8192 unread records, not 4 Mi: the oldest half goes sooner)
+    built, why = native_build.build(cupti_native.SOURCE, "_wb_cupti", cupti_native.SWITCH,
+                                    ("-ldl", "-lpthread"), depends=cupti_native._headers(sets[0]),
+                                    flags=(*[f"-I{f}" for f in sets[0]], "-DMAX_KEPT=8192"))
+    assert built is not None, why
     out = {}
     try:
         built.start(str(lib), 1 << 16)  # 64 KiB buffers: about 450 records each
@@ -154,10 +158,25 @@ _STAND_IN = textwrap.dedent(r'''
     for i in range(3000):
         fake.fake_queue(5000 + i, b"again", i, i + 1)
     out["again"] = len(built.take())
+    out["flags"] = [fake.fake_last_flag()]
+    built.take(False)
+    out["flags"].append(fake.fake_last_flag())
+    names = [b"kernel_%d" % i for i in range(300)]  # (the table grows past its first 256 slots)
+    for i, name in enumerate(names):
+        fake.fake_queue(20000 - i, name, i, i + 1)  # (and in reverse order, across buffers)
+    got = built.take()
+    out["named"] = [[r[0] for r in got] == list(range(20000 - 299, 20001)),
+                    [r[1] for r in got] == [n.decode() for n in reversed(names)]]
+    for chunk in range(4):  # 12000 unread records: past 8192 the oldest half goes
+        for i in range(3000):
+            fake.fake_queue(30000 + chunk * 3000 + i, b"flood", i, i + 1)
+        fake.fake_complete()
+    got = built.take()
+    out["flood"] = [len(got), built.dropped(), got[0][0], got[-1][0]]
     out["buffers"], out["dirty"] = fake.fake_buffers_seen(), fake.fake_dirty_buffers()
     built.disable()
     out["disabled"] = fake.fake_enabled()
-    out["timestamp"], out["dropped"] = built.timestamp(), built.dropped()
+    out["timestamp"] = built.timestamp()
     print(json.dumps(out))
 ''')
 
@@ -189,7 +208,12 @@ def test_the_c_collector_hands_records_over_in_launch_order_with_names_copied_in
     assert got["many"] == [3000, 100, 3099, 1] and got["again"] == 3000
     # every buffer the collector handed out was zeroed, recycled ones too
     assert got["buffers"] >= 14 and got["dirty"] == 0
-    assert got["disabled"] == 0 and got["timestamp"] == 123456789 and got["dropped"] == 0
+    assert got["flags"] == [1, 0]  # forced when the log is read, not while launches run
+    assert got["named"] == [True, True]
+    kept, dropped, first, last = got["flood"]
+    assert kept + dropped == 12000 and 0 < dropped <= 12000 - 4096  # the oldest ones went
+    assert first == 30000 + dropped and last == 30000 + 11999  # and the newest were kept
+    assert got["disabled"] == 0 and got["timestamp"] == 123456789
 
 
 def test_when_cupti_refuses_the_c_collector_says_why_and_leaves_cupti_as_found(tmp_path):

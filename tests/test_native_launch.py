@@ -123,3 +123,25 @@ def test_a_source_the_compiler_refuses_is_not_compiled_again(tmp_path, monkeypat
     broken.write_text("int fixed;\n")  # a changed source is another key: compiled again
     native_build.build(broken, "_wb_broken", "WORKBENCH_TEST_BROKEN")
     assert calls.read_text().count("x") >= 2
+
+
+def test_a_compiler_failure_that_passes_is_not_remembered(tmp_path, monkeypatch):
+    """A full disk (or a compiler killed for memory) says nothing lasting about
+    the source: the next process tries again."""
+    from workbench.backends import native_build
+    if native_build.compiler() is None:
+        pytest.skip("no C compiler here")
+    calls = tmp_path / "calls"
+    wrapper = tmp_path / "cc-full-disk-once"
+    wrapper.write_text(
+        f'#!/bin/sh\necho x >> {calls}\n'
+        f'if [ ! -e {tmp_path}/once ]; then touch {tmp_path}/once; '
+        'echo "cc1: error: No space left on device" >&2; exit 1; fi\nexec cc "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    first = native_build.build(native_launch.SOURCE, "_wb_launch", "WORKBENCH_NATIVE_LAUNCH", ("-ldl",))
+    assert first[0] is None and "No space left" in first[1]
+    second = native_build.build(native_launch.SOURCE, "_wb_launch", "WORKBENCH_NATIVE_LAUNCH", ("-ldl",))
+    assert second[0] is not None, second[1]
+    assert calls.read_text().count("x") == 2

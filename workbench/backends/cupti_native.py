@@ -117,14 +117,27 @@ def module():
         sets, library, _reason = locate()
     except OSError as exc:  # (an unreadable folder on the way)
         sets, _reason = None, f"searching for CUPTI failed ({exc})"
+    complaints = []
     for folders in sets or ():
-        built, _reason = native_build.build(
+        built, why = native_build.build(
             SOURCE, "_wb_cupti", SWITCH, ("-ldl", "-lpthread"),
-            flags=tuple(f"-I{f}" for f in folders),
-            depends=(folders[0] / "cupti_activity.h",))
+            flags=tuple(f"-I{f}" for f in folders), depends=_headers(folders))
         if built is not None:
+            _reason = None
             return built, library
+        complaints.append(f"with {folders[0]}: {why}")
+    if complaints:
+        _reason = "; ".join(complaints)
     return None, None
+
+
+def _headers(folders: list[Path]) -> tuple[Path, ...]:
+    """The headers a build of the collector reads (part of its key): CUPTI's and cuda.h."""
+    found = sorted(folders[0].glob("cupti*.h"))
+    for folder in folders:
+        if (folder / "cuda.h").is_file():
+            return (*found, folder / "cuda.h")
+    return tuple(found)
 
 
 def failed(reason: str) -> None:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
 
 from .. import subprocesses
@@ -27,6 +28,13 @@ from ..cache import DiskCache
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 CACHE = DiskCache("native")
+
+
+#: Words of a compiler error that says nothing lasting about the source.
+_PASSING = ("No space left", "cannot write", "Cannot write", "Killed", "Resource temporarily",
+            "cannot open output", "internal compiler error")
+#: How long a refusal is believed (a compiler or header fixed in place then counts).
+REFUSAL_DAYS = 1
 
 
 class Refused(str):
@@ -63,8 +71,15 @@ def compile_source(cc: list[str], source: Path, target: Path, libs: tuple[str, .
         except (OSError, subprocess.SubprocessError) as exc:
             return f"{cc[0]} failed to run ({exc})"
         if done.returncode != 0:
-            last = done.stderr.strip().splitlines()[-1:] or ["?"]
-            return Refused(f"{cc[0]} could not build it: {last[0]}")
+            lines = done.stderr.strip().splitlines()
+            complaint = f"{cc[0]} could not build it: {(lines[-1:] or ['?'])[0]}"
+            # only an error in the code is the compiler's lasting word (not a full disk,
+            # a kill for memory, a licence or cache server that was away)
+            errors = [line for line in lines if "error:" in line]
+            if done.returncode > 0 and errors and not any(
+                    word in line for line in errors for word in _PASSING):
+                return Refused(f"{cc[0]} could not build it: {errors[0]}")
+            return complaint
         try:
             os.replace(out, target)   # atomic: a concurrent build leaves one whole file
         except OSError as exc:
@@ -86,7 +101,13 @@ def build(source: Path, name: str, switch: str, libs: tuple[str, ...] = (),
     cc = compiler()
     if cc is None:
         return None, "no C compiler (set $CC)"
-    digest = hashlib.sha256(sys.version.encode() + " ".join(cc).encode() + " ".join(flags).encode())
+    try:  # (the compiler by what it is: a gcc upgraded in place is another compiler)
+        st = os.stat(os.path.realpath(cc[0]))
+        identity = f"{os.path.realpath(cc[0])}:{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        identity = cc[0]
+    digest = hashlib.sha256(sys.version.encode() + " ".join(cc).encode() + identity.encode()
+                            + " ".join(flags).encode())
     for path in (source, *depends):
         try:
             digest.update(path.read_bytes())
@@ -102,7 +123,8 @@ def build(source: Path, name: str, switch: str, libs: tuple[str, ...] = (),
     # key holds all that could change its mind: source, flags, headers, compiler)
     refused = path.with_name(path.name + ".refused")
     try:
-        return None, refused.read_text()
+        if time.time() - refused.stat().st_mtime < REFUSAL_DAYS * 86400:
+            return None, refused.read_text()
     except OSError:
         pass
     for attempt in range(2):
@@ -110,8 +132,10 @@ def build(source: Path, name: str, switch: str, libs: tuple[str, ...] = (),
             complaint = compile_source(cc, source, path, libs, flags)
             if complaint is not None:
                 if isinstance(complaint, Refused):
-                    try:
-                        refused.write_text(complaint)
+                    try:  # (whole or not at all: a reader never sees half of it)
+                        partial = refused.with_name(f"{refused.name}.{os.getpid()}")
+                        partial.write_text(complaint)
+                        os.replace(partial, refused)
                     except OSError:
                         pass
                 return None, complaint

@@ -62,7 +62,9 @@ typedef struct { uint32_t correlation; const char *name; uint64_t start, end; } 
 /* The records kept so far (CUPTI's thread appends, take() empties), and the
  * buffers free for CUPTI to write into, each under its own lock: a launch
  * that needs a buffer never waits for a finished one being read. */
+#ifndef MAX_KEPT  /* (tests build with a small one) */
 #define MAX_KEPT (1u << 22)   /* 4 Mi records, 128 MiB: beyond, the oldest half goes */
+#endif
 #define MAX_FREE 16
 #define SLACK 4096            /* zeroed past the valid bytes too (nothing promises CUPTI stopped there) */
 static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER, free_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -78,15 +80,18 @@ static PyObject *names = NULL;  /* our copy's address (an int) -> str */
 /* Kernel names, copied: CUPTI documents no lifetime for a record's name (a
  * module unloaded may free it), so each distinct name is copied once, on
  * CUPTI's thread, and the copies are kept for the life of the process (one
- * per kernel the process ever ran). An open-addressing table keyed by
- * CUPTI's address, checked against the text (an address reused by another
- * name gets a copy of its own). Used only under kept_lock. */
-typedef struct { const char *cupti; char *copy; } NameSlot;
+ * per distinct kernel name the process ever ran). An open-addressing table
+ * keyed by the text (not CUPTI's address, which a module loaded later may
+ * reuse for another name, or a reloaded module change for the same one).
+ * Used only under kept_lock. */
+typedef struct { uint64_t hash; char *copy; } NameSlot;
 static NameSlot *name_slots = NULL;
 static size_t name_capacity = 0, name_count = 0;
 
-static size_t name_hash(const char *p, size_t capacity) {
-    return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull) & (capacity - 1);
+static uint64_t text_hash(const char *text) {  /* FNV-1a */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *c = (const unsigned char *)text; *c; ++c) h = (h ^ *c) * 0x100000001b3ull;
+    return h;
 }
 
 static int names_grow(void) {
@@ -95,7 +100,7 @@ static int names_grow(void) {
     if (slots == NULL) return -1;
     for (size_t i = 0; i < name_capacity; ++i) {
         if (name_slots[i].copy == NULL) continue;
-        size_t j = name_hash(name_slots[i].cupti, capacity);
+        size_t j = name_slots[i].hash & (capacity - 1);
         while (slots[j].copy != NULL) j = (j + 1) & (capacity - 1);
         slots[j] = name_slots[i];
     }
@@ -107,14 +112,15 @@ static int names_grow(void) {
 
 static const char *owned_name(const char *name) {
     if (name == NULL) return "";
-    if ((name_count + 1) * 2 > name_capacity && names_grow() < 0) return NULL;
-    size_t j = name_hash(name, name_capacity);
+    if ((name_count + 1) * 2 > name_capacity && names_grow() < 0 && name_count + 1 >= name_capacity)
+        return NULL;  /* (a table that could not grow still takes names while it has room) */
+    uint64_t h = text_hash(name);
+    size_t j = h & (name_capacity - 1);
     for (; name_slots[j].copy != NULL; j = (j + 1) & (name_capacity - 1))
-        if (name_slots[j].cupti == name && strcmp(name_slots[j].copy, name) == 0) return name_slots[j].copy;
+        if (name_slots[j].hash == h && strcmp(name_slots[j].copy, name) == 0) return name_slots[j].copy;
     char *copy = strdup(name);
     if (copy == NULL) return NULL;
-    /* (an address reused by a new name: the new slot sits further along the probe) */
-    name_slots[j].cupti = name;
+    name_slots[j].hash = h;
     name_slots[j].copy = copy;
     name_count++;
     return copy;
@@ -157,9 +163,11 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
     size_t room = valid / sizeof(KernelRecord) + 1, count = 0;
     Kept *got = (Kept *)malloc(room * sizeof(Kept));
     CUpti_Activity *record = NULL;
-    while (got != NULL && count < room && cupti.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
+    size_t lost = 0;  /* (kernel records not kept: no memory to read them into) */
+    while (cupti.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
         if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
             continue;
+        if (got == NULL || count == room) { lost++; continue; }
         const KernelRecord *k = (const KernelRecord *)record;
         got[count].correlation = k->correlationId;
         got[count].name = k->name;  /* (CUPTI's: made ours below) */
@@ -167,8 +175,9 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
         got[count].end = k->end;
         count++;
     }
-    if (got != NULL) {
+    if (got != NULL || lost) {
         pthread_mutex_lock(&kept_lock);
+        dropped_count += lost;
         size_t kept_now = 0;
         for (size_t i = 0; i < count; ++i) {  /* (names copied before the buffer is handed out again) */
             got[kept_now] = got[i];
@@ -176,7 +185,7 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
             if (got[kept_now].name != NULL) kept_now++;
             else dropped_count++;
         }
-        if (make_room(kept_now) == 0) {
+        if (kept_now > 0 && make_room(kept_now) == 0) {
             memcpy(kept + kept_count, got, kept_now * sizeof(Kept));
             kept_count += kept_now;
         } else {
@@ -310,7 +319,11 @@ static PyObject *take(PyObject *self, PyObject *args) {
     kept = NULL;
     kept_count = kept_capacity = 0;
     pthread_mutex_unlock(&kept_lock);
-    if (count > 1) qsort(got, count, sizeof(Kept), by_correlation);
+    if (count > 1) {
+        Py_BEGIN_ALLOW_THREADS
+        qsort(got, count, sizeof(Kept), by_correlation);
+        Py_END_ALLOW_THREADS
+    }
     PyObject *out = PyList_New((Py_ssize_t)count);
     for (size_t i = 0; out != NULL && i < count; ++i) {
         PyObject *name = name_of(got[i].name);
