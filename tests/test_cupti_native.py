@@ -128,14 +128,17 @@ _STAND_IN = textwrap.dedent(r'''
     from workbench.backends import cupti_native, native_build
     sets, _, _ = cupti_native.locate()
     lib = Path(sys.argv[1])
-    subprocess.run([*native_build.compiler(), "-shared", "-fPIC", *[f"-I{f}" for f in sets[0]],
-                    sys.argv[2], "-o", str(lib)], check=True)
+    for folders in sets:  # (the first set of headers that compiles, as the collector's own build)
+        includes = [f"-I{f}" for f in folders]
+        if subprocess.run([*native_build.compiler(), "-shared", "-fPIC", *includes, sys.argv[2],
+                           "-o", str(lib)], capture_output=True).returncode == 0:
+            break
     fake = ctypes.CDLL(str(lib))  # (the collector's dlopen of the same path gets this one)
     fake.fake_queue.argtypes = [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64]
     # (built here with room for 8192 unread records, not 4 Mi: the oldest half goes sooner)
     built, why = native_build.build(cupti_native.SOURCE, "_wb_cupti", cupti_native.SWITCH,
-                                    ("-ldl", "-lpthread"), depends=cupti_native._headers(sets[0]),
-                                    flags=(*[f"-I{f}" for f in sets[0]], "-DMAX_KEPT=8192"))
+                                    ("-ldl", "-lpthread"), depends=cupti_native._headers(folders),
+                                    flags=(*includes, "-DMAX_KEPT=8192"))
     assert built is not None, why
     out = {}
     try:

@@ -109,7 +109,8 @@ def test_a_source_the_compiler_refuses_is_not_compiled_again(tmp_path, monkeypat
         pytest.skip("no C compiler here")
     calls = tmp_path / "calls"
     wrapper = tmp_path / "cc-counting"
-    wrapper.write_text(f'#!/bin/sh\necho x >> {calls}\nexec cc "$@"\n')
+    real = native_build.compiler()[0]
+    wrapper.write_text(f'#!/bin/sh\necho x >> {calls}\nexec {real} "$@"\n')
     wrapper.chmod(0o755)
     monkeypatch.setenv("CC", str(wrapper))
     monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
@@ -133,10 +134,11 @@ def test_a_compiler_failure_that_passes_is_not_remembered(tmp_path, monkeypatch)
         pytest.skip("no C compiler here")
     calls = tmp_path / "calls"
     wrapper = tmp_path / "cc-full-disk-once"
+    real = native_build.compiler()[0]
     wrapper.write_text(
         f'#!/bin/sh\necho x >> {calls}\n'
         f'if [ ! -e {tmp_path}/once ]; then touch {tmp_path}/once; '
-        'echo "cc1: error: No space left on device" >&2; exit 1; fi\nexec cc "$@"\n')
+        f'echo "cc1: error: No space left on device" >&2; exit 1; fi\nexec {real} "$@"\n')
     wrapper.chmod(0o755)
     monkeypatch.setenv("CC", str(wrapper))
     monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
