@@ -1,7 +1,7 @@
 /* CUPTI's kernel records for the launch timing log, collected in C (see
- * workbench/backends/cupti_activity.py, which builds this file once per
- * machine against the cupti.h found next to a libcupti, and falls back to
- * cupti-python where it cannot).
+ * workbench/backends/cupti_native.py, which builds this file once per machine
+ * against CUPTI's headers, and cupti_activity.py, which uses it and falls back
+ * to cupti-python where it cannot).
  *
  * Why C: CUPTI hands its activity buffers back on a thread of its own. Through
  * cupti-python every record becomes a Python object on that thread, under the
