@@ -28,7 +28,8 @@
  *   then one word of the handler's time in ns) carries the flag, or *word == seq (the
  *   plain answer, published with its bytes at plain_back and its two stamps at stamps).
  *   Either way back_nbytes are copied to dst, device_ns is the handler's time. None: no
- *   answer within spin_ns (the message is out; watch on as for any other).
+ *   answer within spin_ns (the message is out; watch on as for any other). ll_out, head,
+ *   ll_back, word and stamps are 8-byte aligned; src, plain_out, dst and plain_back any bytes.
  * run_length(words, first, count) -> int
  *   How many of words[0], words[1], ... (up to count) hold first, first + 1, ...
  *   in order, up to the first that does not (acquire loads).
@@ -68,6 +69,16 @@ static int address_of(PyObject *obj, void **out) {
     }
     if (((uintptr_t)*out & 7) != 0) {
         PyErr_SetString(PyExc_ValueError, "a word's address must be 8-byte aligned");
+        return -1;
+    }
+    return 0;
+}
+
+/* The address of bytes (no alignment needed). */
+static int bytes_at(PyObject *obj, void **out) {
+    *out = PyLong_AsVoidPtr(obj);
+    if (*out == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a null address");
         return -1;
     }
     return 0;
@@ -199,12 +210,12 @@ static PyObject *ll_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     }
     void *src, *ll_out, *plain_out, *head, *ll_back, *dst, *word, *plain_back, *stamps;
     int64_t nbytes, seq, back_nbytes, spin_ns;
-    if (address_of(args[0], &src) < 0 || number_of(args[1], &nbytes) < 0
-        || address_of(args[2], &ll_out) < 0 || address_of(args[3], &plain_out) < 0
+    if (bytes_at(args[0], &src) < 0 || number_of(args[1], &nbytes) < 0
+        || address_of(args[2], &ll_out) < 0 || bytes_at(args[3], &plain_out) < 0
         || address_of(args[4], &head) < 0 || number_of(args[5], &seq) < 0
         || address_of(args[6], &ll_back) < 0 || number_of(args[7], &back_nbytes) < 0
-        || address_of(args[8], &dst) < 0 || address_of(args[9], &word) < 0
-        || address_of(args[10], &plain_back) < 0 || address_of(args[11], &stamps) < 0
+        || bytes_at(args[8], &dst) < 0 || address_of(args[9], &word) < 0
+        || bytes_at(args[10], &plain_back) < 0 || address_of(args[11], &stamps) < 0
         || number_of(args[12], &spin_ns) < 0) return NULL;
     if (nbytes <= 0 || back_nbytes <= 0) {
         PyErr_SetString(PyExc_ValueError, "ll_call(): message sizes must be positive");
