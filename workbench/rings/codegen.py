@@ -15,6 +15,13 @@ and slow every copy. A thread whose message is published (an acquire chain:
 host store, dispatcher, device copy) copies it, calls the handler, writes the
 response and its device timestamps, then publishes ``s`` as the slot's
 response number (a release store). A head of -1 stops every thread.
+
+The lone-message path (docs/rings.md): the thread whose message is the next
+polls the host's head itself, and loads its slot's LL request words (4 data
+bytes and the message number's low 32 bits per 8-byte word, written by
+``call()`` before the head) in the same round trip; when all carry the flag
+they are the message. That thread answers in LL words too, before the plain
+answer, so that the host sees the answer without a fence on either side.
 """
 from __future__ import annotations
 
