@@ -122,27 +122,32 @@ class _Lone:
                              self.stamps.ctypes.data, spin_ns)
 
 
-def _ll(flag, data: bytes):
+def _ll(seq, data: bytes):
+    flag = (seq & 0x7FFFFFFF) | 0x80000000  # (the top bit: a cleared word never matches)
     return [(flag << 32) | int.from_bytes(data[i:i + 4].ljust(4, b"\0"), "little")
             for i in range(0, len(data), 4)]
 
 
 def test_ll_call_writes_ll_words_then_the_message_and_head_and_takes_the_ll_answer(words):
     lone = _Lone()
-    lone.ll_back[:] = _ll(7 - 3, b"stale") + [(4 << 32) | 1]  # a lap before: not taken
+    stale = _ll(7 + 2**31, b"stale")  # another message's, with the same flag: cleared first
+    lone.ll_back[:] = stale + [stale[0] | 1]
     seen = []
 
     def device():
-        seen.append((lone.ll_out.tolist(), lone.plain_out.tobytes(), int(lone.mem[0])))
-        lone.ll_back[0] = _ll(7, b"answe")[0]
+        seen.append((lone.ll_out.tolist(), lone.plain_out.tobytes(), int(lone.mem[0]),
+                     lone.ll_back.tolist()))
+        answer = _ll(7, b"answe")
+        lone.ll_back[0] = answer[0]
         time.sleep(0.01)
         seen.append(lone.dst.tobytes())  # (checked in the test's own thread)
-        lone.ll_back[1:] = [_ll(7, b"answe")[1], (7 << 32) | 1234]
+        lone.ll_back[1:] = [answer[1], (answer[0] & ~0xFFFFFFFF) | 1234]
     t = _later(0.05, device)
     got = lone.call(words, 7, 5_000_000_000)
     t.join()
-    assert seen == [(_ll(7, bytes(range(1, 7))), bytes(range(1, 7)), 7),  # last word padded
-                    bytes(5)]  # half an LL answer is not an answer: nothing copied
+    assert seen == [(_ll(7, bytes(range(1, 7))), bytes(range(1, 7)), 7, [0, 0, 0]),
+                    bytes(5)]  # the last word padded; half an LL answer is no answer
+    assert lone.ll_out.tolist() == [0, 0]  # cleared after: no later message takes them
     published, answered, device_ns = got
     assert 0.04e9 < answered - published < 5e9 and device_ns == 1234
     assert lone.dst.tobytes() == b"answe"

@@ -185,9 +185,11 @@ def test_calls_answer_right_lap_after_lap_and_mix_with_batches(backend, host_pat
         check_answers(r.recv(timeout=30), batch)
         assert r.stats().messages == 323
         # the lone path was taken: the last call's answer is in its slot's LL words too,
-        # each carrying the message's number as its flag
+        # each carrying the message's number (and the top bit) as its flag; its request's
+        # LL words are cleared once answered (no later message of the slot may take them)
         words = np.frombuffer(r._ll_response_words, np.uint64).reshape(r.capacity, -1)
-        assert (words[320 % r.capacity] >> np.uint64(32) == 320).all()
+        assert (words[320 % r.capacity] >> np.uint64(32) == 320 | 2**31).all()
+        assert not np.frombuffer(r._ll_request_words, np.uint64).any()
 
 
 def test_calls_with_struct_sizes_not_a_multiple_of_four(backend, host_path):

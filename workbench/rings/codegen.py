@@ -18,8 +18,9 @@ response number (a release store). A head of -1 stops every thread.
 
 The lone-message path (docs/rings.md): the thread whose message is the next
 polls the host's head itself, and loads its slot's LL request words (4 data
-bytes and the message number's low 32 bits per 8-byte word, written by
-``call()`` before the head) in the same round trip; when all carry the flag
+bytes and a flag per 8-byte word: the message number's low 31 bits and a
+top bit, so that zero, what the host clears them to, never matches; written
+by ``call()`` before the head) in the same round trip; when all carry the flag
 they are the message. That thread answers in LL words too, before the plain
 answer, so that the host sees the answer without a fence on either side.
 """
@@ -138,14 +139,15 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
                 // writes them before the head, and when every word carries the message's
                 // flag they are the message (a batch writes none: the head says).
                 const unsigned long long* in_words = ll_req + (seq % capacity) * WB_LL_IN;
-                const unsigned flag = (unsigned)seq;
+                const unsigned flag = (unsigned)seq | 0x80000000u;
+                unsigned long long words[WB_LL_IN];
+                for (int i = 0; i < WB_LL_IN; ++i) words[i] = wb_ring_load_ll(&in_words[i]);
+                const long long h = wb_ring_load_sys(&host[1]);  // (all loads out before any use)
                 bool all = true;
                 for (int i = 0; i < WB_LL_IN; ++i) {{
-                    const unsigned long long v = wb_ring_load_ll(&in_words[i]);
-                    ll_in[i] = (unsigned)v;
-                    all = all && (unsigned)(v >> 32) == flag;
+                    ll_in[i] = (unsigned)words[i];
+                    all &= (unsigned)(words[i] >> 32) == flag;
                 }}
-                const long long h = wb_ring_load_sys(&host[1]);
                 if (all || h >= seq) {{
                     seen = h >= seq ? h : seq;
                     lone = true;
@@ -165,6 +167,7 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
                     if (ns < {max_backoff_ns}) ns *= 2;
                     continue;
                 }}
+                lone = seen == seq;  // the last message published: a call() may wait on it
             }}
         }}
         ns = 32;
@@ -185,7 +188,7 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
             // The LL answer first (plain stores, no fence: the host checks every word's
             // flag), then the plain answer and its release store as for every message.
             unsigned long long* back = ll_resp + slot * (WB_LL_OUT + 1);
-            const unsigned long long flag = (unsigned long long)(unsigned)seq << 32;
+            const unsigned long long flag = (unsigned long long)((unsigned)seq | 0x80000000u) << 32;
             const unsigned char* bytes = (const unsigned char*)&out;
             for (int i = 0; i < WB_LL_OUT; ++i) {{
                 unsigned w = 0;

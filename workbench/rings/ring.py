@@ -97,6 +97,7 @@ class Ring:
         self._scratch_addr = int(self._scratch_record.ctypes.data)
         self._ll_in_format = struct.Struct(f"<{self._ll_in}I")
         self._ll_out_format = struct.Struct(f"<{self._ll_out}I")
+        self._ll_cleared = memoryview(np.zeros(max(self._ll_in, self._ll_out + 1), np.uint64))
         self._new_answer_pool()
         self.reset_stats()
 
@@ -625,34 +626,38 @@ class Ring:
     def _call_python(self, seq: int, slot: int, i: int, spin_ns: int):
         """:meth:`call`'s write and wait in Python, the same protocol as the C
         ``ll_call``: ``(sent, seen, device ns)`` or None after ``spin_ns``."""
-        flag = seq & 0xFFFFFFFF
+        flag = (seq & 0x7FFFFFFF) | 0x80000000  # (a cleared word never matches)
         high = flag << 32
         words, base = self._ll_request_words, self._ll_in * slot
+        answered, back = self._answered_words, self._ll_response_words
+        lo = (self._ll_out + 1) * slot
+        hi = lo + self._ll_out + 1
         sent = time.perf_counter_ns()
+        back[lo:hi] = self._ll_cleared[:hi - lo]  # whatever an earlier message left there
         for k, data in enumerate(self._ll_in_format.unpack(self._scratch)):
             words[base + k] = high | data  # (one 8-byte store each: never a torn word)
         rsize, size = self.request_dtype.itemsize, self.response_dtype.itemsize
         self._request_bytes[slot * rsize:(slot + 1) * rsize] = self._scratch[:rsize]
         self._head_words[1] = seq  # the head, after the payload: publishes it
-        answered, back = self._answered_words, self._ll_response_words
-        lo = (self._ll_out + 1) * slot
-        hi = lo + self._ll_out + 1
         end = sent + spin_ns
         polls = 0
-        while True:
-            answer = back[lo:hi].tolist()
-            if all(w >> 32 == flag for w in answer):
-                data = self._ll_out_format.pack(*(w & 0xFFFFFFFF for w in answer[:-1]))
-                self._pool_bytes[i * size:(i + 1) * size] = data[:size]
-                return sent, time.perf_counter_ns(), answer[-1] & 0xFFFFFFFF
-            if answered[slot] == seq:  # served the plain way (its stamps came before its word)
-                self._pool_bytes[i * size:(i + 1) * size] = self._response_bytes[slot * size:
-                                                                                 (slot + 1) * size]
-                stamps = self._stamp_words
-                return sent, time.perf_counter_ns(), stamps[2 * slot + 1] - stamps[2 * slot]
-            polls += 1
-            if polls & 255 == 0 and time.perf_counter_ns() >= end:
-                return None
+        try:
+            while True:
+                answer = back[lo:hi].tolist()
+                if all(w >> 32 == flag for w in answer):
+                    data = self._ll_out_format.pack(*(w & 0xFFFFFFFF for w in answer[:-1]))
+                    self._pool_bytes[i * size:(i + 1) * size] = data[:size]
+                    return sent, time.perf_counter_ns(), answer[-1] & 0xFFFFFFFF
+                if answered[slot] == seq:  # served the plain way (stamps came before its word)
+                    self._pool_bytes[i * size:(i + 1) * size] = self._response_bytes[
+                        slot * size:(slot + 1) * size]
+                    stamps = self._stamp_words
+                    return sent, time.perf_counter_ns(), stamps[2 * slot + 1] - stamps[2 * slot]
+                polls += 1
+                if polls & 255 == 0 and time.perf_counter_ns() >= end:
+                    return None
+        finally:  # as ll_call: no later message of the slot may take these words for its own
+            words[base:base + self._ll_in] = self._ll_cleared[:self._ll_in]
 
     def _new_answer_pool(self) -> None:
         # (the old one lives on as long as answers taken from it do)

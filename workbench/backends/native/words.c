@@ -22,13 +22,15 @@
  * ll_call(src, nbytes, ll_out, plain_out, head, seq, ll_back, back_nbytes, dst, word, plain_back,
  *         stamps, spin_ns) -> (published_ns, seen_ns, device_ns) | None
  *   A lone message's round trip with LL words (8 bytes: 4 data bytes, then the flag, the low
- *   32 bits of seq): nbytes from src written as LL words at ll_out (the last one padded
- *   with zeros), then copied plainly to plain_out, then *head = seq (a release store). Then
+ *   31 bits of seq with the top bit set, so that a cleared word never matches): the answer's
+ *   LL words at ll_back cleared, nbytes from src written as LL words at ll_out (the last one
+ *   padded with zeros), then copied plainly to plain_out, then *head = seq (a release store). Then
  *   watch the answer: either every one of the LL words at ll_back (back_nbytes of data,
  *   then one word of the handler's time in ns) carries the flag, or *word == seq (the
  *   plain answer, published with its bytes at plain_back and its two stamps at stamps).
  *   Either way back_nbytes are copied to dst, device_ns is the handler's time. None: no
- *   answer within spin_ns (the message is out; watch on as for any other). ll_out, head,
+ *   answer within spin_ns (the message is out; watch on as for any other). Either way the
+ *   request's LL words are cleared before returning (the device falls back on the head). ll_out, head,
  *   ll_back, word and stamps are 8-byte aligned; src, plain_out, dst and plain_back any bytes.
  * run_length(words, first, count) -> int
  *   How many of words[0], words[1], ... (up to count) hold first, first + 1, ...
@@ -221,11 +223,14 @@ static PyObject *ll_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_ValueError, "ll_call(): message sizes must be positive");
         return NULL;
     }
-    const uint32_t flag = (uint32_t)seq;
+    const uint32_t flag = (uint32_t)seq | 0x80000000u;
     const uint64_t high = (uint64_t)flag << 32;
     const uint8_t *in = (const uint8_t *)src;
+    const int64_t back_count = (back_nbytes + 3) / 4;
     int64_t published = now(), seen = 0;
     uint64_t *out = (uint64_t *)ll_out;
+    for (int64_t i = 0; i <= back_count; ++i)  /* whatever an earlier message left there */
+        __atomic_store_n(&((uint64_t *)ll_back)[i], 0, __ATOMIC_RELAXED);
     for (int64_t i = 0; 4 * i < nbytes; ++i) {  /* the LL words first: the device reads them first */
         uint32_t data = 0;
         memcpy(&data, in + 4 * i, (size_t)(nbytes - 4 * i < 4 ? nbytes - 4 * i : 4));
@@ -233,7 +238,7 @@ static PyObject *ll_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     }
     memcpy(plain_out, src, (size_t)nbytes);
     __atomic_store_n((int64_t *)head, seq, __ATOMIC_RELEASE);
-    ll_answer a = {(const uint64_t *)ll_back, (back_nbytes + 3) / 4, back_nbytes, seq, flag,
+    ll_answer a = {(const uint64_t *)ll_back, back_count, back_nbytes, seq, flag,
                    (const int64_t *)word, (const uint8_t *)plain_back, (const uint64_t *)stamps,
                    (uint8_t *)dst, 0};
     int64_t held = spin_ns < HELD_NS ? spin_ns : HELD_NS;
@@ -243,8 +248,11 @@ static PyObject *ll_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         got = ll_watch(&a, spin_ns - held);
         Py_END_ALLOW_THREADS
     }
+    if (got) seen = now();
+    /* The request's LL words cleared: taken by now, or the device reads the plain slot (the
+     * head is out), and no later message of the slot can take them for its own. */
+    for (int64_t i = 0; 4 * i < nbytes; ++i) __atomic_store_n(&out[i], 0, __ATOMIC_RELAXED);
     if (!got) Py_RETURN_NONE;
-    seen = now();
     return Py_BuildValue("(LLL)", (long long)published, (long long)seen, (long long)a.device_ns);
 }
 
