@@ -27,8 +27,8 @@ import numpy as np
 
 from ..backends import native_words
 from ..runtime.session import backend as active_backend
-from .errors import RingError, RingFull, RingHang, RingLayoutError, RingStopped
 from .codegen import ll_words
+from .errors import RingError, RingFull, RingHang, RingLayoutError, RingStopped
 from .layout import compile_checked, offsets, packer, structured
 from .stats import RingStats
 

@@ -30,8 +30,9 @@
  *   plain answer, published with its bytes at plain_back and its two stamps at stamps).
  *   Either way back_nbytes are copied to dst, device_ns is the handler's time. None: no
  *   answer within spin_ns (the message is out; watch on as for any other). Either way the
- *   request's LL words are cleared before returning (the device falls back on the head). ll_out, head,
- *   ll_back, word and stamps are 8-byte aligned; src, plain_out, dst and plain_back any bytes.
+ *   request's LL words are cleared before returning (the device falls back on the head).
+ *   ll_out, head, ll_back, word and stamps are 8-byte aligned; src, plain_out, dst and
+ *   plain_back any bytes.
  * run_length(words, first, count) -> int
  *   How many of words[0], words[1], ... (up to count) hold first, first + 1, ...
  *   in order, up to the first that does not (acquire loads).
@@ -231,7 +232,7 @@ static PyObject *ll_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     uint64_t *out = (uint64_t *)ll_out;
     for (int64_t i = 0; i <= back_count; ++i)  /* whatever an earlier message left there */
         __atomic_store_n(&((uint64_t *)ll_back)[i], 0, __ATOMIC_RELAXED);
-    for (int64_t i = 0; 4 * i < nbytes; ++i) {  /* the LL words first: the device reads them first */
+    for (int64_t i = 0; 4 * i < nbytes; ++i) {  /* LL words first: the device reads them first */
         uint32_t data = 0;
         memcpy(&data, in + 4 * i, (size_t)(nbytes - 4 * i < 4 ? nbytes - 4 * i : 4));
         __atomic_store_n(&out[i], high | data, __ATOMIC_RELAXED);
