@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# Issue 15, call() through LL words on the lone-message path, on the GPU machine, from the
-# repository root: benchmarks/rings.py for this branch, for main before it (5e84e18, extracted
-# with git archive) and for this branch again (the machine may drift); the gpu-marked ring tests
-# (both host paths: C words and WORKBENCH_NATIVE_WORDS=0); the faulting-handler test in its own
-# process; notebook 07 under nbval; NVML utilisation after everything (a ring left spinning
-# shows). About 3 minutes; logs in $OUT.
+# Issue 15, the rings' waits in C, on the GPU machine, from the repository root: the gpu-marked
+# ring tests, notebook 07 under nbval, benchmarks/rings.py with the C waits
+# (backends/native/words.c) and without them (WORKBENCH_NATIVE_WORDS=0: the Python path),
+# --host-only both ways, the ring before the C waits (e6b15b5) where git can show it, and NVML
+# utilisation after everything (a ring left spinning shows). About 3 minutes; logs in $OUT.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=/tmp/site:$PWD WORKBENCH_BACKEND=cupy PYTHONUNBUFFERED=1
 export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 set -o pipefail; status=0
@@ -13,30 +12,35 @@ python3 -c "from workbench.backends import native_words as n; print('C words mod
     2>&1 | tee -a "$OUT/ringlat-device.txt"
 
 B="$OUT/ringlat-bench.log"
-echo "== benchmark (LL lone-message path, this branch)" | tee "$B"
-timeout 40 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
-base=5e84e18
+echo "== benchmark (C waits)" | tee "$B"
+timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
+echo "== benchmark (WORKBENCH_NATIVE_WORDS=0: Python waits)" | tee -a "$B"
+WORKBENCH_NATIVE_WORDS=0 timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
+echo "== host side alone: C path, then Python path" | tee -a "$B"
+timeout 20 python3 benchmarks/rings.py --host-only 2>&1 | tee -a "$B" || status=1
+WORKBENCH_NATIVE_WORDS=0 timeout 20 python3 benchmarks/rings.py --host-only 2>&1 | tee -a "$B" || status=1
+base=e6b15b5
 if git cat-file -e "$base:workbench/rings/ring.py" 2>/dev/null; then
-    echo "== benchmark (main before the LL words, $base)" | tee -a "$B"
+    echo "== benchmark (before the C waits, $base)" | tee -a "$B"
     rm -rf /tmp/ring-main && mkdir -p /tmp/ring-main \
         && git archive "$base" workbench benchmarks | tar -x -C /tmp/ring-main \
-        && (cd /tmp/ring-main && PYTHONPATH=/tmp/site:/tmp/ring-main timeout 40 python3 benchmarks/rings.py) \
+        && (cd /tmp/ring-main && PYTHONPATH=/tmp/site:/tmp/ring-main timeout 45 python3 benchmarks/rings.py) \
         2>&1 | tee -a "$B" || status=1
 else
-    echo "(no git history here: main's $base cannot be extracted)" | tee -a "$B"
+    echo "(no git history here: WORKBENCH_NATIVE_WORDS=0 above is main's host path)" | tee -a "$B"
 fi
-echo "== benchmark (LL lone-message path, again: the machine may drift)" | tee -a "$B"
-timeout 40 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
+echo "== benchmark (C waits, again: the machine may drift)" | tee -a "$B"
+timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
 
 echo "== gpu tests" | tee "$OUT/ringlat-tests.log"
-timeout 100 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/test_rings*.py tests/test_native_words.py \
+timeout 120 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/test_rings*.py tests/test_native_words.py \
     2>&1 | tail -25 | tee -a "$OUT/ringlat-tests.log" || status=1
 echo "== a faulting handler on the GPU (its own process: the fault ends that CUDA context)" | tee -a "$OUT/ringlat-tests.log"
-timeout 45 python3 -m pytest -q -p no:cacheprovider tests/test_rings.py::test_a_faulting_handler_raises_kernel_fault \
+timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_rings.py::test_a_faulting_handler_raises_kernel_fault \
     2>&1 | tail -5 | tee -a "$OUT/ringlat-tests.log" || status=1
 
 echo "== notebook 07" | tee "$OUT/ringlat-nb07.log"
-timeout 70 python3 -m pytest -q -p no:cacheprovider --nbval --nbval-sanitize-with notebooks/sanitize.cfg \
+timeout 100 python3 -m pytest -q -p no:cacheprovider --nbval --nbval-sanitize-with notebooks/sanitize.cfg \
     notebooks/07-ring-kernels.ipynb 2>&1 | tail -15 | tee -a "$OUT/ringlat-nb07.log" || status=1
 
 echo "== GPU utilisation after (must be 0: no ring left running)" | tee "$OUT/ringlat-idle.log"

@@ -166,63 +166,6 @@ def test_call_takes_a_tuple_a_record_or_refuses_clearly(backend, host_path):
         assert [a["y"] for a in answers[1:]] == [i + 1.0 for i in range(1, 300)]
 
 
-def test_calls_answer_right_lap_after_lap_and_mix_with_batches(backend, host_path):
-    # call()'s lone-message path: LL words in each slot, whose old contents (a lap, 64
-    # messages, earlier) must never be taken for a new message's, and which batches
-    # (no LL request words written) must not disturb either way
-    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64) as r:
-        def calls(first, n):
-            sent = messages(n, first_id=first, seed=first)
-            got = np.array([r.call(m) for m in sent], dtype=RESPONSE)
-            check_answers(got, sent)
-        calls(0, 150)  # > capacity: every slot reused twice
-        batch = messages(100, first_id=1000, seed=5)  # a batch after calls: the plain path
-        r.send(batch)
-        check_answers(r.recv(100, timeout=30), batch)
-        calls(2000, 70)  # calls after a batch
-        batch = messages(3, first_id=3000, seed=6)
-        r.send(batch)
-        check_answers(r.recv(timeout=30), batch)
-        assert r.stats().messages == 323
-        # the lone path was taken: the last call's answer is in its slot's LL words too,
-        # each carrying the message's number (and the top bit) as its flag; its request's
-        # LL words are cleared once answered (no later message of the slot may take them)
-        words = np.frombuffer(r._ll_response_words, np.uint64).reshape(r.capacity, -1)
-        assert (words[320 % r.capacity] >> np.uint64(32) == 320 | 2**31).all()
-        assert not np.frombuffer(r._ll_request_words, np.uint64).any()
-
-
-def test_calls_with_struct_sizes_not_a_multiple_of_four(backend, host_path):
-    odd = """
-    struct Request { unsigned char a, b, c, d, e; };
-    struct Response { short sum; unsigned char a, e, b; };
-    __device__ void handle(const Request& in, Response& out) {
-        out.sum = (short)(in.a + in.b + in.c + in.d + in.e) - 600;
-        out.a = in.a; out.e = in.e; out.b = in.b;
-    }
-    """
-    request = np.dtype([(f, "u1") for f in "abcde"])  # 5 bytes: two LL words, one padded
-    response = np.dtype([("sum", "i2"), ("a", "u1"), ("e", "u1"), ("b", "u1")], align=True)
-    assert response.itemsize == 6
-    rng = np.random.default_rng(3)
-    with wb.ring(odd, request=request, response=response, capacity=32, threads=64) as r:
-        for i in range(80):
-            m = tuple(int(v) for v in rng.integers(0, 256, 5))
-            got = r.call(m if i % 2 else np.array([m], dtype=request)[0])
-            assert (got["sum"], got["a"], got["e"], got["b"]) == (sum(m) - 600, m[0], m[4], m[1])
-
-
-def test_call_reports_its_handler_time(backend, host_path):
-    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as r:
-        for i in range(5):
-            assert r.call((1.0, 2.0, i, 200))["id"] == i  # its handler spins 200 µs
-        stats = r.stats()
-    assert stats.messages == 5
-    device, host = stats.device_time, stats.host_latency
-    assert (device >= 200e-6).all() and (device < 0.1).all()  # the handler's time, in seconds
-    assert (host >= device).all()  # a round trip holds its handler's time
-
-
 def test_async_call_and_the_batch_launch_agree(backend):
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as r:
         answer = asyncio.run(r.acall((1.0, 2.0, 7, 0), timeout=30))

@@ -17,10 +17,6 @@ The functions (addresses are ints; the caller keeps the memory alive):
   ``(published_ns, seen_ns)`` (``time.perf_counter_ns``'s clock) or None when
   ``word`` did not come to hold ``want`` within ``spin_ns``;
 - ``wait_word(word, want, spin_ns)`` -> bool;
-- ``ll_call(src, nbytes, ll_out, plain_out, head, seq, ll_back, back_nbytes, dst, word,
-  plain_back, stamps, spin_ns)``: a lone message written as LL words and plainly, the head
-  published, and its answer watched in LL words (or its sequence word) and copied:
-  ``(published_ns, seen_ns, device_ns)`` or None (see ``words.c``);
 - ``run_length(words, first, count)`` -> how many words in a row hold
   ``first, first + 1, ...``.
 """

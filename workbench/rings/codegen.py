@@ -15,14 +15,6 @@ and slow every copy. A thread whose message is published (an acquire chain:
 host store, dispatcher, device copy) copies it, calls the handler, writes the
 response and its device timestamps, then publishes ``s`` as the slot's
 response number (a release store). A head of -1 stops every thread.
-
-The lone-message path (docs/rings.md): the thread whose message is the next
-polls the host's head itself, and loads its slot's LL request words (4 data
-bytes and a flag per 8-byte word: the message number's low 31 bits and a
-top bit, so that zero, what the host clears them to, never matches; written
-by ``call()`` before the head) in the same round trip; when all carry the flag
-they are the message. That thread answers in LL words too, before the plain
-answer, so that the host sees the answer without a fence on either side.
 """
 from __future__ import annotations
 
@@ -36,8 +28,6 @@ static inline long long wb_ring_load_sys(const long long* p) {{ return __atomic_
 static inline long long wb_ring_load_gpu(const long long* p) {{ return __atomic_load_n(p, __ATOMIC_ACQUIRE); }}
 static inline void wb_ring_store_sys(long long* p, long long v) {{ __atomic_store_n(p, v, __ATOMIC_RELEASE); }}
 static inline void wb_ring_store_gpu(long long* p, long long v) {{ __atomic_store_n(p, v, __ATOMIC_RELEASE); }}
-static inline unsigned long long wb_ring_load_ll(const unsigned long long* p) {{ return __atomic_load_n(p, __ATOMIC_RELAXED); }}
-static inline void wb_ring_store_ll(unsigned long long* p, unsigned long long v) {{ __atomic_store_n(p, v, __ATOMIC_RELAXED); }}
 static inline unsigned long long wb_ring_now() {{ return __globaltimer(); }}
 // __nanosleep lets the block's other threads (fibers) run; the dispatcher, once
 // per round of them, also gives the CPU up for a moment.
@@ -59,16 +49,6 @@ static __device__ __forceinline__ void wb_ring_store_sys(long long* p, long long
 static __device__ __forceinline__ void wb_ring_store_gpu(long long* p, long long v) {{
     asm volatile("st.release.gpu.global.s64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }}
-// LL words (4 data bytes and a 32-bit flag in one 8-byte word, as NCCL's LL protocol):
-// the flag says the data came with it, so neither side needs a fence or a second read.
-static __device__ __forceinline__ unsigned long long wb_ring_load_ll(const unsigned long long* p) {{
-    unsigned long long v;
-    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}}
-static __device__ __forceinline__ void wb_ring_store_ll(unsigned long long* p, unsigned long long v) {{
-    asm volatile("st.volatile.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
-}}
 static __device__ __forceinline__ unsigned long long wb_ring_now() {{
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -76,10 +56,6 @@ static __device__ __forceinline__ unsigned long long wb_ring_now() {{
 }}
 static __device__ __forceinline__ void wb_ring_backoff(unsigned ns, bool) {{ __nanosleep(ns); }}
 #endif
-
-// LL words per slot: a request's bytes, a response's bytes and then the handler's time (ns)
-#define WB_LL_IN {ll_in}
-#define WB_LL_OUT {ll_out}
 
 #ifndef WB_RING_NEXT_POLLS_HOST
 #define WB_RING_NEXT_POLLS_HOST 1
@@ -91,7 +67,6 @@ static __device__ __forceinline__ void wb_ring_backoff(unsigned ns, bool) {{ __n
 extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned long long responses,
                                          unsigned long long response_seq, unsigned long long stamps,
                                          unsigned long long control, unsigned long long device_head,
-                                         unsigned long long ll_requests, unsigned long long ll_responses,
                                          long long capacity)
 {{
     const {request}* req = (const {request}*)requests;
@@ -100,8 +75,6 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
     unsigned long long* stamp = (unsigned long long*)stamps;
     const long long* host = (const long long*)control;
     long long* head = (long long*)device_head;
-    const unsigned long long* ll_req = (const unsigned long long*)ll_requests;
-    unsigned long long* ll_resp = (unsigned long long*)ll_responses;
     // Warp 0 of block 0 dispatches (its lane 0 polls the host; a warp of its own,
     // so that no slow handler shares its instructions); every other thread answers
     // messages: worker w (the thread's index in the grid less 32) answers
@@ -126,32 +99,16 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
     long long seq = index - 31;
     long long seen = 0;
     unsigned ns = 32;
-    unsigned ll_in[WB_LL_IN];
     for (unsigned polls = 0;; ++polls) {{
-        bool lone = false, from_ll = false;
         if (seen < seq) {{
 #if WB_RING_NEXT_POLLS_HOST
             if (seen == seq - 1) {{
                 // Every message before this thread's is published, so its own is the next: it
                 // watches the host's head itself (one thread at a time does), a hop shorter
                 // than waiting for the dispatcher's copy; the copy still says when to stop.
-                // Its slot's LL words are loaded first, in the same round trip: a call()
-                // writes them before the head, and when every word carries the message's
-                // flag they are the message (a batch writes none: the head says).
-                const unsigned long long* in_words = ll_req + (seq % capacity) * WB_LL_IN;
-                const unsigned flag = (unsigned)seq | 0x80000000u;
-                unsigned long long words[WB_LL_IN];
-                for (int i = 0; i < WB_LL_IN; ++i) words[i] = wb_ring_load_ll(&in_words[i]);
-                const long long h = wb_ring_load_sys(&host[1]);  // (all loads out before any use)
-                bool all = true;
-                for (int i = 0; i < WB_LL_IN; ++i) {{
-                    ll_in[i] = (unsigned)words[i];
-                    all &= (unsigned)(words[i] >> 32) == flag;
-                }}
-                if (all || h >= seq) {{
-                    seen = h >= seq ? h : seq;
-                    lone = true;
-                    from_ll = all;
+                const long long h = wb_ring_load_sys(&host[1]);
+                if (h >= seq) {{
+                    seen = h;
                 }} else {{
                     if ((polls & 7) == 7 && wb_ring_load_gpu(head) < 0) break;
                     wb_ring_backoff(32, false);
@@ -167,41 +124,17 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
                     if (ns < {max_backoff_ns}) ns *= 2;
                     continue;
                 }}
-                lone = seen == seq;  // the last message published: a call() may wait on it
             }}
         }}
         ns = 32;
         const long long slot = seq % capacity;
         const unsigned long long t0 = wb_ring_now();
-        {request} in;
-        if (from_ll) {{
-            unsigned char* bytes = (unsigned char*)&in;
-            for (int k = 0; k < (int)sizeof({request}) && k < 4 * WB_LL_IN; ++k)
-                bytes[k] = (unsigned char)(ll_in[k / 4] >> (8 * (k % 4)));
-        }} else {{
-            in = req[slot];
-        }}
+        const {request} in = req[slot];
         {response} out = {response}();
         {handler}(in, out);
-        const unsigned long long t1 = wb_ring_now();
-        if (lone) {{
-            // The LL answer first (plain stores, no fence: the host checks every word's
-            // flag), then the plain answer and its release store as for every message.
-            unsigned long long* back = ll_resp + slot * (WB_LL_OUT + 1);
-            const unsigned long long flag = (unsigned long long)((unsigned)seq | 0x80000000u) << 32;
-            const unsigned char* bytes = (const unsigned char*)&out;
-            for (int i = 0; i < WB_LL_OUT; ++i) {{
-                unsigned w = 0;
-                for (int b = 0; b < 4; ++b)
-                    if (4 * i + b < (int)sizeof({response})) w |= (unsigned)bytes[4 * i + b] << (8 * b);
-                wb_ring_store_ll(&back[i], flag | w);
-            }}
-            const unsigned long long took = t1 - t0;
-            wb_ring_store_ll(&back[WB_LL_OUT], flag | (took < 0xffffffffull ? took : 0xffffffffull));
-        }}
         resp[slot] = out;
         stamp[2 * slot] = t0;
-        stamp[2 * slot + 1] = t1;
+        stamp[2 * slot + 1] = wb_ring_now();
         wb_ring_store_sys(&aseq[slot], seq);
         seq += workers;
     }}
@@ -229,18 +162,10 @@ extern "C" __global__ void wb_ring_layout(long long* out)
 """
 
 
-def ll_words(nbytes: int) -> int:
-    """LL words (4 data bytes each) that carry ``nbytes`` bytes."""
-    return -(-int(nbytes) // 4)
-
-
-def serve_source(handler: str, request: str, response: str, max_backoff_ns: int = 128,
-                 request_size: int = 4, response_size: int = 4) -> str:
-    """The persistent and the per-batch kernel around ``handler`` (the sizes:
-    the message dtypes', which size the LL words of the lone-message path)."""
+def serve_source(handler: str, request: str, response: str, max_backoff_ns: int = 128) -> str:
+    """The persistent and the per-batch kernel around ``handler``."""
     return _SERVE.format(handler=handler, request=request, response=response,
-                         max_backoff_ns=int(max_backoff_ns), ll_in=ll_words(request_size),
-                         ll_out=ll_words(response_size))
+                         max_backoff_ns=int(max_backoff_ns))
 
 
 def probe_fields(struct_name: str, dtype: np.dtype, var: str) -> list[tuple[str, str]]:

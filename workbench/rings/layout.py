@@ -48,11 +48,7 @@ def offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, t
     """Byte (offset, size) of each part of the shared buffer."""
     parts = {"control": _CONTROL_BYTES,
              "response_seq": 8 * capacity, "stamps": 16 * capacity,
-             "requests": request.itemsize * capacity, "responses": response.itemsize * capacity,
-             # the lone-message path's LL words (codegen): a request's, a response's and
-             # the handler's time, 8 bytes each per 4 bytes of message
-             "ll_requests": 8 * codegen.ll_words(request.itemsize) * capacity,
-             "ll_responses": 8 * (codegen.ll_words(response.itemsize) + 1) * capacity}
+             "requests": request.itemsize * capacity, "responses": response.itemsize * capacity}
     layout, at = {}, 0
     for name, size in parts.items():
         layout[name] = (at, size)
@@ -61,11 +57,11 @@ def offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, t
     return layout
 
 
+
 def compile_checked(text, handler, request_type, request, response_type, response, name,
              max_backoff_ns):
     """The user's source with the ring's kernels, its structs checked against the dtypes."""
-    serve = codegen.serve_source(handler, request_type, response_type, max_backoff_ns,
-                                 request.itemsize, response.itemsize)
+    serve = codegen.serve_source(handler, request_type, response_type, max_backoff_ns)
     structs = [(request_type, request), (response_type, response)]
     probe, labels = codegen.probe_source(structs)
     try:

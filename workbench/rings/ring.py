@@ -27,7 +27,6 @@ import numpy as np
 
 from ..backends import native_words
 from ..runtime.session import backend as active_backend
-from .codegen import ll_words
 from .errors import RingError, RingFull, RingHang, RingLayoutError, RingStopped
 from .layout import compile_checked, offsets, packer, structured
 from .stats import RingStats
@@ -88,16 +87,6 @@ class Ring:
         self._ready: list[np.ndarray] = []  # answers collected, not yet returned by recv()
         self._ready_count = 0
         self._native = native_words.module()  # None: the same work in Python
-        # call()'s message is packed here first (padded to whole LL words), then written
-        # to its slot's LL words and its plain slot
-        self._ll_in = ll_words(self.request_dtype.itemsize)
-        self._ll_out = ll_words(self.response_dtype.itemsize)
-        self._scratch = bytearray(4 * self._ll_in)
-        self._scratch_record = np.frombuffer(self._scratch, self.request_dtype, count=1)
-        self._scratch_addr = int(self._scratch_record.ctypes.data)
-        self._ll_in_format = struct.Struct(f"<{self._ll_in}I")
-        self._ll_out_format = struct.Struct(f"<{self._ll_out}I")
-        self._ll_cleared = memoryview(np.zeros(max(self._ll_in, self._ll_out + 1), np.uint64))
         self._new_answer_pool()
         self.reset_stats()
 
@@ -148,22 +137,14 @@ class Ring:
         start, size = lay["responses"]
         self._response_bytes = memoryview(buffer.host[start:start + size])
         self._responses = view("responses", self.response_dtype)
-        # the lone-message path's LL words (call()): u64 = flag << 32 | 4 data bytes
-        self._ll_request_words = memoryview(view("ll_requests", np.uint64))
-        self._ll_response_words = memoryview(view("ll_responses", np.uint64))
         # the C watcher's addresses (the buffer outlives them: the views above hold it)
         host = int(buffer.host.ctypes.data)
         self._head_addr = host + lay["control"][0] + 8
         self._answered_addr = host + lay["response_seq"][0]
         self._responses_addr = host + lay["responses"][0]
-        self._requests_addr = host + lay["requests"][0]
-        self._stamps_addr = host + lay["stamps"][0]
-        self._ll_requests_addr = host + lay["ll_requests"][0]
-        self._ll_responses_addr = host + lay["ll_responses"][0]
         base = buffer.device_ptr
         return [base + lay[p][0] for p in ("requests", "responses", "response_seq", "stamps",
-                                            "control")], [base + lay[p][0] for p in
-                                                          ("ll_requests", "ll_responses")]
+                                            "control")]
 
     # -- life cycle ------------------------------------------------------------------------
     @property
@@ -189,7 +170,7 @@ class Ring:
         if self._buffer is None:  # (a new one after a hang: the stuck kernel may still write)
             self._buffer = self.backend.alloc_mapped(
                 offsets(self.capacity, self.request_dtype, self.response_dtype)["total"][1])
-        addresses, ll_addresses = self._views(self._buffer)
+        addresses = self._views(self._buffer)
         self._buffer.host[:] = 0
         self._device_head = self.backend.to_device(np.zeros(1, dtype=np.int64))
         self._next_send = self._next_recv = 1
@@ -197,7 +178,7 @@ class Ring:
         # messages of a stop without draining are forgotten with their numbers)
         self._sends = collections.deque()
         args = self._serve.convert_args((*addresses, self.backend.device_pointer(self._device_head),
-                                         *ll_addresses, self.capacity))
+                                         self.capacity))
         self._launch = self.backend.launch_persistent(
             self._serve.function, (self.blocks, 1, 1), (self.threads, 1, 1), args)
         self._finalizer = weakref.finalize(self, _shutdown, self._control, _Quiet(self._launch))
@@ -558,15 +539,11 @@ class Ring:
     def call(self, message, timeout: float | None = None):
         """Send one message and return its answer (a record of the response dtype).
 
-        The fast path of a ring: the message goes out twice, as LL words
-        (4 bytes and the message's flag in each 8-byte word, so that the
-        device's one read of them brings the message and the sign that it is
-        all there) and in its plain slot with the head published, as for
-        :meth:`send`; the device answers in LL words too, which the host
-        watches (or, should the message have been served the plain way, the
-        answer's sequence word). A tuple of field values is packed with
-        ``struct``. The answer is a record of a small private array that holds
-        the next answers too, each in a place of its own."""
+        The fast path of a ring: one slot written, the head published, one
+        word polled; nothing is allocated until the answer is there. A tuple
+        of field values is packed straight into the slot. The answer is a
+        record of a small private array that holds the next answers too, each
+        in a place of its own."""
         seq = self._next_send
         if self._ready or seq != self._next_recv:
             raise RingError(f"ring {self.name!r}: call() needs an empty queue; receive the "
@@ -576,34 +553,66 @@ class Ring:
         slot = seq % self.capacity
         try:
             if self._pack is not None and type(message) is tuple:
-                self._pack(self._scratch, 0, *message)
+                self._pack(self._request_bytes, slot * self.request_dtype.itemsize, *message)
             else:
-                self._scratch_record[0] = message
+                self._requests[slot] = message
         except (TypeError, ValueError, struct.error) as exc:
             raise RingLayoutError(f"cannot make a message of dtype {self.request_dtype} from "
                                   f"{message!r}: {exc}") from None
+        native = self._native
+        if native is not None:
+            return self._call_native(native, seq, slot, timeout)
+        sent = time.perf_counter_ns()
+        self._next_send = seq + 1
+        answered = self._answered_words
+        try:
+            self._head_words[1] = seq  # the head, after the payload: publishes it
+            if answered[slot] != seq:
+                for _ in range(_SPIN_POLLS):
+                    if answered[slot] == seq:
+                        break
+                else:  # slow: wait with the watchdog and fault checks of recv()
+                    self._sends.append([1, sent])
+                    self._progress_ns = sent
+                    return self.recv(1, timeout)[0]
+        except KeyboardInterrupt:  # as in recv(): Ctrl-C while waiting stops the ring
+            if not self._sends:
+                self._sends.append([1, sent])
+            self.stop(drain=False, timeout=2.0)
+            raise
+        now = time.perf_counter_ns()
+        size, i = self.response_dtype.itemsize, self._pool_next
+        if i == _ANSWER_POOL:
+            self._new_answer_pool()
+            i = 0
+        self._pool_bytes[i * size:(i + 1) * size] = self._response_bytes[slot * size:
+                                                                         (slot + 1) * size]
+        self._pool_next = i + 1
+        stamps = self._stamp_words
+        self._next_recv = seq + 1
+        self._single.append((now - sent, stamps[2 * slot + 1] - stamps[2 * slot]))
+        if self._first_send_ns is None:
+            self._first_send_ns = sent
+        self._last_recv_ns = now
+        return self._pool[i]
+
+    def _call_native(self, native, seq: int, slot: int, timeout: float | None):
+        """call()'s wait in C: the head published, the answer's word watched
+        (the GIL released after the first 100 µs) and its bytes copied into the
+        answer pool in one call; past a few milliseconds, recv()'s wait."""
         size, i = self.response_dtype.itemsize, self._pool_next
         if i == _ANSWER_POOL:
             self._new_answer_pool()
             i = 0
         # (before any state changes: an inf or NaN timeout must not leave a message half sent)
-        spin = (_CALL_SPIN_NS if timeout is None or not timeout * 1e9 < _CALL_SPIN_NS
-                else max(0, int(timeout * 1e9)))
-        native = self._native
+        spin = _CALL_SPIN_NS if timeout is None or not timeout * 1e9 < _CALL_SPIN_NS else max(0, int(timeout * 1e9))
         self._next_send = seq + 1
         got = None
         try:
             t0 = time.perf_counter_ns()
-            if native is not None:  # C writes, publishes, watches and copies, GIL held at first
-                rsize, out = self.request_dtype.itemsize, self._ll_out
-                got = native.ll_call(
-                    self._scratch_addr, rsize, self._ll_requests_addr + 8 * self._ll_in * slot,
-                    self._requests_addr + rsize * slot, self._head_addr, seq,
-                    self._ll_responses_addr + 8 * (out + 1) * slot, size,
-                    self._pool_addr + i * size, self._answered_addr + 8 * slot,
-                    self._responses_addr + slot * size, self._stamps_addr + 16 * slot, spin)
-            else:
-                got = self._call_python(seq, slot, i, spin)
+            got = native.publish_wait(self._head_addr, seq, self._answered_addr + 8 * slot, seq,
+                                      self._responses_addr + slot * size,
+                                      self._pool_addr + i * size, size, spin)
             if got is None:  # slow: wait with the watchdog and fault checks of recv()
                 self._sends.append([1, t0])
                 self._progress_ns = t0
@@ -614,50 +623,15 @@ class Ring:
                 self._sends.append([1, time.perf_counter_ns()])
             self.stop(drain=False, timeout=2.0)
             raise
-        sent, now, device_ns = got
+        sent, now = got
         self._pool_next = i + 1
+        stamps = self._stamp_words
         self._next_recv = seq + 1
-        self._single.append((now - sent, device_ns))
+        self._single.append((now - sent, stamps[2 * slot + 1] - stamps[2 * slot]))
         if self._first_send_ns is None:
             self._first_send_ns = sent
         self._last_recv_ns = now
         return self._pool[i]
-
-    def _call_python(self, seq: int, slot: int, i: int, spin_ns: int):
-        """:meth:`call`'s write and wait in Python, the same protocol as the C
-        ``ll_call``: ``(sent, seen, device ns)`` or None after ``spin_ns``."""
-        flag = (seq & 0x7FFFFFFF) | 0x80000000  # (a cleared word never matches)
-        high = flag << 32
-        words, base = self._ll_request_words, self._ll_in * slot
-        answered, back = self._answered_words, self._ll_response_words
-        lo = (self._ll_out + 1) * slot
-        hi = lo + self._ll_out + 1
-        sent = time.perf_counter_ns()
-        back[lo:hi] = self._ll_cleared[:hi - lo]  # whatever an earlier message left there
-        for k, data in enumerate(self._ll_in_format.unpack(self._scratch)):
-            words[base + k] = high | data  # (one 8-byte store each: never a torn word)
-        rsize, size = self.request_dtype.itemsize, self.response_dtype.itemsize
-        self._request_bytes[slot * rsize:(slot + 1) * rsize] = self._scratch[:rsize]
-        self._head_words[1] = seq  # the head, after the payload: publishes it
-        end = sent + spin_ns
-        polls = 0
-        try:
-            while True:
-                answer = back[lo:hi].tolist()
-                if all(w >> 32 == flag for w in answer):
-                    data = self._ll_out_format.pack(*(w & 0xFFFFFFFF for w in answer[:-1]))
-                    self._pool_bytes[i * size:(i + 1) * size] = data[:size]
-                    return sent, time.perf_counter_ns(), answer[-1] & 0xFFFFFFFF
-                if answered[slot] == seq:  # served the plain way (stamps came before its word)
-                    self._pool_bytes[i * size:(i + 1) * size] = self._response_bytes[
-                        slot * size:(slot + 1) * size]
-                    stamps = self._stamp_words
-                    return sent, time.perf_counter_ns(), stamps[2 * slot + 1] - stamps[2 * slot]
-                polls += 1
-                if polls & 255 == 0 and time.perf_counter_ns() >= end:
-                    return None
-        finally:  # as ll_call: no later message of the slot may take these words for its own
-            words[base:base + self._ll_in] = self._ll_cleared[:self._ll_in]
 
     def _new_answer_pool(self) -> None:
         # (the old one lives on as long as answers taken from it do)
