@@ -49,7 +49,27 @@ BUFFER_BYTES = 64 * 1024 * 1024
 NATIVE_BUFFER_BYTES = 8 * 1024 * 1024
 
 
-class NativeKernelActivity:
+class _Collector:
+    """What both collectors share: recording turned off and on (``_switch``)."""
+
+    enabled = True
+
+    def _switch(self, on: bool) -> None:
+        raise NotImplementedError
+
+    def pause(self) -> None:
+        """Stop recording kernels launched from now on (benchmarks time their own)."""
+        if self.enabled:
+            self._switch(False)
+            self.enabled = False
+
+    def resume(self) -> None:
+        if not self.enabled:
+            self._switch(True)
+            self.enabled = True
+
+
+class NativeKernelActivity(_Collector):
     """CUPTI's kernel records, collected in C in the background, taken in launch order."""
 
     collector = "in C (native/cupti_records.c)"
@@ -57,18 +77,9 @@ class NativeKernelActivity:
     def __init__(self, built, library):
         built.start(str(library), NATIVE_BUFFER_BYTES)
         self._built = built
-        self.enabled = True
 
-    def pause(self) -> None:
-        """Stop recording kernels launched from now on (benchmarks time their own)."""
-        if self.enabled:
-            self._built.disable()
-            self.enabled = False
-
-    def resume(self) -> None:
-        if not self.enabled:
-            self._built.enable()
-            self.enabled = True
+    def _switch(self, on: bool) -> None:
+        (self._built.enable if on else self._built.disable)()
 
     def timestamp_ns(self) -> int | None:
         """CUPTI's clock now (``cuptiGetTimestamp``, the clock of its records' start and end)."""
@@ -85,7 +96,7 @@ class NativeKernelActivity:
         return self._built.take(forced)
 
 
-class KernelActivity:
+class KernelActivity(_Collector):
     """CUPTI's kernel records, collected through cupti-python in the
     background, taken in launch order."""
 
@@ -98,7 +109,9 @@ class KernelActivity:
         self._arrived_lock = threading.Lock()
         cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
         cupti.activity_enable(self._kind)
-        self.enabled = True
+
+    def _switch(self, on: bool) -> None:
+        (self._cupti.activity_enable if on else self._cupti.activity_disable)(self._kind)
 
     # CUPTI's threads call these two
     @staticmethod
@@ -112,16 +125,6 @@ class KernelActivity:
             with self._arrived_lock:
                 self._arrived.extend(got)
 
-    def pause(self) -> None:
-        """Stop recording kernels launched from now on (benchmarks time their own)."""
-        if self.enabled:
-            self._cupti.activity_disable(self._kind)
-            self.enabled = False
-
-    def resume(self) -> None:
-        if not self.enabled:
-            self._cupti.activity_enable(self._kind)
-            self.enabled = True
 
     def timestamp_ns(self) -> int | None:
         """CUPTI's clock now (``cuptiGetTimestamp``, the clock of its records'

@@ -587,14 +587,7 @@ class Ring:
             i = 0
         self._pool_bytes[i * size:(i + 1) * size] = self._response_bytes[slot * size:
                                                                          (slot + 1) * size]
-        self._pool_next = i + 1
-        stamps = self._stamp_words
-        self._next_recv = seq + 1
-        self._single.append((now - sent, stamps[2 * slot + 1] - stamps[2 * slot]))
-        if self._first_send_ns is None:
-            self._first_send_ns = sent
-        self._last_recv_ns = now
-        return self._pool[i]
+        return self._call_answered(seq, slot, i, sent, now)
 
     def _call_native(self, native, seq: int, slot: int, timeout: float | None):
         """call()'s wait in C: the head published, the answer's word watched
@@ -624,6 +617,10 @@ class Ring:
             self.stop(drain=False, timeout=2.0)
             raise
         sent, now = got
+        return self._call_answered(seq, slot, i, sent, now)
+
+    def _call_answered(self, seq: int, slot: int, i: int, sent: int, now: int):
+        """A call()'s answer, copied to place ``i`` of the answer pool: its figures kept."""
         self._pool_next = i + 1
         stamps = self._stamp_words
         self._next_recv = seq + 1

@@ -68,6 +68,19 @@ static int number_of(PyObject *obj, int64_t *out) {
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
+/* watch(), holding the GIL (the caller's) for the first HELD_NS and giving it
+ * away for the rest (see the file's comment). */
+static int watch_then_release(const int64_t *word, int64_t want, int64_t spin_ns) {
+    int64_t held = spin_ns < HELD_NS ? spin_ns : HELD_NS;
+    int got = watch(word, want, held);
+    if (!got && spin_ns > held) {
+        Py_BEGIN_ALLOW_THREADS
+        got = watch(word, want, spin_ns - held);
+        Py_END_ALLOW_THREADS
+    }
+    return got;
+}
+
 static PyObject *publish_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 8) {
         PyErr_SetString(PyExc_TypeError, "publish_wait() takes 8 arguments");
@@ -86,14 +99,9 @@ static PyObject *publish_wait(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_ValueError, "publish_wait(): a copy needs two addresses and a size >= 0");
         return NULL;
     }
-    int64_t published = now(), seen = 0, held = spin_ns < HELD_NS ? spin_ns : HELD_NS;
+    int64_t published = now(), seen = 0;
     __atomic_store_n((int64_t *)store, value, __ATOMIC_RELEASE);
-    int got = watch((const int64_t *)word, want, held);  /* (GIL held: see the file's comment) */
-    if (!got && spin_ns > held) {
-        Py_BEGIN_ALLOW_THREADS
-        got = watch((const int64_t *)word, want, spin_ns - held);
-        Py_END_ALLOW_THREADS
-    }
+    int got = watch_then_release((const int64_t *)word, want, spin_ns);
     if (got) {
         seen = now();
         if (nbytes) memcpy(dst, src, (size_t)nbytes);  /* after the acquire load: the answer's bytes */
@@ -111,14 +119,7 @@ static PyObject *wait_word(PyObject *self, PyObject *const *args, Py_ssize_t nar
     int64_t want, spin_ns;
     if (address_of(args[0], &word) < 0 || number_of(args[1], &want) < 0
         || number_of(args[2], &spin_ns) < 0) return NULL;
-    int64_t held = spin_ns < HELD_NS ? spin_ns : HELD_NS;
-    int got = watch((const int64_t *)word, want, held);  /* (GIL held: see the file's comment) */
-    if (!got && spin_ns > held) {
-        Py_BEGIN_ALLOW_THREADS
-        got = watch((const int64_t *)word, want, spin_ns - held);
-        Py_END_ALLOW_THREADS
-    }
-    return PyBool_FromLong(got);
+    return PyBool_FromLong(watch_then_release((const int64_t *)word, want, spin_ns));
 }
 
 static PyObject *run_length(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
