@@ -147,3 +147,29 @@ def test_a_compiler_failure_that_passes_is_not_remembered(tmp_path, monkeypatch)
     second = native_build.build(native_launch.SOURCE, "_wb_launch", "WORKBENCH_NATIVE_LAUNCH", ("-ldl",))
     assert second[0] is not None, second[1]
     assert calls.read_text().count("x") == 2
+
+
+def test_the_whole_call_object_refuses_checks_it_cannot_make(built):
+    """FastCall (the whole-call path, run on the GPU by tests/test_fast_call.py)
+    takes one test per parameter of the kind its code says, and slots inside
+    the record template; anything else is a clear error at construction."""
+    from workbench.runtime.timing import TimingLog
+    template, slots = [None] * 16, (1, 2, 3, 4, 5, 12, 14)
+    array_check, range_check = (object, np.dtype(np.float32), True), (-1.0, 1.0)
+
+    def make(codes, checks, slots=slots):
+        return built.FastCall(0, codes, checks, {}, [0], lambda: None, object(), object(),
+                              TimingLog(object()), template, slots)
+
+    made = make(b"Pf", (array_check, range_check))
+    assert made.taken == 0
+    with pytest.raises(TypeError):
+        make(b"Pf", (range_check, array_check))  # a pointer's test is (type, dtype, contiguous)
+    with pytest.raises(ValueError, match="one check per parameter"):
+        make(b"Pf", (array_check,))
+    with pytest.raises(ValueError, match="takes no parameter code '\\?'"):
+        make(b"?", ((0, 1),))
+    with pytest.raises(ValueError, match="outside the template"):
+        make(b"P", (array_check,), slots=(1, 2, 3, 4, 5, 12, 16))
+    if not built.has_driver():  # without libcuda nothing launches: every call is left to Python
+        assert made((np.zeros(1), 0.5), 1, 1, 0, None) is NotImplemented

@@ -302,7 +302,12 @@ class Backend(abc.ABC):
         making NumPy scalars of the exact types. A launcher may also carry
         ``between(start, end, grid, block, args, shared_mem, stream)``: the
         launch with events ``start`` and ``end`` recorded on ``stream`` around
-        it, in one call (the timing log uses it where it times by events)."""
+        it, in one call (the timing log uses it where it times by events).
+        A launcher that can run a whole call in native code carries
+        ``fast_call(checks, configs, session, log, template, slots)``, which
+        the core calls once per kernel for an object taking the common
+        calls (see ``native/launch.c``), and ``failed(status)``, which raises
+        the error of a launch that returned ``status``."""
         launch = self.launch
 
         def launcher(grid, block, args, shared_mem, stream):

@@ -103,7 +103,7 @@ def _launch_failed(status: int):
     raise _kernel_fault(exc) or exc
 
 
-def _native_launcher(function, params, formats: list[str], opted_in: list[int]):
+def _native_launcher(backend, function, params, formats: list[str], opted_in: list[int]):
     """The launcher of :meth:`CupyBackend.make_launcher` through the C
     launcher (:mod:`.native_launch`), or None where it cannot take this
     kernel (a parameter type it does not pack) or does not run here."""
@@ -133,6 +133,13 @@ def _native_launcher(function, params, formats: list[str], opted_in: list[int]):
             _launch_failed(status)
     launcher.packs_python_numbers = True  # checked ints and floats go in as their C types
     launcher.between = between  # the launch between two event records (raw handles), in one call
+    launcher.failed = _launch_failed
+    fast_type = native_launch.fast_call_type()
+    if fast_type is not None:
+        def fast_call(checks, configs, session, log, template, slots):
+            return fast_type(func_ptr, codes, checks, configs, opted_in, cupy.cuda.get_current_stream,
+                             session, backend, log, template, slots)
+        launcher.fast_call = fast_call
     return launcher
 
 
@@ -418,7 +425,7 @@ class CupyBackend(CupyTransfers, Backend):
                 formats.append(_STRUCT_CODES[dt.char])
         opted_in = [function.max_dynamic_shared_size_bytes]  # 48 KiB less static shared
         if not cooperative:
-            native = _native_launcher(function, params, formats, opted_in)
+            native = _native_launcher(self, function, params, formats, opted_in)
             if native is not None:
                 return native
         packer = struct.Struct("<" + "".join(f + "x" * (8 - struct.calcsize(f)) for f in formats))
@@ -532,8 +539,8 @@ class CupyBackend(CupyTransfers, Backend):
         return getattr(function, "name", None)
 
     def launch_path(self) -> str:
-        if native_launch.launch_function() is not None:
-            return "the C launcher (native/launch.c)"
+        if native_launch.fast_call_type() is not None:
+            return "the C launcher (native/launch.c; common calls wholly in C)"
         return f"Python and CuPy's driver binding ({native_launch.unavailable_reason()})"
 
     def timing_source(self) -> str:

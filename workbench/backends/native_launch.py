@@ -4,7 +4,10 @@ machine with the system's C compiler and kept in the disk cache.
 A ``wb.Kernel`` call spends a few microseconds of Python between its checks
 and ``cuLaunchKernel``: packing the argument block, reading each array's
 address, calling the driver binding. The C launcher does those steps in one
-call. It is built by :mod:`.native_build`, which needs a C compiler
+call, and for the common call (arguments of exactly the kinds the
+parameters take, a configuration seen before, the current stream) its
+``FastCall`` runs the whole of ``wb.Kernel.__call__``, checks to the timing
+log's record, with no Python frame between. It is built by :mod:`.native_build`, which needs a C compiler
 (``$CC``, else ``cc``) and Python's headers; where either is missing, where
 libcuda has no ``cuLaunchKernel``, or with ``WORKBENCH_NATIVE_LAUNCH=0``, the
 backend launches from Python as before (:func:`unavailable_reason` says
@@ -45,6 +48,13 @@ def launch_function():
         _reason = "libcuda has no cuLaunchKernel here"
         return None
     return built.launch
+
+
+def fast_call_type():
+    """The C ``FastCall`` type (a whole ``wb.Kernel`` call in one C call; see
+    ``native/launch.c`` for what it takes), or None where the C launcher
+    cannot run here."""
+    return module().FastCall if launch_function() is not None else None
 
 
 def unavailable_reason() -> str | None:

@@ -224,6 +224,42 @@ def _compiled(src: str):
     return compile(src, "<workbench argument checker>", "exec")
 
 
+def _fast_call(launcher, params, backend, configs: dict, sess, name: str, symbol):
+    """The launcher's whole-call object for this kernel (see
+    ``backends/native/launch.c``), or None where it has none or a parameter
+    takes something it does not test. It takes the calls the generated
+    checker passes on its inline tests -- a device array of the pointee's
+    dtype, a Python float or int in range -- with a configuration already in
+    ``configs`` on the current stream, while the log times by CUPTI or is
+    paused; it answers NotImplemented for every other call, which then takes
+    the Python path (and its errors)."""
+    make = getattr(launcher, "fast_call", None)
+    array_type = backend.device_array_type
+    if make is None or array_type is None:
+        return None
+    contiguous = hasattr(array_type, "_c_contiguous")
+    checks = []
+    for p in params:
+        dt = p.dtype
+        if dt is None:
+            return None
+        if p.is_pointer:
+            if p.pointer_depth != 1:
+                return None
+            checks.append((array_type, dt, contiguous))
+        elif dt.kind == "f" and dt.itemsize >= 4:
+            top = float(np.finfo(dt).max)
+            checks.append((-top, top))
+        elif dt.kind in "iu":
+            info = np.iinfo(dt)
+            checks.append((int(info.min), int(info.max)))
+        else:
+            return None
+    log = sess.timing_log
+    template, slots = log.cupti_record_template(backend, name, "cuda", symbol)
+    return make(tuple(checks), configs, sess, log, template, slots)
+
+
 def _on_cell_lines(fault: KernelFault, offset: int) -> KernelFault:
     """The fault with its source lines counted as the cell counts them (the
     ``%%cuda`` line is line 1), as compile errors are."""
@@ -306,6 +342,8 @@ class Kernel:
         self._symbol = self.backend.kernel_symbol(function)  # as CUPTI's records name it
         self._coop_launcher = None
         self._session = session()
+        self._fast = _fast_call(self._launcher, signature.params, self.backend, self._configs,
+                                self._session, self.name, self._symbol)
         self._resources = None
         props = self.backend.device_properties()
         self._max_threads = props.max_threads_per_block
@@ -405,6 +443,13 @@ class Kernel:
 
     def __call__(self, *args, grid=None, block=None, shared_mem: int = 0, stream=None, n=None,
                  cooperative: bool = False):
+        fast = self._fast
+        if fast is not None and stream is None and not cooperative:
+            status = fast(args, grid, block, shared_mem, n)  # None: done (see _fast_call)
+            if status is None:
+                return
+            if status is not NotImplemented:
+                return self._launch_as_user_reads(self._launcher.failed, status)
         b = self.backend
         if self._session.backend is not b:
             raise LaunchConfigError(self._other_backend_message())
@@ -425,12 +470,17 @@ class Kernel:
         launcher = self._launcher
         if cooperative:
             launcher = self._cooperative_launcher(grid3, block3, shared_mem)
+        self._launch_as_user_reads(
+            self._session.timing_log.timed_launch, b, self.name, grid3, block3, shared_mem,
+            _launch_stream(b, stream, f"{self.name}()") if stream is not None else b.current_stream(),
+            launcher, converted, "cuda", self._symbol)
+
+    def _launch_as_user_reads(self, launch, *args) -> None:
+        """``launch(*args)``, with a fault's lines counted as the cell counts
+        them and an out-of-memory error explained."""
+        b = self.backend
         try:
-            self._session.timing_log.timed_launch(
-                b, self.name, grid3, block3, shared_mem,
-                _launch_stream(b, stream, f"{self.name}()") if stream is not None
-                else b.current_stream(), launcher,
-                converted, "cuda", self._symbol)
+            launch(*args)
         except KernelFault as exc:
             if not self.module.line_offset:
                 raise

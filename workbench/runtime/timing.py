@@ -48,6 +48,13 @@ COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backe
            "kind", "stream", "device", "bytes", "gbps", "start_ms"]
 
 
+def _cupti_record(name, grid, block, shared_mem, cell, wall, symbol, b, language, stream, device):
+    """A launch's record while CUPTI times it (START and END: the symbol its
+    activity record names, and whether that is exact)."""
+    return [name, grid, block, shared_mem, cell, wall, symbol or name, symbol is not None, None,
+            b.name, language, "kernel", stream, None, device, None]
+
+
 class _Pool(collections.deque):
     """Free events of one device (``device``): CUDA events belong to the
     device current when they were made, and are recorded on its streams only."""
@@ -145,9 +152,8 @@ class TimingLog:
             self._switch(b)
         if self._activity is not None:
             launcher(grid, block, args, shared_mem, stream)
-            rec = [name, grid, block, shared_mem, self._session.cell, time.time(),
-                   symbol or name, symbol is not None, None, b.name, language, "kernel", stream,
-                   None, self._device, None]
+            rec = _cupti_record(name, grid, block, shared_mem, self._session.cell, time.time(), symbol,
+                                b, language, stream, self._device)
             self.records.append(rec)
             awaiting = self._awaiting
             awaiting.append(rec)
@@ -184,6 +190,16 @@ class TimingLog:
         pending.append(rec)
         if len(pending) > self.RESOLVE_AFTER:
             self.resolve_finished(b)
+
+    @staticmethod
+    def cupti_record_template(b, name: str, language: str, symbol: str | None):
+        """For a launch path that logs CUPTI-timed launches itself (the C call
+        of ``native/launch.c``, which does what :meth:`timed_launch` does): the
+        record of a launch of ``name`` with the per-launch fields empty, and
+        their indices (grid, block, shared memory, cell, wall time, stream,
+        device)."""
+        return (_cupti_record(name, None, None, None, None, None, symbol, b, language, None, None),
+                (GRID, BLOCK, SHARED, CELL, WALL, STREAM, DEVICE))
 
     def timed_op(self, b, kind: str, name: str, nbytes, stream, op, *args, keep=None):
         """Run ``op(*args)`` (a copy, a memset, a graph launch queued on ``stream``)

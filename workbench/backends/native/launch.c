@@ -13,12 +13,16 @@
  *   kernel (the timing log's events, without two more calls from Python).
  * pack(codes, args) -> bytes: the argument block launch() passes (8 bytes per
  *   parameter), for tests.
+ * FastCall(...): a whole wb.Kernel call, checks to timing record, in one C
+ *   call for the common case; see the comment above its definition.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_PARAMS 64
 
@@ -145,6 +149,332 @@ static PyObject *has_driver(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(cu_launch_kernel != NULL && cu_event_record != NULL);
 }
 
+/* ---- FastCall: a whole wb.Kernel call in one C call ----------------------
+ *
+ * Kernel.__call__ (workbench/core/kernel.py) hands the common call -- every
+ * argument of the exact kind its parameter takes, a launch configuration seen
+ * before, the current stream, the log timing by CUPTI or paused -- to this
+ * object, and keeps its Python path for everything else:
+ *
+ *   fast(args, grid, block, shared_mem, n) -> None: launched (and logged);
+ *       NotImplemented: not taken, nothing was done (the caller runs its
+ *       Python path, which checks, raises or launches); an int: the launch
+ *       returned this CUresult, nothing was logged (the caller raises).
+ *
+ * The tests each argument gets, per parameter (``checks``, built by the core
+ * from the signature, the same tests as its generated Python checker):
+ *   'P': (array_type, dtype, contiguous): an array of exactly that type whose
+ *        .dtype is that dtype object (and ._c_contiguous is True if asked);
+ *   numbers: (low, high): a Python float, or int, of exactly that type, in range.
+ * Anything else -- None, a NumPy scalar, a wrong dtype -- is not taken.
+ *
+ * What it reads of the core's objects (names fixed here, kept in one place):
+ *   session.backend must be ``backend``; session.cell;
+ *   log.enabled; when false, log.capture must be None (a launch, nothing logged);
+ *   when true, log._backend must be ``backend`` and log._activity not None (timed
+ *   by CUPTI: a record is appended to log.records and log._awaiting (the two
+ *   deques, and log.MAX_RECORDS, are read once, when this object is made), a copy of
+ *   ``template`` with the ``slots`` GRID, BLOCK, SHARED, CELL, WALL, STREAM and
+ *   DEVICE (log._device) filled in; past log.MAX_RECORDS awaiting, it calls
+ *   log.resolve_finished(backend), as TimingLog.timed_launch does);
+ *   configs[(grid, block, shared_mem, n)] -> ((gx, gy, gz), (bx, by, bz)), the
+ *   checked configuration; opted_in[0]: the dynamic shared memory allowed.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    void *function;
+    Py_ssize_t count;
+    char codes[MAX_PARAMS];
+    PyObject *array_type[MAX_PARAMS], *dtype[MAX_PARAMS];
+    char contiguous[MAX_PARAMS];
+    double flow[MAX_PARAMS], fhigh[MAX_PARAMS];
+    long long ilow[MAX_PARAMS];
+    unsigned long long ihigh[MAX_PARAMS];
+    PyObject *configs, *opted_in, *current_stream, *session, *backend, *log, *template;
+    PyObject *append_record, *append_awaiting;  /* log.records.append, log._awaiting.append */
+    PyObject *awaiting;
+    Py_ssize_t max_records;
+    Py_ssize_t slots[7];
+    unsigned long long taken;
+} FastCall;
+
+enum { S_GRID, S_BLOCK, S_SHARED, S_CELL, S_WALL, S_STREAM, S_DEVICE };
+static PyObject *n_backend, *n_cell, *n_enabled, *n_capture, *n_log_backend, *n_activity,
+                *n_records, *n_awaiting, *n_max_records, *n_resolve, *n_device, *n_append,
+                *n_dtype, *n_contiguous;
+
+static PyObject *fast_call(FastCall *f, PyObject *const *a, size_t nargsf, PyObject *kwnames);
+
+static void fast_dealloc(FastCall *f) {
+    for (Py_ssize_t i = 0; i < f->count; ++i) {
+        Py_XDECREF(f->array_type[i]);
+        Py_XDECREF(f->dtype[i]);
+    }
+    Py_XDECREF(f->configs); Py_XDECREF(f->opted_in); Py_XDECREF(f->current_stream);
+    Py_XDECREF(f->session); Py_XDECREF(f->backend); Py_XDECREF(f->log); Py_XDECREF(f->template);
+    Py_XDECREF(f->append_record); Py_XDECREF(f->append_awaiting); Py_XDECREF(f->awaiting);
+    Py_TYPE(f)->tp_free((PyObject *)f);
+}
+
+/* FastCall(function, codes, checks, configs, opted_in, current_stream, session,
+ *          backend, log, template, slots) */
+static PyObject *fast_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *function, *codes, *checks, *configs, *opted_in, *current_stream, *session, *backend,
+             *log, *template, *slots;
+    if (!PyArg_ParseTuple(args, "OSO!O!O!OOOOO!O!:FastCall", &function, &codes, &PyTuple_Type, &checks,
+                          &PyDict_Type, &configs, &PyList_Type, &opted_in, &current_stream, &session,
+                          &backend, &log, &PyList_Type, &template, &PyTuple_Type, &slots))
+        return NULL;
+    Py_ssize_t count = PyBytes_GET_SIZE(codes);
+    if (count > MAX_PARAMS || PyTuple_GET_SIZE(checks) != count || PyTuple_GET_SIZE(slots) != 7) {
+        PyErr_SetString(PyExc_ValueError, "FastCall: one check per parameter (at most 64), seven slots");
+        return NULL;
+    }
+    FastCall *f = (FastCall *)type->tp_alloc(type, 0);
+    if (f == NULL) return NULL;
+    f->vectorcall = (vectorcallfunc)fast_call;
+    f->function = PyLong_AsVoidPtr(function);
+    const char *c = PyBytes_AS_STRING(codes);
+    for (Py_ssize_t i = 0; i < count; ++i) {
+        PyObject *check = PyTuple_GET_ITEM(checks, i);
+        f->codes[i] = c[i];
+        f->count = i + 1;  /* (what dealloc releases) */
+        if (c[i] == 'P') {
+            PyObject *array_type, *dtype; int contiguous;
+            if (!PyArg_ParseTuple(check, "OOp", &array_type, &dtype, &contiguous)) goto fail;
+            Py_INCREF(array_type); f->array_type[i] = array_type;
+            Py_INCREF(dtype); f->dtype[i] = dtype;
+            f->contiguous[i] = (char)contiguous;
+        } else if (c[i] == 'f' || c[i] == 'd') {
+            if (!PyArg_ParseTuple(check, "dd", &f->flow[i], &f->fhigh[i])) goto fail;
+        } else if (strchr("bBhHiIqQ", c[i]) != NULL && c[i] != 0) {
+            PyObject *low, *high;
+            if (!PyArg_ParseTuple(check, "O!O!", &PyLong_Type, &low, &PyLong_Type, &high)) goto fail;
+            f->ilow[i] = PyLong_AsLongLong(low);
+            f->ihigh[i] = PyLong_AsUnsignedLongLong(high);
+            if (PyErr_Occurred()) goto fail;
+        } else {
+            PyErr_Format(PyExc_ValueError, "FastCall takes no parameter code '%c'", c[i]);
+            goto fail;
+        }
+    }
+    f->count = count;
+    for (int i = 0; i < 7; ++i) {
+        f->slots[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(slots, i));
+        if (f->slots[i] < 0 || f->slots[i] >= PyList_GET_SIZE(template)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "FastCall: a slot outside the template");
+            goto fail;
+        }
+    }
+    PyObject *keep[] = {configs, opted_in, current_stream, session, backend, log, template};
+    PyObject **into[] = {&f->configs, &f->opted_in, &f->current_stream, &f->session, &f->backend,
+                         &f->log, &f->template};
+    for (int i = 0; i < 7; ++i) { Py_INCREF(keep[i]); *into[i] = keep[i]; }
+    /* (the log keeps its two deques, and MAX_RECORDS, for its whole life) */
+    PyObject *records = PyObject_GetAttr(log, n_records), *most = PyObject_GetAttr(log, n_max_records);
+    f->awaiting = PyObject_GetAttr(log, n_awaiting);
+    f->append_record = records ? PyObject_GetAttr(records, n_append) : NULL;
+    f->append_awaiting = f->awaiting ? PyObject_GetAttr(f->awaiting, n_append) : NULL;
+    f->max_records = most ? PyLong_AsSsize_t(most) : -1;
+    Py_XDECREF(records);
+    Py_XDECREF(most);
+    if (f->append_record == NULL || f->append_awaiting == NULL || PyErr_Occurred()) goto fail;
+    return (PyObject *)f;
+fail:
+    Py_DECREF(f);
+    return NULL;
+}
+
+/* 1: the attribute is (or, with want NULL, is not) the object; 0: not; the
+ * error of a failed lookup is cleared (the Python path will meet it again). */
+static int attr_is(PyObject *obj, PyObject *name, PyObject *want, int negate) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) { PyErr_Clear(); return 0; }
+    int same = v == want;
+    Py_DECREF(v);
+    return negate ? !same : same;
+}
+
+/* The pointer an argument passes, or 0 with *ok = 0 where it is not taken. */
+static uint64_t fast_pointer(FastCall *f, Py_ssize_t i, PyObject *v, int *ok) {
+    uint64_t out = 0;
+    *ok = 0;
+    if ((PyObject *)Py_TYPE(v) != f->array_type[i]) return 0;
+    if (!attr_is(v, n_dtype, f->dtype[i], 0)) return 0;
+    if (f->contiguous[i] && !attr_is(v, n_contiguous, Py_True, 0)) return 0;
+    if (pointer_of(v, &out) < 0) { PyErr_Clear(); return 0; }
+    *ok = 1;
+    return out;
+}
+
+/* Pack the arguments if every one is taken: 1; 0 where one is not. */
+static int fast_pack(FastCall *f, PyObject *args, uint64_t *slots) {
+    for (Py_ssize_t i = 0; i < f->count; ++i) {
+        PyObject *v = PyTuple_GET_ITEM(args, i);
+        uint64_t *slot = &slots[i];
+        *slot = 0;
+        char code = f->codes[i];
+        if (code == 'P') {
+            int ok;
+            *slot = fast_pointer(f, i, v, &ok);
+            if (!ok) return 0;
+        } else if (code == 'f' || code == 'd') {
+            if (!PyFloat_CheckExact(v)) return 0;
+            double x = PyFloat_AS_DOUBLE(v);
+            if (!(f->flow[i] <= x && x <= f->fhigh[i])) return 0;  /* (NaN too: its converter decides) */
+            if (code == 'f') { float y = (float)x; memcpy(slot, &y, 4); }
+            else memcpy(slot, &x, 8);
+        } else {
+            if (!PyLong_CheckExact(v)) return 0;
+            int overflow;
+            long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+            uint64_t u;
+            if (overflow > 0) {  /* above LLONG_MAX: only an unsigned 64-bit parameter takes it */
+                u = PyLong_AsUnsignedLongLong(v);
+                if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
+                if (code != 'Q' || u > f->ihigh[i]) return 0;
+            } else {
+                if (overflow < 0 || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+                if (x < f->ilow[i] || (x >= 0 && (uint64_t)x > f->ihigh[i])) return 0;
+                u = (uint64_t)x;
+            }
+            memcpy(slot, &u, 8);  /* little-endian: the low bytes are the C value */
+        }
+    }
+    return 1;
+}
+
+/* The cached (grid3, block3) (a new reference) with its six numbers in dims;
+ * NULL, no error set, where the key is new or unhashable. */
+static PyObject *fast_config(FastCall *f, PyObject *const *a, unsigned *dims) {
+    PyObject *key = PyTuple_Pack(4, a[1], a[2], a[3], a[4]);
+    if (key == NULL) { PyErr_Clear(); return NULL; }
+    PyObject *config = PyDict_GetItemWithError(f->configs, key);  /* (borrowed) */
+    Py_DECREF(key);
+    if (config == NULL) { PyErr_Clear(); return NULL; }
+    if (!PyTuple_Check(config) || PyTuple_GET_SIZE(config) != 2) return NULL;
+    for (int part = 0; part < 2; ++part) {
+        PyObject *dim3 = PyTuple_GET_ITEM(config, part);
+        if (!PyTuple_Check(dim3) || PyTuple_GET_SIZE(dim3) != 3) return NULL;
+        for (int j = 0; j < 3; ++j) {
+            unsigned long d = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(dim3, j));
+            if (PyErr_Occurred() || d > 0xffffffffUL) { PyErr_Clear(); return NULL; }
+            dims[part * 3 + j] = (unsigned)d;
+        }
+    }
+    Py_INCREF(config);  /* (another thread may clear the cache while the launch runs) */
+    return config;
+}
+
+/* Append the CUPTI record of a launch to the log (as TimingLog.timed_launch does). */
+static int fast_record(FastCall *f, PyObject *config, PyObject *shared_mem, PyObject *stream) {
+    PyObject *rec = PyList_GetSlice(f->template, 0, PyList_GET_SIZE(f->template));
+    if (rec == NULL) return -1;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    PyObject *values[7] = {PyTuple_GET_ITEM(config, 0), PyTuple_GET_ITEM(config, 1), shared_mem,
+                           NULL, PyFloat_FromDouble((double)now.tv_sec + now.tv_nsec * 1e-9),
+                           stream, NULL};
+    Py_INCREF(values[0]); Py_INCREF(values[1]); Py_INCREF(values[2]); Py_INCREF(values[5]);
+    values[S_CELL] = PyObject_GetAttr(f->session, n_cell);
+    values[S_DEVICE] = PyObject_GetAttr(f->log, n_device);
+    int failed = 0;
+    for (int i = 0; i < 7; ++i) {
+        if (values[i] == NULL) { failed = 1; continue; }
+        PyList_SetItem(rec, f->slots[i], values[i]);  /* (steals) */
+    }
+    /* A kernel's record holds numbers, strings, tuples and its stream, and nothing
+     * refers back to it but the log: it can be in no cycle, so the collector need
+     * not track it (tracked, the records of a launch loop cost every call a
+     * share of the collections they trigger). */
+    PyObject_GC_UnTrack(rec);
+    PyObject *r;
+    if (failed) goto done;
+    failed = 1;
+    if ((r = PyObject_CallOneArg(f->append_record, rec)) == NULL) goto done;
+    Py_DECREF(r);
+    if ((r = PyObject_CallOneArg(f->append_awaiting, rec)) == NULL) goto done;
+    Py_DECREF(r);
+    Py_ssize_t waiting = PyObject_Length(f->awaiting);
+    if (waiting < 0) goto done;
+    if (waiting > f->max_records) {
+        if ((r = PyObject_CallMethodOneArg(f->log, n_resolve, f->backend)) == NULL) goto done;
+        Py_DECREF(r);
+    }
+    failed = 0;
+done:
+    Py_DECREF(rec);
+    return failed ? -1 : 0;
+}
+
+static PyObject *fast_call(FastCall *f, PyObject *const *a, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 5 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "FastCall(args, grid, block, shared_mem, n)");
+        return NULL;
+    }
+    PyObject *args = a[0];
+    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != f->count || cu_launch_kernel == NULL)
+        Py_RETURN_NOTIMPLEMENTED;
+    if (!attr_is(f->session, n_backend, f->backend, 0)) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *enabled_obj = PyObject_GetAttr(f->log, n_enabled);
+    if (enabled_obj == NULL) { PyErr_Clear(); Py_RETURN_NOTIMPLEMENTED; }
+    int enabled = PyObject_IsTrue(enabled_obj);
+    Py_DECREF(enabled_obj);
+    if (enabled < 0) { PyErr_Clear(); Py_RETURN_NOTIMPLEMENTED; }
+    if (enabled ? !attr_is(f->log, n_log_backend, f->backend, 0) || !attr_is(f->log, n_activity, Py_None, 1)
+                : !attr_is(f->log, n_capture, Py_None, 0))
+        Py_RETURN_NOTIMPLEMENTED;  /* timed by events, switching backends, or capturing a graph */
+    unsigned dims[6];
+    long long shared = PyLong_AsLongLong(a[3]);
+    PyObject *allowed = PyList_GET_SIZE(f->opted_in) ? PyList_GET_ITEM(f->opted_in, 0) : NULL;
+    long long opted = allowed ? PyLong_AsLongLong(allowed) : -1;
+    if (PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_NOTIMPLEMENTED; }
+    if (shared < 0 || shared > opted) Py_RETURN_NOTIMPLEMENTED;  /* (the Python path opts in) */
+    uint64_t slots[MAX_PARAMS];
+    void *params[MAX_PARAMS];
+    if (!fast_pack(f, args, slots)) Py_RETURN_NOTIMPLEMENTED;
+    for (Py_ssize_t i = 0; i < f->count; ++i) params[i] = &slots[i];
+    PyObject *config = fast_config(f, a, dims);
+    if (config == NULL) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *stream = PyObject_CallNoArgs(f->current_stream);
+    PyObject *ptr = stream ? PyObject_GetAttr(stream, name_ptr) : NULL;
+    void *stream_ptr = ptr ? PyLong_AsVoidPtr(ptr) : NULL;
+    Py_XDECREF(ptr);
+    if (PyErr_Occurred()) { Py_DECREF(config); Py_XDECREF(stream); return NULL; }
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = cu_launch_kernel(f->function, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
+                              (unsigned)shared, stream_ptr, params, NULL);
+    Py_END_ALLOW_THREADS
+    int failed = status == 0 && enabled && fast_record(f, config, a[3], stream) < 0;
+    Py_DECREF(config);
+    Py_DECREF(stream);
+    if (failed) return NULL;
+    if (status != 0) return PyLong_FromLong(status);
+    ++f->taken;
+    Py_RETURN_NONE;
+}
+
+static PyMemberDef fast_members[] = {
+    {"taken", T_ULONGLONG, offsetof(FastCall, taken), READONLY, "Calls this object launched."},
+    {NULL},
+};
+
+static PyTypeObject FastCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_wb_launch.FastCall",
+    .tp_basicsize = sizeof(FastCall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A whole wb.Kernel call in one C call (see launch.c).",
+    .tp_new = fast_new,
+    .tp_dealloc = (destructor)fast_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(FastCall, vectorcall),
+    .tp_members = fast_members,
+};
+
 static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL, "Pack and launch (see the file's comment)."},
     {"pack", (PyCFunction)(void (*)(void))pack, METH_FASTCALL, "The packed argument block."},
@@ -163,5 +493,22 @@ PyMODINIT_FUNC PyInit__wb_launch(void) {
         cu_launch_kernel = (cu_launch_kernel_t)dlsym(libcuda, "cuLaunchKernel");
         cu_event_record = (cu_event_record_t)dlsym(libcuda, "cuEventRecord");
     }
-    return PyModule_Create(&module);
+    struct { PyObject **into; const char *text; } names[] = {
+        {&n_backend, "backend"}, {&n_cell, "cell"}, {&n_enabled, "enabled"}, {&n_capture, "capture"},
+        {&n_log_backend, "_backend"}, {&n_activity, "_activity"}, {&n_records, "records"},
+        {&n_awaiting, "_awaiting"}, {&n_max_records, "MAX_RECORDS"}, {&n_resolve, "resolve_finished"},
+        {&n_device, "_device"}, {&n_append, "append"}, {&n_dtype, "dtype"},
+        {&n_contiguous, "_c_contiguous"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
+        if ((*names[i].into = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
+    if (PyType_Ready(&FastCallType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&FastCallType);
+    if (PyModule_AddObject(m, "FastCall", (PyObject *)&FastCallType) < 0) {
+        Py_DECREF(&FastCallType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
