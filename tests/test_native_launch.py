@@ -5,7 +5,13 @@ GPU reads the block as the kernel's C parameters. Launches themselves are
 covered on the GPU by every gpu-marked kernel test."""
 from __future__ import annotations
 
+import json
+import os
 import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -159,7 +165,7 @@ def test_the_whole_call_object_refuses_checks_it_cannot_make(built):
 
     def make(codes, checks, slots=slots):
         return built.FastCall(0, codes, checks, {}, [0], lambda: None, object(), object(),
-                              TimingLog(object()), template, slots)
+                              TimingLog(object()), template, slots, None)
 
     made = make(b"Pf", (array_check, range_check))
     assert made.taken == 0
@@ -169,7 +175,128 @@ def test_the_whole_call_object_refuses_checks_it_cannot_make(built):
         make(b"Pf", (array_check,))
     with pytest.raises(ValueError, match="takes no parameter code '\\?'"):
         make(b"?", ((0, 1),))
+    with pytest.raises(ValueError, match="wider than its C type 'h'"):
+        make(b"h", ((-2**15, 2**15),))
     with pytest.raises(ValueError, match="outside the template"):
         make(b"P", (array_check,), slots=(1, 2, 3, 4, 5, 12, 16))
     if not built.has_driver():  # without libcuda nothing launches: every call is left to Python
         assert made((np.zeros(1), 0.5), 1, 1, 0, None) is NotImplemented
+
+
+# The whole-call object driven by a stand-in libcuda (tests/fake_cuda.c), in a
+# process of its own (the module binds libcuda once): what it packs, the record
+# it logs, and every call it must leave to Python with nothing done.
+_STAND_IN = textwrap.dedent(r'''
+    import ctypes, gc, json, math, struct, subprocess, sys
+    import numpy as np
+    from workbench.backends import native_build, native_launch
+    from workbench.runtime.timing import TimingLog, _cupti_record, WALL
+    lib, source = sys.argv[1], sys.argv[2]
+    subprocess.run([*native_build.compiler(), "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", source,
+                    "-o", lib], check=True)
+    fake = ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)  # (launch.c's dlopen of libcuda.so.1 finds it)
+    m = native_launch.module()
+    assert m is not None and m.has_driver(), native_launch.unavailable_reason()
+
+    class Memory:
+        def __init__(self, ptr): self.ptr = ptr
+    class Array:
+        def __init__(self, ptr, dtype=np.dtype(np.float32), contiguous=True):
+            self.data, self.dtype, self._c_contiguous = Memory(ptr), dtype, contiguous
+    class Stream:
+        def __init__(self, ptr): self.ptr = ptr
+    class Backend:
+        name = "cupy"
+    class Session:
+        pass
+    b, session, stream = Backend(), Session(), Stream(0x5000)
+    session.backend, session.cell = b, 3
+    log = TimingLog(session)
+    log._backend, log._activity, log._device = b, object(), 0
+    codes = "PfdbBhHiIqQ"
+    def span(t):
+        i = np.iinfo(t)
+        return (int(i.min), int(i.max))
+    top32, top64 = float(np.finfo(np.float32).max), float(np.finfo(np.float64).max)
+    checks = ((Array, np.dtype(np.float32), True), (-top32, top32), (-top64, top64),
+              *[span(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+                                  np.int64, np.uint64)])
+    configs = {(4, 128, 0, None): ((4, 1, 1), (128, 1, 1))}
+    template, slots = TimingLog.cupti_record_template(b, "k", "cuda", "k_sym")
+    fast = m.FastCall(0xF00, codes.encode(), checks, configs, [1024], lambda: stream, session, b, log,
+                      template, slots, None)
+    fake_int = lambda name: ctypes.c_int.in_dll(fake, name)
+    fake_int("fake_nparams").value = len(codes)
+    launches = lambda: fake_int("fake_launches").value
+    args = [Array(0xABC0), 1.5, -2.25e300, -128, 255, -32768, 65535, -2**31, 2**32 - 1, -2**63, 2**64 - 1]
+    out = {"done": fast(tuple(args), 4, 128, 0, None) is None, "launches": launches()}
+    packed = (ctypes.c_uint64 * len(codes)).in_dll(fake, "fake_params")
+    layout = struct.Struct("<" + "".join(("Q" if c == "P" else c) + "x" * (8 - struct.calcsize("Q" if c == "P" else c))
+                                         for c in codes))
+    out["packed"] = struct.pack(f"<{len(codes)}Q", *packed) == layout.pack(0xABC0, *args[1:])
+    out["dims"] = list((ctypes.c_uint * 7).in_dll(fake, "fake_dims"))
+    out["stream"] = ctypes.c_void_p.in_dll(fake, "fake_stream").value
+    rec = log.records[-1]
+    python_made = _cupti_record("k", (4, 1, 1), (128, 1, 1), 0, 3, rec[WALL], "k_sym", b, "cuda", stream, 0)
+    out["record"] = [rec == python_made, list(log._awaiting)[-1] is rec, gc.is_tracked(rec)]
+    before = launches()
+    declined = {
+        "nan": [args[0], math.nan, *args[2:]], "too big for float": [args[0], 3.5e38, *args[2:]],
+        "NumPy scalar": [*args[:3], np.int8(1), *args[4:]], "bool": [*args[:3], True, *args[4:]],
+        "out of range": [*args[:4], 256, *args[5:]], "negative unsigned": [*args[:10], -1],
+        "wrong dtype": [Array(1, np.dtype(np.float64)), *args[1:]],
+        "strided": [Array(1, contiguous=False), *args[1:]], "None": [None, *args[1:]],
+        "one short": args[:-1]}
+    out["declined"] = {what: fast(tuple(a), 4, 128, 0, None) is NotImplemented for what, a in declined.items()}
+    out["declined"]["new configuration"] = fast(tuple(args), 8, 128, 0, None) is NotImplemented
+    out["declined"]["more shared memory"] = fast(tuple(args), 4, 128, 4096, None) is NotImplemented
+    log._activity = None
+    out["declined"]["timed by events"] = fast(tuple(args), 4, 128, 0, None) is NotImplemented
+    log._activity = object()
+    log.timed_launch = lambda *a, **k: None
+    out["declined"]["a wrapped timed_launch"] = fast(tuple(args), 4, 128, 0, None) is NotImplemented
+    del log.timed_launch
+    session.backend = Backend()
+    out["declined"]["another backend"] = fast(tuple(args), 4, 128, 0, None) is NotImplemented
+    session.backend = b
+    log.enabled, log.capture = False, object()
+    out["declined"]["capturing a graph"] = fast(tuple(args), 4, 128, 0, None) is NotImplemented
+    out["declined_launches"] = launches() - before
+    log.capture, count = None, len(log.records)
+    out["paused"] = [fast(tuple(args), 4, 128, 0, None) is None, launches() - before, len(log.records) - count]
+    log.enabled = True
+    fake_int("fake_status").value = 700
+    out["failed"] = [fast(tuple(args), 4, 128, 0, None), len(log.records) - count]
+    fake_int("fake_status").value = 0
+    held = [args[0], args[1], stream, session, log, configs, template]
+    counts = [sys.getrefcount(o) for o in held]
+    for _ in range(1000):
+        fast(tuple(args), 4, 128, 0, None)
+    log.records.clear(); log._awaiting.clear()
+    out["references"] = [sys.getrefcount(o) for o in held] == counts
+    out["taken"] = fast.taken
+    print(json.dumps(out))
+''')
+
+
+def test_the_whole_call_packs_logs_and_declines_as_python_would(tmp_path):
+    from workbench.backends import native_build
+    if native_build.compiler() is None:
+        pytest.skip("no C compiler here")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", _STAND_IN, str(tmp_path / "libcuda.so.1"), str(root / "tests" / "fake_cuda.c")],
+        capture_output=True, text=True, timeout=180,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+             "WORKBENCH_CACHE_DIR": str(tmp_path / "cache"), "LD_LIBRARY_PATH": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["done"] and out["launches"] == 1
+    assert out["packed"], "the argument slots differ from the struct layout"
+    assert out["dims"] == [4, 1, 1, 128, 1, 1, 0] and out["stream"] == 0x5000
+    assert out["record"] == [True, True, False]  # as Python's, awaiting CUPTI, untracked by the collector
+    assert out["declined"] == {what: True for what in out["declined"]} and out["declined_launches"] == 0
+    assert out["paused"] == [True, 1, 0]  # launched, not logged
+    assert out["failed"] == [700, 0]  # the CUresult handed back, nothing logged
+    assert out["references"]
+    assert out["taken"] == 1002

@@ -444,12 +444,25 @@ class Kernel:
     def __call__(self, *args, grid=None, block=None, shared_mem: int = 0, stream=None, n=None,
                  cooperative: bool = False):
         fast = self._fast
-        if fast is not None and stream is None and not cooperative:
-            status = fast(args, grid, block, shared_mem, n)  # None: done (see _fast_call)
-            if status is None:
-                return
-            if status is not NotImplemented:
-                return self._launch_as_user_reads(self._launcher.failed, status)
+        try:
+            if fast is not None and stream is None and not cooperative:
+                status = fast(args, grid, block, shared_mem, n)  # None: done (see _fast_call)
+                if status is None:
+                    return
+                if status is not NotImplemented:
+                    self._launcher.failed(status)
+            self._call(args, grid, block, shared_mem, stream, n, cooperative)
+        except KernelFault as exc:
+            if not self.module.line_offset:
+                raise
+            raise _on_cell_lines(exc, self.module.line_offset) from None
+        except Exception as exc:
+            if is_out_of_memory(exc, self.backend):
+                raise _out_of_memory(None, exc) from None
+            raise
+
+    def _call(self, args, grid, block, shared_mem, stream, n, cooperative) -> None:
+        """A call in Python: checked, configured and launched through the timing log."""
         b = self.backend
         if self._session.backend is not b:
             raise LaunchConfigError(self._other_backend_message())
@@ -470,25 +483,10 @@ class Kernel:
         launcher = self._launcher
         if cooperative:
             launcher = self._cooperative_launcher(grid3, block3, shared_mem)
-        self._launch_as_user_reads(
-            self._session.timing_log.timed_launch, b, self.name, grid3, block3, shared_mem,
+        self._session.timing_log.timed_launch(
+            b, self.name, grid3, block3, shared_mem,
             _launch_stream(b, stream, f"{self.name}()") if stream is not None else b.current_stream(),
             launcher, converted, "cuda", self._symbol)
-
-    def _launch_as_user_reads(self, launch, *args) -> None:
-        """``launch(*args)``, with a fault's lines counted as the cell counts
-        them and an out-of-memory error explained."""
-        b = self.backend
-        try:
-            launch(*args)
-        except KernelFault as exc:
-            if not self.module.line_offset:
-                raise
-            raise _on_cell_lines(exc, self.module.line_offset) from None
-        except Exception as exc:
-            if is_out_of_memory(exc, b):
-                raise _out_of_memory(None, exc) from None
-            raise
 
     def _cooperative_launcher(self, grid3, block3, shared_mem: int):
         """The launcher of a cooperative launch (every block at once, so that

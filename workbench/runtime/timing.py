@@ -33,6 +33,9 @@ from ..present.tables import pandas
 from .clocks import DeviceClocks
 
 
+# Kernel records made by the C call (backends/native/launch.c) are untracked by the
+# cyclic garbage collector: whatever is stored into a kernel record later must
+# never refer back to it (numbers, strings, None and tuples of them are what is).
 # fields of a launch record (a list, built on the hot path); START and END
 # hold the two events, or, timed by CUPTI, the symbol the records name and
 # whether it is exact (else a part of the symbol: Numba and Triton kernels);

@@ -171,6 +171,8 @@ static PyObject *has_driver(PyObject *self, PyObject *unused) {
  * What it reads of the core's objects (names fixed here, kept in one place):
  *   session.backend must be ``backend``; session.cell;
  *   log.enabled; when false, log.capture must be None (a launch, nothing logged);
+ *   log's own __dict__ must have no "timed_launch" (a wrapper of every launch,
+ *   such as the NVTX ranges of runtime/nvtx.py, which only the Python path calls);
  *   when true, log._backend must be ``backend`` and log._activity not None (timed
  *   by CUPTI: a record is appended to log.records and log._awaiting (the two
  *   deques, and log.MAX_RECORDS, are read once, when this object is made), a copy of
@@ -192,6 +194,8 @@ typedef struct {
     long long ilow[MAX_PARAMS];
     unsigned long long ihigh[MAX_PARAMS];
     PyObject *configs, *opted_in, *current_stream, *session, *backend, *log, *template;
+    PyObject *owner;  /* what keeps the function loaded (its module) */
+    PyObject *log_dict;  /* log.__dict__ */
     PyObject *append_record, *append_awaiting;  /* log.records.append, log._awaiting.append */
     PyObject *awaiting;
     Py_ssize_t max_records;
@@ -202,30 +206,72 @@ typedef struct {
 enum { S_GRID, S_BLOCK, S_SHARED, S_CELL, S_WALL, S_STREAM, S_DEVICE };
 static PyObject *n_backend, *n_cell, *n_enabled, *n_capture, *n_log_backend, *n_activity,
                 *n_records, *n_awaiting, *n_max_records, *n_resolve, *n_device, *n_append,
-                *n_dtype, *n_contiguous;
+                *n_dtype, *n_contiguous, *n_timed_launch;
 
 static PyObject *fast_call(FastCall *f, PyObject *const *a, size_t nargsf, PyObject *kwnames);
 
-static void fast_dealloc(FastCall *f) {
+#define FAST_OBJECTS(f) f->configs, f->opted_in, f->current_stream, f->session, f->backend, \
+    f->log, f->template, f->owner, f->log_dict, f->append_record, f->append_awaiting, f->awaiting
+
+static int fast_traverse(FastCall *f, visitproc visit, void *arg) {
     for (Py_ssize_t i = 0; i < f->count; ++i) {
-        Py_XDECREF(f->array_type[i]);
-        Py_XDECREF(f->dtype[i]);
+        Py_VISIT(f->array_type[i]);
+        Py_VISIT(f->dtype[i]);
     }
-    Py_XDECREF(f->configs); Py_XDECREF(f->opted_in); Py_XDECREF(f->current_stream);
-    Py_XDECREF(f->session); Py_XDECREF(f->backend); Py_XDECREF(f->log); Py_XDECREF(f->template);
-    Py_XDECREF(f->append_record); Py_XDECREF(f->append_awaiting); Py_XDECREF(f->awaiting);
+    PyObject *held[] = {FAST_OBJECTS(f)};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; ++i) Py_VISIT(held[i]);
+    return 0;
+}
+
+static int fast_clear(FastCall *f) {
+    for (Py_ssize_t i = 0; i < f->count; ++i) {
+        Py_CLEAR(f->array_type[i]);
+        Py_CLEAR(f->dtype[i]);
+    }
+    Py_CLEAR(f->configs); Py_CLEAR(f->opted_in); Py_CLEAR(f->current_stream); Py_CLEAR(f->session);
+    Py_CLEAR(f->backend); Py_CLEAR(f->log); Py_CLEAR(f->template); Py_CLEAR(f->owner);
+    Py_CLEAR(f->log_dict); Py_CLEAR(f->append_record); Py_CLEAR(f->append_awaiting);
+    Py_CLEAR(f->awaiting);
+    return 0;
+}
+
+static void fast_dealloc(FastCall *f) {
+    PyObject_GC_UnTrack(f);
+    fast_clear(f);
     Py_TYPE(f)->tp_free((PyObject *)f);
 }
 
+/* The range of each integer code's C type. */
+static int code_range(char code, long long *low, unsigned long long *high) {
+    switch (code) {
+    case 'b': *low = INT8_MIN; *high = INT8_MAX; return 1;
+    case 'B': *low = 0; *high = UINT8_MAX; return 1;
+    case 'h': *low = INT16_MIN; *high = INT16_MAX; return 1;
+    case 'H': *low = 0; *high = UINT16_MAX; return 1;
+    case 'i': *low = INT32_MIN; *high = INT32_MAX; return 1;
+    case 'I': *low = 0; *high = UINT32_MAX; return 1;
+    case 'q': *low = INT64_MIN; *high = INT64_MAX; return 1;
+    case 'Q': *low = 0; *high = UINT64_MAX; return 1;
+    default: return 0;
+    }
+}
+
 /* FastCall(function, codes, checks, configs, opted_in, current_stream, session,
- *          backend, log, template, slots) */
+ *          backend, log, template, slots, owner): function is the CUfunction (an
+ *          int), kept loaded by owner; the rest as the comment above says. */
 static PyObject *fast_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *function, *codes, *checks, *configs, *opted_in, *current_stream, *session, *backend,
-             *log, *template, *slots;
-    if (!PyArg_ParseTuple(args, "OSO!O!O!OOOOO!O!:FastCall", &function, &codes, &PyTuple_Type, &checks,
-                          &PyDict_Type, &configs, &PyList_Type, &opted_in, &current_stream, &session,
-                          &backend, &log, &PyList_Type, &template, &PyTuple_Type, &slots))
+             *log, *template, *slots, *owner;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "FastCall takes its arguments by position");
         return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OSO!O!O!OOOOO!O!O:FastCall", &function, &codes, &PyTuple_Type, &checks,
+                          &PyDict_Type, &configs, &PyList_Type, &opted_in, &current_stream, &session,
+                          &backend, &log, &PyList_Type, &template, &PyTuple_Type, &slots, &owner))
+        return NULL;
+    void *function_ptr = PyLong_AsVoidPtr(function);
+    if (function_ptr == NULL && PyErr_Occurred()) return NULL;
     Py_ssize_t count = PyBytes_GET_SIZE(codes);
     if (count > MAX_PARAMS || PyTuple_GET_SIZE(checks) != count || PyTuple_GET_SIZE(slots) != 7) {
         PyErr_SetString(PyExc_ValueError, "FastCall: one check per parameter (at most 64), seven slots");
@@ -234,8 +280,10 @@ static PyObject *fast_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     FastCall *f = (FastCall *)type->tp_alloc(type, 0);
     if (f == NULL) return NULL;
     f->vectorcall = (vectorcallfunc)fast_call;
-    f->function = PyLong_AsVoidPtr(function);
+    f->function = function_ptr;
     const char *c = PyBytes_AS_STRING(codes);
+    long long least;
+    unsigned long long most;
     for (Py_ssize_t i = 0; i < count; ++i) {
         PyObject *check = PyTuple_GET_ITEM(checks, i);
         f->codes[i] = c[i];
@@ -248,12 +296,17 @@ static PyObject *fast_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
             f->contiguous[i] = (char)contiguous;
         } else if (c[i] == 'f' || c[i] == 'd') {
             if (!PyArg_ParseTuple(check, "dd", &f->flow[i], &f->fhigh[i])) goto fail;
-        } else if (strchr("bBhHiIqQ", c[i]) != NULL && c[i] != 0) {
+        } else if (code_range(c[i], &least, &most)) {
             PyObject *low, *high;
             if (!PyArg_ParseTuple(check, "O!O!", &PyLong_Type, &low, &PyLong_Type, &high)) goto fail;
             f->ilow[i] = PyLong_AsLongLong(low);
             f->ihigh[i] = PyLong_AsUnsignedLongLong(high);
-            if (PyErr_Occurred()) goto fail;
+            if (PyErr_Occurred() || f->ilow[i] < least || f->ihigh[i] > most) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_ValueError, "FastCall: the range of parameter %zd is wider than "
+                             "its C type '%c' holds", i, c[i]);
+                goto fail;
+            }
         } else {
             PyErr_Format(PyExc_ValueError, "FastCall takes no parameter code '%c'", c[i]);
             goto fail;
@@ -267,18 +320,23 @@ static PyObject *fast_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
             goto fail;
         }
     }
-    PyObject *keep[] = {configs, opted_in, current_stream, session, backend, log, template};
+    PyObject *keep[] = {configs, opted_in, current_stream, session, backend, log, template, owner};
     PyObject **into[] = {&f->configs, &f->opted_in, &f->current_stream, &f->session, &f->backend,
-                         &f->log, &f->template};
-    for (int i = 0; i < 7; ++i) { Py_INCREF(keep[i]); *into[i] = keep[i]; }
+                         &f->log, &f->template, &f->owner};
+    for (int i = 0; i < 8; ++i) { Py_INCREF(keep[i]); *into[i] = keep[i]; }
+    f->log_dict = PyObject_GenericGetDict(log, NULL);
+    if (f->log_dict == NULL || !PyDict_Check(f->log_dict)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "FastCall: the log's __dict__ is not a dict");
+        goto fail;
+    }
     /* (the log keeps its two deques, and MAX_RECORDS, for its whole life) */
-    PyObject *records = PyObject_GetAttr(log, n_records), *most = PyObject_GetAttr(log, n_max_records);
+    PyObject *records = PyObject_GetAttr(log, n_records), *limit = PyObject_GetAttr(log, n_max_records);
     f->awaiting = PyObject_GetAttr(log, n_awaiting);
     f->append_record = records ? PyObject_GetAttr(records, n_append) : NULL;
     f->append_awaiting = f->awaiting ? PyObject_GetAttr(f->awaiting, n_append) : NULL;
-    f->max_records = most ? PyLong_AsSsize_t(most) : -1;
+    f->max_records = limit ? PyLong_AsSsize_t(limit) : -1;
     Py_XDECREF(records);
-    Py_XDECREF(most);
+    Py_XDECREF(limit);
     if (f->append_record == NULL || f->append_awaiting == NULL || PyErr_Occurred()) goto fail;
     return (PyObject *)f;
 fail:
@@ -339,7 +397,9 @@ static int fast_pack(FastCall *f, PyObject *args, uint64_t *slots) {
                 if (x < f->ilow[i] || (x >= 0 && (uint64_t)x > f->ihigh[i])) return 0;
                 u = (uint64_t)x;
             }
-            memcpy(slot, &u, 8);  /* little-endian: the low bytes are the C value */
+            /* the C value's own bytes (little-endian: the low ones), the rest of the slot zero */
+            memcpy(slot, &u, code == 'b' || code == 'B' ? 1 : code == 'h' || code == 'H' ? 2
+                             : code == 'i' || code == 'I' ? 4 : 8);
         }
     }
     return 1;
@@ -382,7 +442,7 @@ static int fast_record(FastCall *f, PyObject *config, PyObject *shared_mem, PyOb
     int failed = 0;
     for (int i = 0; i < 7; ++i) {
         if (values[i] == NULL) { failed = 1; continue; }
-        PyList_SetItem(rec, f->slots[i], values[i]);  /* (steals) */
+        if (PyList_SetItem(rec, f->slots[i], values[i]) < 0) failed = 1;  /* (steals, even then) */
     }
     /* A kernel's record holds numbers, strings, tuples and its stream, and nothing
      * refers back to it but the log: it can be in no cycle, so the collector need
@@ -390,7 +450,7 @@ static int fast_record(FastCall *f, PyObject *config, PyObject *shared_mem, PyOb
      * share of the collections they trigger). */
     PyObject_GC_UnTrack(rec);
     PyObject *r;
-    if (failed) goto done;
+    if (failed || PyErr_Occurred()) { failed = 1; goto done; }
     failed = 1;
     if ((r = PyObject_CallOneArg(f->append_record, rec)) == NULL) goto done;
     Py_DECREF(r);
@@ -426,6 +486,8 @@ static PyObject *fast_call(FastCall *f, PyObject *const *a, size_t nargsf, PyObj
     if (enabled ? !attr_is(f->log, n_log_backend, f->backend, 0) || !attr_is(f->log, n_activity, Py_None, 1)
                 : !attr_is(f->log, n_capture, Py_None, 0))
         Py_RETURN_NOTIMPLEMENTED;  /* timed by events, switching backends, or capturing a graph */
+    PyObject *wrapper = PyDict_GetItemWithError(f->log_dict, n_timed_launch);
+    if (wrapper != NULL || PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_NOTIMPLEMENTED; }
     unsigned dims[6];
     long long shared = PyLong_AsLongLong(a[3]);
     PyObject *allowed = PyList_GET_SIZE(f->opted_in) ? PyList_GET_ITEM(f->opted_in, 0) : NULL;
@@ -466,7 +528,9 @@ static PyTypeObject FastCallType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "_wb_launch.FastCall",
     .tp_basicsize = sizeof(FastCall),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)fast_traverse,
+    .tp_clear = (inquiry)fast_clear,
     .tp_doc = "A whole wb.Kernel call in one C call (see launch.c).",
     .tp_new = fast_new,
     .tp_dealloc = (destructor)fast_dealloc,
@@ -498,7 +562,7 @@ PyMODINIT_FUNC PyInit__wb_launch(void) {
         {&n_log_backend, "_backend"}, {&n_activity, "_activity"}, {&n_records, "records"},
         {&n_awaiting, "_awaiting"}, {&n_max_records, "MAX_RECORDS"}, {&n_resolve, "resolve_finished"},
         {&n_device, "_device"}, {&n_append, "append"}, {&n_dtype, "dtype"},
-        {&n_contiguous, "_c_contiguous"}};
+        {&n_contiguous, "_c_contiguous"}, {&n_timed_launch, "timed_launch"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
         if ((*names[i].into = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
     if (PyType_Ready(&FastCallType) < 0) return NULL;
