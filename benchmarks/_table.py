@@ -2,6 +2,7 @@
 time a host call."""
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -40,3 +41,16 @@ def paired_per_call_us(first, second, calls: int, rounds: int = 9) -> tuple[floa
         a.append(per_call_us(first, calls, repeats=1))
         b.append(per_call_us(second, calls, repeats=1))
     return statistics.median(a), statistics.median(b), statistics.median(y / x for x, y in zip(a, b))
+
+
+def pin_to_two_cpus() -> str:
+    """Keep this process, and any process it starts (which inherits it), on
+    the same two CPUs: a VM's cores run at different speeds, by tens of
+    percent, and side-by-side figures must compare runs on the same ones.
+    Call it before CUDA starts its threads (they inherit it too)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))[-2:]
+        os.sched_setaffinity(0, cpus)
+    except (AttributeError, OSError):  # (not Linux: left where the system puts it)
+        return "unpinned"
+    return f"CPUs {', '.join(map(str, cpus))}"

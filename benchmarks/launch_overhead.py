@@ -17,7 +17,6 @@ Run: ``python benchmarks/launch_overhead.py``.
 from __future__ import annotations
 
 import contextlib
-import os
 import select
 import statistics
 import subprocess
@@ -27,7 +26,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _table import per_call_us, print_table  # noqa: E402
+from _table import per_call_us, pin_to_two_cpus, print_table  # noqa: E402
 
 import workbench as wb  # noqa: E402
 
@@ -107,20 +106,8 @@ def _read_us(log, launches: int) -> float:
     return seconds / max(launches, 1) * 1e6
 
 
-def _pin_to_two_cpus() -> str:
-    """Keep this process, and the raw baseline's process (which inherits it),
-    on the same two CPUs: a VM's cores run at different speeds, by tens of
-    percent, and the ratios must compare calls on the same ones."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))[-2:]
-        os.sched_setaffinity(0, cpus)
-    except (AttributeError, OSError):  # (not Linux: left where the system puts it)
-        return "unpinned"
-    return f"CPUs {', '.join(map(str, cpus))}"
-
-
 def main() -> None:
-    pinned = _pin_to_two_cpus()  # (before CUDA starts its threads: they inherit it)
+    pinned = pin_to_two_cpus()  # (before CUDA starts its threads: they inherit it)
     b = wb.backend()
     calls = 20_000 if not b.simulated else 300
     kernel = wb.compile(SOURCE)["empty"]

@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _table import print_table  # noqa: E402
+from _table import pin_to_two_cpus, print_table  # noqa: E402
 
 TARGET_US = 2.0
 
@@ -162,6 +162,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9, help="timed loops per mode (median)")
     args = parser.parse_args()
 
+    pinned = pin_to_two_cpus()  # (before CUDA starts its threads)
     import workbench as wb
     from workbench.memory import tracker as tracker_module
     # "on" times the recording alone: the tracker counts its raw events every
@@ -171,7 +172,7 @@ def main() -> None:
     simulated = bool(backend.simulated)
     label = " [SIMULATED: CPU simulator's allocator, not a GPU]" if simulated else ""
     print(f"memory tracking cost on {backend.describe()}{label}")
-    print(f"{args.n} allocations of {args.size} B per loop, median of {args.repeat} loops")
+    print(f"{args.n} allocations of {args.size} B per loop, median of {args.repeat} loops; on {pinned}")
     rows = run(args.n, args.size, args.repeat)
     table = []
     for r in rows:
