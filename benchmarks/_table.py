@@ -44,12 +44,16 @@ def paired_per_call_us(first, second, calls: int, rounds: int = 9) -> tuple[floa
 
 
 def pin_to_two_cpus() -> str:
-    """Keep this process, and any process it starts (which inherits it), on
-    the same two CPUs: a VM's cores run at different speeds, by tens of
-    percent, and side-by-side figures must compare runs on the same ones.
-    Call it before CUDA starts its threads (they inherit it too)."""
+    """Keep the calling thread, and the threads and processes it starts later
+    (they inherit it), on the same two CPUs: a VM's cores run at different
+    speeds, by tens of percent, and side-by-side figures must compare runs on
+    the same ones. Call it first, before CUDA starts its threads. Where fewer
+    than two CPUs are allowed, or the system cannot pin, nothing changes."""
     try:
-        cpus = sorted(os.sched_getaffinity(0))[-2:]
+        allowed = sorted(os.sched_getaffinity(0))
+        if len(allowed) < 2:
+            return "unpinned (one CPU)"
+        cpus = allowed[-2:]
         os.sched_setaffinity(0, cpus)
     except (AttributeError, OSError):  # (not Linux: left where the system puts it)
         return "unpinned"

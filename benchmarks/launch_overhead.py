@@ -225,7 +225,7 @@ def main() -> None:
             rows.append([f"ratio wb ({source}) / raw with CUPTI recording", ratio,
                          "the workbench's own part of a timed launch"])
     title = (f"Launch overhead on {b.describe()}" + (" (simulated: CPU wall-clock)" if b.simulated else "")
-             + f"; both processes on {pinned}")
+             + f"; on {pinned}")
     print_table(title, ["what", "µs per call", "note"], rows)
 
 

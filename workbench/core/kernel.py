@@ -237,7 +237,8 @@ def _fast_call(launcher, params, backend, configs: dict, sess, name: str, symbol
     array_type = backend.device_array_type
     if make is None or array_type is None:
         return None
-    contiguous = hasattr(array_type, "_c_contiguous")
+    if not hasattr(array_type, "_c_contiguous"):  # (the test a strided view must fail)
+        return None
     checks = []
     for p in params:
         dt = p.dtype
@@ -246,7 +247,7 @@ def _fast_call(launcher, params, backend, configs: dict, sess, name: str, symbol
         if p.is_pointer:
             if p.pointer_depth != 1:
                 return None
-            checks.append((array_type, dt, contiguous))
+            checks.append((array_type, dt, True))
         elif dt.kind == "f" and dt.itemsize >= 4:
             top = float(np.finfo(dt).max)
             checks.append((-top, top))
@@ -450,7 +451,8 @@ class Kernel:
                 if status is None:
                     return
                 if status is not NotImplemented:
-                    self._launcher.failed(status)
+                    self._launcher.failed(status)  # (raises: the launch must not be made again below)
+                    raise KernelFault(f"{self.name}(): the launch failed (CUresult {status}).")
             self._call(args, grid, block, shared_mem, stream, n, cooperative)
         except KernelFault as exc:
             if not self.module.line_offset:

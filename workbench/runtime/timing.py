@@ -33,9 +33,6 @@ from ..present.tables import pandas
 from .clocks import DeviceClocks
 
 
-# Kernel records made by the C call (backends/native/launch.c) are untracked by the
-# cyclic garbage collector: whatever is stored into a kernel record later must
-# never refer back to it (numbers, strings, None and tuples of them are what is).
 # fields of a launch record (a list, built on the hot path); START and END
 # hold the two events, or, timed by CUPTI, the symbol the records name and
 # whether it is exact (else a part of the symbol: Numba and Triton kernels);
@@ -56,6 +53,11 @@ def _cupti_record(name, grid, block, shared_mem, cell, wall, symbol, b, language
     activity record names, and whether that is exact)."""
     return [name, grid, block, shared_mem, cell, wall, symbol or name, symbol is not None, None,
             b.name, language, "kernel", stream, None, device, None]
+
+
+# Kernel records made by the C call (backends/native/launch.c) are untracked by the
+# cyclic garbage collector: nothing stored into a kernel record may ever refer back to
+# the record (they hold numbers, strings, None, tuples of them and the launch's stream).
 
 
 class _Pool(collections.deque):

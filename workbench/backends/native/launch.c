@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <float.h>
 
 #define MAX_PARAMS 64
 
@@ -296,6 +297,12 @@ static PyObject *fast_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
             f->contiguous[i] = (char)contiguous;
         } else if (c[i] == 'f' || c[i] == 'd') {
             if (!PyArg_ParseTuple(check, "dd", &f->flow[i], &f->fhigh[i])) goto fail;
+            double top = c[i] == 'f' ? (double)FLT_MAX : DBL_MAX;
+            if (!(-top <= f->flow[i] && f->fhigh[i] <= top)) {
+                PyErr_Format(PyExc_ValueError, "FastCall: the range of parameter %zd is wider than "
+                             "its C type '%c' holds", i, c[i]);
+                goto fail;
+            }
         } else if (code_range(c[i], &least, &most)) {
             PyObject *low, *high;
             if (!PyArg_ParseTuple(check, "O!O!", &PyLong_Type, &low, &PyLong_Type, &high)) goto fail;
@@ -330,14 +337,17 @@ static PyObject *fast_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         goto fail;
     }
     /* (the log keeps its two deques, and MAX_RECORDS, for its whole life) */
-    PyObject *records = PyObject_GetAttr(log, n_records), *limit = PyObject_GetAttr(log, n_max_records);
-    f->awaiting = PyObject_GetAttr(log, n_awaiting);
-    f->append_record = records ? PyObject_GetAttr(records, n_append) : NULL;
-    f->append_awaiting = f->awaiting ? PyObject_GetAttr(f->awaiting, n_append) : NULL;
-    f->max_records = limit ? PyLong_AsSsize_t(limit) : -1;
-    Py_XDECREF(records);
-    Py_XDECREF(limit);
-    if (f->append_record == NULL || f->append_awaiting == NULL || PyErr_Occurred()) goto fail;
+    PyObject *records = PyObject_GetAttr(log, n_records);
+    if (records == NULL) goto fail;
+    f->append_record = PyObject_GetAttr(records, n_append);
+    Py_DECREF(records);
+    if (f->append_record == NULL || (f->awaiting = PyObject_GetAttr(log, n_awaiting)) == NULL
+        || (f->append_awaiting = PyObject_GetAttr(f->awaiting, n_append)) == NULL) goto fail;
+    PyObject *limit = PyObject_GetAttr(log, n_max_records);
+    if (limit == NULL) goto fail;
+    f->max_records = PyLong_AsSsize_t(limit);
+    Py_DECREF(limit);
+    if (f->max_records == -1 && PyErr_Occurred()) goto fail;
     return (PyObject *)f;
 fail:
     Py_DECREF(f);
@@ -359,7 +369,12 @@ static uint64_t fast_pointer(FastCall *f, Py_ssize_t i, PyObject *v, int *ok) {
     uint64_t out = 0;
     *ok = 0;
     if ((PyObject *)Py_TYPE(v) != f->array_type[i]) return 0;
-    if (!attr_is(v, n_dtype, f->dtype[i], 0)) return 0;
+    PyObject *dtype = PyObject_GetAttr(v, n_dtype);
+    if (dtype == NULL) { PyErr_Clear(); return 0; }
+    /* (identity first; an equal dtype that is another object, 'q' for 'l', compares) */
+    int same = dtype == f->dtype[i] ? 1 : PyObject_RichCompareBool(dtype, f->dtype[i], Py_EQ);
+    Py_DECREF(dtype);
+    if (same != 1) { PyErr_Clear(); return 0; }
     if (f->contiguous[i] && !attr_is(v, n_contiguous, Py_True, 0)) return 0;
     if (pointer_of(v, &out) < 0) { PyErr_Clear(); return 0; }
     *ok = 1;
@@ -437,8 +452,8 @@ static int fast_record(FastCall *f, PyObject *config, PyObject *shared_mem, PyOb
                            NULL, PyFloat_FromDouble((double)now.tv_sec + now.tv_nsec * 1e-9),
                            stream, NULL};
     Py_INCREF(values[0]); Py_INCREF(values[1]); Py_INCREF(values[2]); Py_INCREF(values[5]);
-    values[S_CELL] = PyObject_GetAttr(f->session, n_cell);
-    values[S_DEVICE] = PyObject_GetAttr(f->log, n_device);
+    if (values[S_WALL] != NULL) values[S_CELL] = PyObject_GetAttr(f->session, n_cell);
+    if (values[S_CELL] != NULL) values[S_DEVICE] = PyObject_GetAttr(f->log, n_device);
     int failed = 0;
     for (int i = 0; i < 7; ++i) {
         if (values[i] == NULL) { failed = 1; continue; }
@@ -490,9 +505,10 @@ static PyObject *fast_call(FastCall *f, PyObject *const *a, size_t nargsf, PyObj
     if (wrapper != NULL || PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_NOTIMPLEMENTED; }
     unsigned dims[6];
     long long shared = PyLong_AsLongLong(a[3]);
+    if (shared == -1 && PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_NOTIMPLEMENTED; }
     PyObject *allowed = PyList_GET_SIZE(f->opted_in) ? PyList_GET_ITEM(f->opted_in, 0) : NULL;
     long long opted = allowed ? PyLong_AsLongLong(allowed) : -1;
-    if (PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_NOTIMPLEMENTED; }
+    if (opted == -1 && PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_NOTIMPLEMENTED; }
     if (shared < 0 || shared > opted) Py_RETURN_NOTIMPLEMENTED;  /* (the Python path opts in) */
     uint64_t slots[MAX_PARAMS];
     void *params[MAX_PARAMS];
