@@ -161,7 +161,7 @@ def test_the_whole_call_object_refuses_checks_it_cannot_make(built):
     the record template; anything else is a clear error at construction."""
     from workbench.runtime.timing import TimingLog
     template, slots = [None] * 16, (1, 2, 3, 4, 5, 12, 14)
-    array_check, range_check = (object, np.dtype(np.float32), True), (-1.0, 1.0)
+    array_check, range_check = (object, np.dtype(np.float32)), (-1.0, 1.0)
 
     def make(codes, checks, slots=slots):
         return built.FastCall(0, codes, checks, {}, [0], lambda: None, object(), object(),
@@ -169,7 +169,7 @@ def test_the_whole_call_object_refuses_checks_it_cannot_make(built):
 
     make(b"Pf", (array_check, range_check))
     with pytest.raises(TypeError):
-        make(b"Pf", (range_check, array_check))  # a pointer's test is (type, dtype, contiguous)
+        make(b"Pf", (range_check, array_check))  # a float's test is (low, high)
     with pytest.raises(ValueError, match="one check per parameter"):
         make(b"Pf", (array_check,))
     with pytest.raises(ValueError, match="takes no parameter code '\\?'"):
@@ -217,7 +217,7 @@ _STAND_IN = textwrap.dedent(r'''
         i = np.iinfo(t)
         return (int(i.min), int(i.max))
     top32, top64 = float(np.finfo(np.float32).max), float(np.finfo(np.float64).max)
-    checks = ((Array, np.dtype(np.float32), True), (-top32, top32), (-top64, top64),
+    checks = ((Array, np.dtype(np.float32)), (-top32, top32), (-top64, top64),
               *[span(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
                                   np.int64, np.uint64)])
     configs = {(4, 128, 0, None): ((4, 1, 1), (128, 1, 1))}

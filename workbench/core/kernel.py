@@ -176,6 +176,26 @@ def _scalar_converter(kernel: str, p: Param, backend):
     return convert
 
 
+def _inline_test(p):
+    """What a call tests inline for parameter ``p`` before trusting it:
+    ``("pointer", dtype)`` (a device array of that dtype), ``("float", low,
+    high)`` or ``("int", low, high)`` (a Python number in range); None where
+    only its converter decides. The generated checker and the C call
+    (``_fast_call``) both make these tests."""
+    dt = p.dtype
+    if dt is None:
+        return None
+    if p.is_pointer:
+        return ("pointer", dt) if p.pointer_depth == 1 else None
+    if dt.kind == "f":
+        top = float(np.finfo(dt).max)
+        return ("float", -top, top)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return ("int", int(info.min), int(info.max))
+    return None
+
+
 def _argument_checker(params, converters, backend, exact_numbers: bool = True):
     """One function that checks and converts a whole argument tuple.
 
@@ -194,22 +214,18 @@ def _argument_checker(params, converters, backend, exact_numbers: bool = True):
     for i, (p, conv) in enumerate(zip(params, converters)):
         a = f"a{i}"
         ns[f"c{i}"] = conv
-        dt = p.dtype
-        if p.is_pointer and dt is not None and p.pointer_depth == 1 and ns["array_type"] is not None:
-            ns[f"d{i}"] = dt
+        test = _inline_test(p)
+        kind = test[0] if test is not None else None
+        if kind == "pointer" and ns["array_type"] is not None:
+            ns[f"d{i}"] = test[1]
             contiguous = f" and {a}._c_contiguous" if fast_contiguous else ""
             items.append(f"{a} if type({a}) is array_type and ({a}.dtype is d{i} or {a}.dtype == d{i})"
                          f"{contiguous} else c{i}({a})")
-        elif not p.is_pointer and dt is not None and dt.kind == "f":
-            ns[f"t{i}"] = dt.type
-            top = float(np.finfo(dt).max)
+        elif kind in ("float", "int"):
+            ns[f"t{i}"] = p.dtype.type
             value = f"t{i}({a})" if exact_numbers else a
-            items.append(f"{value} if type({a}) is float and {-top!r} <= {a} <= {top!r} else c{i}({a})")
-        elif not p.is_pointer and dt is not None and dt.kind in "iu":
-            info = np.iinfo(dt)
-            ns[f"t{i}"] = dt.type
-            value = f"t{i}({a})" if exact_numbers else a
-            items.append(f"{value} if type({a}) is int and {info.min} <= {a} <= {info.max} else c{i}({a})")
+            items.append(f"{value} if type({a}) is {kind} and {test[1]!r} <= {a} <= {test[2]!r} "
+                         f"else c{i}({a})")
         else:
             items.append(f"c{i}({a})")
     names = ", ".join(f"a{i}" for i in range(len(params)))
@@ -241,21 +257,10 @@ def _fast_call(launcher, params, backend, configs: dict, sess, name: str, symbol
         return None
     checks = []
     for p in params:
-        dt = p.dtype
-        if dt is None:
+        test = _inline_test(p)
+        if test is None or (test[0] == "float" and p.dtype.itemsize < 4):  # (no C half)
             return None
-        if p.is_pointer:
-            if p.pointer_depth != 1:
-                return None
-            checks.append((array_type, dt, True))
-        elif dt.kind == "f" and dt.itemsize >= 4:
-            top = float(np.finfo(dt).max)
-            checks.append((-top, top))
-        elif dt.kind in "iu":
-            info = np.iinfo(dt)
-            checks.append((int(info.min), int(info.max)))
-        else:
-            return None
+        checks.append((array_type, test[1]) if test[0] == "pointer" else test[1:])
     log = sess.timing_log
     template, slots = log.cupti_record_template(backend, name, "cuda", symbol)
     return make(tuple(checks), configs, sess, log, template, slots)

@@ -164,8 +164,8 @@ static PyObject *has_driver(PyObject *self, PyObject *unused) {
  *
  * The tests each argument gets, per parameter (``checks``, built by the core
  * from the signature, the same tests as its generated Python checker):
- *   'P': (array_type, dtype, contiguous): an array of exactly that type whose
- *        .dtype is that dtype object (and ._c_contiguous is True if asked);
+ *   'P': (array_type, dtype): an array of exactly that type whose .dtype is
+ *        (or equals) that dtype and whose ._c_contiguous is True;
  *   numbers: (low, high): a Python float, or int, of exactly that type, in range.
  * Anything else -- None, a NumPy scalar, a wrong dtype -- is not taken.
  *
@@ -190,7 +190,6 @@ typedef struct {
     Py_ssize_t count;
     char codes[MAX_PARAMS];
     PyObject *array_type[MAX_PARAMS], *dtype[MAX_PARAMS];
-    char contiguous[MAX_PARAMS];
     double flow[MAX_PARAMS], fhigh[MAX_PARAMS];
     long long ilow[MAX_PARAMS];
     unsigned long long ihigh[MAX_PARAMS];
@@ -290,11 +289,10 @@ static PyObject *fast_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         f->codes[i] = c[i];
         f->count = i + 1;  /* (what dealloc releases) */
         if (c[i] == 'P') {
-            PyObject *array_type, *dtype; int contiguous;
-            if (!PyArg_ParseTuple(check, "OOp", &array_type, &dtype, &contiguous)) goto fail;
+            PyObject *array_type, *dtype;
+            if (!PyArg_ParseTuple(check, "OO", &array_type, &dtype)) goto fail;
             Py_INCREF(array_type); f->array_type[i] = array_type;
             Py_INCREF(dtype); f->dtype[i] = dtype;
-            f->contiguous[i] = (char)contiguous;
         } else if (c[i] == 'f' || c[i] == 'd') {
             if (!PyArg_ParseTuple(check, "dd", &f->flow[i], &f->fhigh[i])) goto fail;
             double top = c[i] == 'f' ? (double)FLT_MAX : DBL_MAX;
@@ -375,7 +373,7 @@ static uint64_t fast_pointer(FastCall *f, Py_ssize_t i, PyObject *v, int *ok) {
     int same = dtype == f->dtype[i] ? 1 : PyObject_RichCompareBool(dtype, f->dtype[i], Py_EQ);
     Py_DECREF(dtype);
     if (same != 1) { PyErr_Clear(); return 0; }
-    if (f->contiguous[i] && !attr_is(v, n_contiguous, Py_True, 0)) return 0;
+    if (!attr_is(v, n_contiguous, Py_True, 0)) return 0;
     if (pointer_of(v, &out) < 0) { PyErr_Clear(); return 0; }
     *ok = 1;
     return out;
