@@ -2,8 +2,8 @@
 # Issue 15, the rings' waits in C, on the GPU machine, from the repository root: the gpu-marked
 # ring tests, notebook 07 under nbval, benchmarks/rings.py with the C waits
 # (backends/native/words.c) and without them (WORKBENCH_NATIVE_WORDS=0: the Python path),
-# --host-only both ways, the ring before the C waits (e6b15b5) where git can show it, and NVML
-# utilisation after everything (a ring left spinning shows). About 3 minutes; logs in $OUT.
+# --host-only both ways, an older tree's benchmark where RING_BASE names one, and NVML
+# utilisation after everything (a ring left spinning shows). About 4 minutes; logs in $OUT.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=/tmp/site:$PWD WORKBENCH_BACKEND=cupy PYTHONUNBUFFERED=1
 export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 set -o pipefail; status=0
@@ -19,24 +19,21 @@ WORKBENCH_NATIVE_WORDS=0 timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$
 echo "== host side alone: C path, then Python path" | tee -a "$B"
 timeout 20 python3 benchmarks/rings.py --host-only 2>&1 | tee -a "$B" || status=1
 WORKBENCH_NATIVE_WORDS=0 timeout 20 python3 benchmarks/rings.py --host-only 2>&1 | tee -a "$B" || status=1
-base=e6b15b5
-if git cat-file -e "$base:workbench/rings/ring.py" 2>/dev/null; then
-    echo "== benchmark (before the C waits, $base)" | tee -a "$B"
-    rm -rf /tmp/ring-main && mkdir -p /tmp/ring-main \
-        && git archive "$base" workbench benchmarks | tar -x -C /tmp/ring-main \
-        && (cd /tmp/ring-main && PYTHONPATH=/tmp/site:/tmp/ring-main timeout 45 python3 benchmarks/rings.py) \
+# RING_BASE: a folder holding an older tree's workbench/ and benchmarks/ (git archive REV
+# workbench benchmarks), measured in the same run for a side-by-side figure
+if [ -n "${RING_BASE:-}" ] && [ -d "$RING_BASE/workbench" ]; then
+    echo "== benchmark (the older tree in $RING_BASE)" | tee -a "$B"
+    (cd "$RING_BASE" && PYTHONPATH=/tmp/site:$PWD timeout 45 python3 benchmarks/rings.py) \
         2>&1 | tee -a "$B" || status=1
-else
-    echo "(no git history here: WORKBENCH_NATIVE_WORDS=0 above is main's host path)" | tee -a "$B"
 fi
 echo "== benchmark (C waits, again: the machine may drift)" | tee -a "$B"
 timeout 45 python3 benchmarks/rings.py 2>&1 | tee -a "$B" || status=1
 
 echo "== gpu tests" | tee "$OUT/ring-tests.log"
-timeout 120 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/test_rings*.py tests/test_native_words.py \
+timeout 240 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/test_rings*.py tests/test_native_words.py \
     2>&1 | tail -25 | tee -a "$OUT/ring-tests.log" || status=1
 echo "== a faulting handler on the GPU (its own process: the fault ends that CUDA context)" | tee -a "$OUT/ring-tests.log"
-timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_rings.py::test_a_faulting_handler_raises_kernel_fault \
+timeout 100 python3 -m pytest -q -p no:cacheprovider tests/test_rings.py -k test_a_faulting_handler_raises_kernel_fault \
     2>&1 | tail -5 | tee -a "$OUT/ring-tests.log" || status=1
 
 echo "== notebook 07" | tee "$OUT/ring-nb07.log"

@@ -111,6 +111,94 @@ def test_bad_addresses_and_sizes_are_refused_not_followed(words):
         words.publish_wait(w.ctypes.data, 1)
 
 
+ANSWER = np.dtype([("x", "<f4"), ("n", "<i4"), ("k", "<u4")])
+
+
+def _flag(seq):
+    return np.uint64((seq & 0xFFFFFFFF) | 0x80000000) << np.uint64(32)
+
+
+def _box_caller(words, fields, nbytes=24, capacity=8):
+    """A BoxCaller on plain memory (a 24-byte message, a 12-byte answer), its
+    buffers kept alive with it."""
+    marks = np.zeros(capacity, dtype=np.int64)
+    box = np.zeros(6, dtype=np.uint64)  # 24 bytes: 6 flagged words
+    answer = np.zeros(6, dtype=np.uint64)  # 3 words of answer + 2 of ns (+ a lane's spare)
+    single, pools = [], []
+
+    def make_pool():
+        pool = np.zeros(3, dtype=ANSWER)
+        pools.append(pool)
+        return pool, pool.ctypes.data, len(pool)
+    c = words.BoxCaller(marks.ctypes.data, capacity, box.ctypes.data, nbytes, 6,
+                        answer.ctypes.data, 5, 12, fields, make_pool, single)
+    return c, marks, box, answer, single, pools
+
+
+def _answer_when_sent(box, answer, seq, reply, ns, delay=0.02, gap=1e-3):
+    """Play the device: once the box holds ``seq`` (every word's flag), check
+    and keep what it holds, then write the answer's flagged words, the last
+    first, ``gap`` s apart (the caller must wait for every flag)."""
+    seen = []
+
+    def device():
+        deadline = time.monotonic() + 5
+        while not (box >> np.uint64(32) == _flag(seq) >> np.uint64(32)).all():
+            if time.monotonic() > deadline:
+                return
+            time.sleep(1e-4)
+        seen.append((box & np.uint64(0xFFFFFFFF)).astype(np.uint32).tobytes())
+        values = list(np.frombuffer(reply, dtype=np.uint32)) + [ns & 0xFFFFFFFF, ns >> 32]
+        for k in reversed(range(len(values))):
+            answer[k] = _flag(seq) | np.uint64(values[k])
+            time.sleep(gap)
+    return _later(delay, device), seen
+
+
+def test_box_caller_packs_writes_watches_and_answers_a_record(words):
+    fields = ((0, "f"), (4, "d"), (12, "b"), (14, "H"), (16, "q"))
+    c, marks, box, answer, single, pools = _box_caller(words, fields)
+    reply = np.array([(2.5, -7, 123)], dtype=ANSWER).tobytes()
+    answer[:] = _flag(13) | np.uint64(0xDEAD)  # stale words with this call's own flag: cleared first
+    t, seen = _answer_when_sent(box, answer, 13, reply, ns=(5 << 32) + 17, gap=5e-3)
+    got = c.call((1.5, -2.25, -100, 65535, -2**40), 13, 5_000_000_000)
+    t.join()
+    assert (got["x"], got["n"], got["k"]) == (2.5, -7, 123)  # every word waited for
+    assert marks[13 % 8] == 13  # the slot's mark
+    sent = seen[0]
+    assert np.frombuffer(sent[:4], "<f4")[0] == 1.5 and np.frombuffer(sent[4:12], "<f8")[0] == -2.25
+    assert np.frombuffer(sent[12:13], "<i1")[0] == -100
+    assert np.frombuffer(sent[14:16], "<u2")[0] == 65535
+    assert np.frombuffer(sent[16:24], "<i8")[0] == -2**40
+    assert len(single) == 1 and single[0][1] == (5 << 32) + 17  # (round trip ns, handler ns)
+    assert c.seen_ns - c.sent_ns == single[0][0]
+    assert not box.any()  # emptied once answered: an old message never looks new
+
+
+def test_box_caller_leaves_what_it_cannot_pack_to_python_and_gives_up_in_time(words):
+    c, marks, box, answer, single, pools = _box_caller(words, ((0, "f"), (4, "d"), (12, "b")))
+    for message in ((1.0, 2.0), (1.0, 2.0, 300), (1.0, 2.0, True), (np.float32(1), 2.0, 1),
+                    (1e39, 2.0, 1), (1.0, 2.0, 2**70)):
+        assert c.call(message, 3, 1_000_000) is NotImplemented
+    assert marks[3] == 0 and not box.any() and not single  # nothing written
+    with pytest.raises(ValueError, match="must have 24 bytes, not 5"):
+        c.call(b"short", 3, 1_000_000)
+    t0 = time.perf_counter()
+    assert c.call(bytes(range(24)), 3, 50_000_000) is None  # packed bytes; no answer in 50 ms
+    assert 0.04 < time.perf_counter() - t0 < 2 and marks[3] == 3
+    assert (box >> np.uint64(32) == _flag(3) >> np.uint64(32)).all()  # kept for the device
+    c.clear()
+    assert not box.any()
+    # the pool rolls over: three answers each, each record a place of its own
+    records = []
+    for seq in range(4, 11):
+        reply = np.array([(float(seq), seq, seq)], dtype=ANSWER).tobytes()
+        t, _ = _answer_when_sent(box, answer, seq, reply, ns=1, delay=0, gap=0)
+        records.append(c.call((1.0, 2.0, 1), seq, 5_000_000_000))
+        t.join()
+    assert [int(r["n"]) for r in records] == list(range(4, 11)) and len(pools) == 3
+
+
 def test_the_switch_turns_it_off(monkeypatch):
     monkeypatch.setenv(native_words.SWITCH, "0")
     native_words.module.cache_clear()

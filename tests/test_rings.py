@@ -166,6 +166,122 @@ def test_call_takes_a_tuple_a_record_or_refuses_clearly(backend, host_path):
         assert [a["y"] for a in answers[1:]] == [i + 1.0 for i in range(1, 300)]
 
 
+COUNTING = r"""
+struct Request { float a; float b; int id; unsigned int spin_us; };
+struct Response { double sum; int id; int handled; };
+__device__ int handled_so_far;
+__device__ void handle(const Request& in, Response& out) {
+    out.sum = (double)in.a + in.b;
+    out.id = in.id;
+    out.handled = atomicAdd(&handled_so_far, 1) + 1;  // messages handled so far, this one too
+}
+"""
+COUNTED = np.dtype([("sum", "f8"), ("id", "i4"), ("handled", "i4")])
+
+
+def test_calls_and_batches_interleave_each_answered_once_and_in_order(backend, host_path):
+    # a call() goes through the call box and the dispatcher answers it; the message's own
+    # thread must pass it over once a later batch's head covers it (the device counts the
+    # handlers it runs). A queue of 32 slots reuses every slot, and on the simulator
+    # every thread, many times over.
+    with wb.ring(COUNTING, request=REQUEST, response=COUNTED, capacity=32, threads=64) as r:
+        rng = np.random.default_rng(5)
+        ids, first = 0, None
+        for step in range(80):
+            if step % 3 == 0 or rng.random() < 0.4:
+                a = float(rng.standard_normal())
+                got = r.call((a, 0.5, ids, 0))
+                assert got["id"] == ids and got["sum"] == np.float32(a) + np.float64(0.5)
+                first = got["handled"] if first is None else first
+                ids += 1
+            else:
+                n = int(rng.integers(1, 40))  # up to 39: more than the queue holds
+                batch = messages(n, first_id=ids, seed=step)
+                r.send(batch)
+                got = r.recv(n)
+                np.testing.assert_array_equal(got["id"], batch["id"])
+                np.testing.assert_allclose(got["sum"], batch["a"].astype(np.float64) + batch["b"],
+                                           rtol=1e-12)
+                ids += n
+        time.sleep(0.1)  # time for a thread that wrongly answers a call's message again
+        last = r.call((0.0, 0.0, ids, 0))
+        assert last["handled"] - first == ids  # every message handled once: none twice
+        assert r.depth == 0 and r.pending == 0 and r.stats().messages == ids + 1
+    # a call's figures: its handler's own time comes back with its answer
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as r:
+        assert r.call((1.0, 2.0, 7, 3000))["id"] == 7  # the handler spins 3 ms
+        stats = r.stats()
+        assert stats.messages == 1 and 2.9e-3 <= stats.device_time[0] <= stats.host_latency[0]
+
+
+def test_a_send_after_a_call_that_timed_out_waits_for_the_call_to_be_answered(backend, host_path):
+    # a call's message that the dispatcher has not taken yet must not be overtaken by a later
+    # send's head (its own thread would pass it over): the send waits for it, and recv()
+    # returns both answers in order
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as r:
+        # at once: the kernel has barely started (a simulator's worker takes a while)
+        with pytest.raises(TimeoutError):
+            r.call((1.0, 2.0, 1, 200_000), timeout=1e-6)  # its handler takes 0.2 s
+        later = messages(3, first_id=2)
+        t0 = time.perf_counter()
+        r.send(later)
+        if host_path == "c":  # through the box: it waited for the call's slow handler
+            assert time.perf_counter() - t0 > 0.1
+        got = r.recv(4, timeout=30)
+        assert list(got["id"]) == [1, 2, 3, 4] and got["sum"][0] == 3.0
+        check_answers(got[1:], later)
+        assert r.call((2.0, 2.0, 9, 0))["sum"] == 4.0
+
+
+def test_call_takes_any_message_numpy_can_make_a_record_of(backend, host_path):
+    import collections
+    Message = collections.namedtuple("Message", "a b id spin_us")
+    other = np.dtype([("p", "f4"), ("q", "f4"), ("r", "i4"), ("s", "u4")])  # same size, other names
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as r:
+        assert r.call(Message(1.0, 2.0, 3, 0))["sum"] == 3.0
+        assert r.call(np.array([(2.0, 0.5, 4, 0)], dtype=other)[0])["id"] == 4  # by position
+        assert r.call(np.array([(0.25, 0.5, 5, 0)], dtype=REQUEST)[0])["sum"] == 0.75
+        with pytest.raises(RingLayoutError, match="cannot make a message"):
+            r.call("not a message")
+        assert r.call((1.0, 1.0, 6, 0))["id"] == 6
+
+
+def test_a_ring_needs_whole_warps_per_block(backend):
+    with pytest.raises(wb.WorkbenchError, match="threads=48 is not a multiple of 32"):
+        wb.ring(SOURCE, request=REQUEST, response=RESPONSE, threads=48, start=False)
+
+
+BIG = r"""
+struct Request { double v[LEN]; };
+struct Response { double v[RLEN]; };
+__device__ void handle(const Request& in, Response& out) {
+    for (int i = 0; i < RLEN; ++i) out.v[i] = 2.0 * in.v[i % LEN] + i;
+}
+"""
+
+
+@pytest.mark.parametrize("length, response_length", [(25, 25), (32, 30), (60, 4), (3, 40)])
+def test_calls_of_any_size_carry_every_byte(backend, host_path, length, response_length):
+    # 200 bytes each way: a call box read by 25 lanes, answered by 26; 256 and 240 bytes: all
+    # 32 lanes, and 31; a 480-byte message: too large for the box, so a slot; a 320-byte
+    # answer: too large for the lanes, a slot too
+    source = BIG.replace("RLEN", str(response_length)).replace("LEN", str(length))
+    request = np.dtype([("v", "f8", (length,))])
+    response = np.dtype([("v", "f8", (response_length,))])
+    rng = np.random.default_rng(length)
+    with wb.ring(source, request=request, response=response, capacity=32, threads=64) as r:
+        for _ in range(20):
+            v = rng.standard_normal(length)
+            got = r.call(np.array([(v,)], dtype=request)[0])
+            i = np.arange(response_length)
+            np.testing.assert_array_equal(got["v"], 2.0 * v[i % length] + i)  # exact: one op each
+        batch = np.zeros(5, dtype=request)
+        batch["v"] = rng.standard_normal((5, length))
+        r.send(batch)
+        got = r.recv(5)
+        np.testing.assert_array_equal(got["v"], 2.0 * batch["v"][:, i % length] + i)
+
+
 def test_async_call_and_the_batch_launch_agree(backend):
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as r:
         answer = asyncio.run(r.acall((1.0, 2.0, 7, 0), timeout=30))
@@ -260,19 +376,41 @@ def test_a_hanging_handler_is_caught_by_the_watchdog(backend):
                                   [0.0, 2.0])
 
 
+def test_a_hanging_call_is_caught_and_names_its_thread(backend, host_path):
+    r = wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64,
+                watchdog_s=0.5)
+    launch = r._launch
+    # with the C words module a call goes through the call box and the dispatcher (thread 0
+    # of block 0) answers it; through Python, a slot, answered by its thread (32)
+    thread = 0 if host_path == "c" else 32
+    with pytest.raises(RingHang, match=rf"Message 1 belongs to block 0, thread {thread}:"):
+        r.call((1.0, 2.0, 1, 3_000_000), timeout=20)
+    assert not r.running
+    if not wb.backend().simulated:
+        assert launch.wait(20)
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=32, threads=64) as again:
+        assert again.call((1.0, 2.0, 2, 0))["id"] == 2
+
+
 FAULTING = SOURCE.replace("out.twice = 2 * in.id;",
                           "out.twice = 2 * in.id; if (in.id == 3) *(volatile int*)0 = 1;")
 
 
-def test_a_faulting_handler_raises_kernel_fault():
-    # its own process: on a GPU a fault ends the CUDA context for good
-    script = """
+@pytest.mark.parametrize("how, thread", [("send", 35), ("call", 0)])
+def test_a_faulting_handler_raises_kernel_fault(how, thread):
+    # its own process: on a GPU a fault ends the CUDA context for good. A sent message
+    # (id 3: the fourth) faults in its own thread; a call()'s in the dispatcher's.
+    script = f"""
 import numpy as np, workbench as wb
 from test_rings import FAULTING, REQUEST, RESPONSE, messages
 r = wb.ring(FAULTING, request=REQUEST, response=RESPONSE, capacity=32, threads=64)
-r.send(messages(5))
 try:
-    r.recv(timeout=30)
+    if "{how}" == "send":
+        r.send(messages(5))
+        r.recv(timeout=30)
+    else:  # (a GPU may report the fault after the handler's answer: then the next call does)
+        r.call((1.0, 2.0, 3, 0), timeout=30)
+        r.call((1.0, 2.0, 4, 0), timeout=30)
 except wb.KernelFault as exc:
     print("FAULT", exc)
 """
@@ -283,7 +421,7 @@ except wb.KernelFault as exc:
     assert "FAULT" in run.stdout, run.stdout + run.stderr
     text = run.stdout
     if wb.backend().simulated:
-        assert "block (0, 0, 0)" in text and "thread (35, 0, 0)" in text, text
+        assert "block (0, 0, 0)" in text and f"thread ({thread}, 0, 0)" in text, text
     else:
         assert "restart the notebook kernel" in text
 

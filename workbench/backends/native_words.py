@@ -16,6 +16,10 @@ The functions (addresses are ints; the caller keeps the memory alive):
 - ``publish_wait(store, value, word, want, src, dst, nbytes, spin_ns)``:
   ``(published_ns, seen_ns)`` (``time.perf_counter_ns``'s clock) or None when
   ``word`` did not come to hold ``want`` within ``spin_ns``;
+- ``BoxCaller(...)``: a ring's ``call()`` through its call box, one C call
+  per message (``caller.call(message, seq, spin_ns)``: the message packed,
+  written as flagged words, the flagged answer watched and returned as a
+  record; see ``words.c`` for the arguments);
 - ``wait_word(word, want, spin_ns)`` -> bool;
 - ``run_length(words, first, count)`` -> how many words in a row hold
   ``first, first + 1, ...``.

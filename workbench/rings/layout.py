@@ -30,25 +30,44 @@ _STRUCT_CODES = {"f2": "e", "f4": "f", "f8": "d", "i1": "b", "u1": "B", "i2": "h
                  "u4": "I", "i8": "q", "u8": "Q", "b1": "?"}
 
 
-def packer(dtype: np.dtype):
-    """``pack_into(buffer, offset, *values)`` writing one message of ``dtype``
-    (little-endian scalar fields only), or None where NumPy must convert."""
-    fmt, at = "<", 0
-    for name in dtype.names:  # the tuple's order: offsets must increase along it
+def tuple_fields(dtype: np.dtype) -> list[tuple[int, str]] | None:
+    """(byte offset, ``struct`` code) of each field, in the tuple's order, or
+    None where a tuple cannot be packed field by field (arrays, big-endian
+    fields, offsets that do not increase along the fields)."""
+    fields, at = [], 0
+    for name in dtype.names:
         t, offset = dtype.fields[name][:2]
         code = _STRUCT_CODES.get(f"{t.kind}{t.itemsize}")
         if code is None or t.shape or t.byteorder == ">" or offset < at:
             return None
-        fmt += "x" * (offset - at) + code
+        fields.append((offset, code))
         at = offset + t.itemsize
+    return fields
+
+
+def packer(dtype: np.dtype):
+    """``pack_into(buffer, offset, *values)`` writing one message of ``dtype``
+    (little-endian scalar fields only), or None where NumPy must convert."""
+    fields = tuple_fields(dtype)
+    if fields is None:
+        return None
+    fmt, at = "<", 0
+    for offset, code in fields:
+        fmt += "x" * (offset - at) + code
+        at = offset + struct.calcsize(code)
     return struct.Struct(fmt).pack_into
 
 
 def offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, tuple[int, int]]:
-    """Byte (offset, size) of each part of the shared buffer."""
+    """Byte (offset, size) of each part of the shared buffer (each aligned to
+    128 bytes: the call boxes' lanes read and write aligned 16-byte pieces)."""
+    box = codegen.call_box(request, response)
     parts = {"control": _CONTROL_BYTES,
              "response_seq": 8 * capacity, "stamps": 16 * capacity,
-             "requests": request.itemsize * capacity, "responses": response.itemsize * capacity}
+             "requests": request.itemsize * capacity, "responses": response.itemsize * capacity,
+             "call_marks": 8 * capacity if box else 0,
+             "call_box": box.request_bytes if box else 0,
+             "answer_box": box.answer_bytes if box else 0}
     layout, at = {}, 0
     for name, size in parts.items():
         layout[name] = (at, size)
@@ -57,11 +76,11 @@ def offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, t
     return layout
 
 
-
 def compile_checked(text, handler, request_type, request, response_type, response, name,
-             max_backoff_ns):
+                    max_backoff_ns):
     """The user's source with the ring's kernels, its structs checked against the dtypes."""
-    serve = codegen.serve_source(handler, request_type, response_type, max_backoff_ns)
+    serve = codegen.serve_source(handler, request_type, response_type, max_backoff_ns,
+                                 codegen.call_box(request, response))
     structs = [(request_type, request), (response_type, response)]
     probe, labels = codegen.probe_source(structs)
     try:

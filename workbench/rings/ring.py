@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import platform
 import struct
 import time
@@ -28,7 +29,8 @@ import numpy as np
 from ..backends import native_words
 from ..runtime.session import backend as active_backend
 from .errors import RingError, RingFull, RingHang, RingLayoutError, RingStopped
-from .layout import compile_checked, offsets, packer, structured
+from .codegen import call_box
+from .layout import compile_checked, offsets, packer, structured, tuple_fields
 from .stats import RingStats
 
 #: Polls the host spins (no sleep) before it starts sleeping between polls
@@ -75,6 +77,12 @@ class Ring:
             raise RingError("source must be CUDA C++ text or a compiled module (wb.modules[...]), "
                             f"got {type(source).__name__}")
         self._pack = packer(self.request_dtype)
+        self._box = call_box(self.request_dtype, self.response_dtype)  # None: call() uses a slot
+        self._box_message = np.zeros(1, dtype=self.request_dtype)  # call()'s message, packed
+        self._box_message_bytes = memoryview(self._box_message.view(np.uint8))
+        self._box_seq = 0  # the last message call() sent through the box
+        self._box_pending = False  # and the dispatcher may not be done with it yet
+        self._caller = None  # the words module's BoxCaller for this buffer (start() makes it)
         self.module = compile_checked(text, handler, request_type, self.request_dtype,
                                       response_type, self.response_dtype, f"ring:{self.name}",
                                       max_backoff_ns)
@@ -105,6 +113,9 @@ class Ring:
                             f"({occupancy.limit}); use fewer threads")
         if blocks is None:
             blocks = min(limit, sms)
+        if threads % 32:
+            raise RingError(f"a ring's blocks must hold whole warps (its first warp dispatches): "
+                            f"threads={threads} is not a multiple of 32")
         if blocks * threads < 64:
             raise RingError(f"a ring needs at least 64 threads in all (its first warp dispatches, "
                             f"the others answer); {blocks} blocks of {threads} threads have "
@@ -142,9 +153,13 @@ class Ring:
         self._head_addr = host + lay["control"][0] + 8
         self._answered_addr = host + lay["response_seq"][0]
         self._responses_addr = host + lay["responses"][0]
+        self._marks_addr = host + lay["call_marks"][0]
+        self._box_addr = host + lay["call_box"][0]
+        self._answer_addr = host + lay["answer_box"][0]
         base = buffer.device_ptr
         return [base + lay[p][0] for p in ("requests", "responses", "response_seq", "stamps",
-                                            "control")]
+                                            "control")], [base + lay[p][0] for p in
+                                                          ("call_marks", "call_box", "answer_box")]
 
     # -- life cycle ------------------------------------------------------------------------
     @property
@@ -170,15 +185,20 @@ class Ring:
         if self._buffer is None:  # (a new one after a hang: the stuck kernel may still write)
             self._buffer = self.backend.alloc_mapped(
                 offsets(self.capacity, self.request_dtype, self.response_dtype)["total"][1])
-        addresses = self._views(self._buffer)
+        addresses, boxes = self._views(self._buffer)
         self._buffer.host[:] = 0
+        self._caller = self._box_caller()
         self._device_head = self.backend.to_device(np.zeros(1, dtype=np.int64))
         self._next_send = self._next_recv = 1
+        # the head the host means to publish: the last message sent through a slot
+        # (one sent through the call box is published by the dispatcher)
+        self._head_due = 0
+        self._box_seq, self._box_pending = 0, False
         # [count, host send time ns] per send not yet collected, in order (the
         # messages of a stop without draining are forgotten with their numbers)
         self._sends = collections.deque()
         args = self._serve.convert_args((*addresses, self.backend.device_pointer(self._device_head),
-                                         self.capacity))
+                                         self.capacity, *boxes))
         self._launch = self.backend.launch_persistent(
             self._serve.function, (self.blocks, 1, 1), (self.threads, 1, 1), args)
         self._finalizer = weakref.finalize(self, _shutdown, self._control, _Quiet(self._launch))
@@ -272,6 +292,8 @@ class Ring:
         seq = self._next_send
         if seq == self._next_recv:  # the watchdog counts from the first message waiting
             self._progress_ns = now
+        if self._box_pending:
+            self._settle_box()
         n, cap, size = len(chunk), self.capacity, self.request_dtype.itemsize
         slot = seq % cap
         # bytes to bytes: a memcpy, several times cheaper than NumPy's field-wise
@@ -295,10 +317,32 @@ class Ring:
         # answered that the host does not count.
         self._sends.append([n, now])
         self._next_send = seq + n
+        self._head_due = seq + n - 1
         # The head, after the payloads, publishes them: x86 keeps stores in order
         # (and glibc's memcpy fences the weakly ordered streaming stores it uses
         # for very large copies).
         self._head_words[1] = seq + n - 1
+
+    def _settle_box(self) -> None:
+        """Wait until the dispatcher is done with the last call through the box
+        (its slot's answer written: it writes that last) before a head is
+        published: a head past a call's number that the dispatcher has not
+        taken yet would leave the call to no one (its thread passes it over),
+        and the slot's late writes must land before the slot is used again.
+        Mostly there already; a call that timed out waits for its handler here."""
+        slot, want = self._box_seq % self.capacity, self._box_seq
+        words, native = self._answered_words, self._native
+        try:
+            while words[slot] != want:
+                if not (native is not None and native.wait_word(self._answered_addr + 8 * slot, want,
+                                                                 _SPIN_ROUND_NS)):
+                    self._check_health()
+        except KeyboardInterrupt:  # as in _wait_for
+            self.stop(drain=False, timeout=2.0)
+            raise
+        if self._caller is not None:
+            self._caller.clear()  # (empty already, unless the call timed out)
+        self._box_pending = False
 
     def _make_room(self, block: bool, timeout: float | None) -> None:
         try:
@@ -419,8 +463,8 @@ class Ring:
         Polls spin in rounds of 1024 with the health checks in between; after
         ``_SPIN_POLLS`` they sleep, and collect what has come each time."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        if self._head_words[1] != self._next_send - 1:  # a send cut short by Ctrl-C
-            self._head_words[1] = self._next_send - 1
+        if self._head_words[1] != self._head_due:  # a send cut short by Ctrl-C
+            self._head_words[1] = self._head_due
         words, cap, native = self._answered_words, self.capacity, self._native
         target = self._ready_count + count
         watch = self._next_recv if collecting_only else self._next_recv + count - 1
@@ -497,6 +541,8 @@ class Ring:
                 return
             seq = self._next_recv
             index = (seq - 1) % self.workers + 32  # the first warp dispatches
+            if seq == self._box_seq:
+                index = 0  # a call() through the box: the dispatcher answers it
             self._control[0] = 1
             killed = launch.kill()
             self._launch = None
@@ -539,17 +585,41 @@ class Ring:
     def call(self, message, timeout: float | None = None):
         """Send one message and return its answer (a record of the response dtype).
 
-        The fast path of a ring: one slot written, the head published, one
-        word polled; nothing is allocated until the answer is there. A tuple
-        of field values is packed straight into the slot. The answer is a
-        record of a small private array that holds the next answers too, each
-        in a place of its own."""
+        The fast path of a ring. Where the messages are small enough (up to
+        256 bytes, answers up to 248) and the C words module is there, the
+        message goes through the call box and the dispatching warp answers it
+        itself (see :mod:`~workbench.rings.codegen`); a tuple of field values is
+        packed, written, watched for and answered in one C call. Otherwise
+        one slot is written, the head published and one word polled. Nothing
+        is allocated until the answer is there: the answer is a record of a
+        small private array that holds the next answers too, each in a place
+        of its own."""
         seq = self._next_send
         if self._ready or seq != self._next_recv:
             raise RingError(f"ring {self.name!r}: call() needs an empty queue; receive the "
                             f"{self.pending + self.depth} outstanding answers first")
         if self._launch is None:
             self._check_running()
+        caller = self._caller
+        if caller is not None:
+            if timeout is None and type(message) is tuple:  # the common call, wholly in C
+                try:
+                    answer = caller.call(message, seq, _CALL_SPIN_NS)
+                except KeyboardInterrupt:
+                    self._interrupted_call(seq)
+                    raise
+                if answer is not None and answer is not NotImplemented:
+                    self._next_send = self._next_recv = seq + 1
+                    self._box_seq = seq
+                    self._box_pending = True
+                    if self._first_send_ns is None:
+                        self._first_send_ns = caller.sent_ns
+                    return answer
+                if answer is None:  # sent, not answered yet
+                    self._box_seq = seq
+                    self._box_pending = True
+                    return self._call_late(seq, caller.sent_ns, None)
+            return self._call_box(caller, message, seq, timeout)
         slot = seq % self.capacity
         try:
             if self._pack is not None and type(message) is tuple:
@@ -564,27 +634,24 @@ class Ring:
             return self._call_native(native, seq, slot, timeout)
         sent = time.perf_counter_ns()
         self._next_send = seq + 1
-        answered = self._answered_words
+        self._head_due = seq
+        answered, late = self._answered_words, False
         try:
             self._head_words[1] = seq  # the head, after the payload: publishes it
             if answered[slot] != seq:
                 for _ in range(_SPIN_POLLS):
                     if answered[slot] == seq:
                         break
-                else:  # slow: wait with the watchdog and fault checks of recv()
-                    self._sends.append([1, sent])
-                    self._progress_ns = sent
-                    return self.recv(1, timeout)[0]
-        except KeyboardInterrupt:  # as in recv(): Ctrl-C while waiting stops the ring
-            if not self._sends:
-                self._sends.append([1, sent])
-            self.stop(drain=False, timeout=2.0)
+                else:
+                    late = True
+        except KeyboardInterrupt:
+            self._interrupted_call(seq)
             raise
+        if late:  # slow: wait with the watchdog and fault checks of recv()
+            return self._call_late(seq, sent, timeout)
         now = time.perf_counter_ns()
-        size, i = self.response_dtype.itemsize, self._pool_next
-        if i == _ANSWER_POOL:
-            self._new_answer_pool()
-            i = 0
+        i = self._answer_place()
+        size = self.response_dtype.itemsize
         self._pool_bytes[i * size:(i + 1) * size] = self._response_bytes[slot * size:
                                                                          (slot + 1) * size]
         return self._call_answered(seq, slot, i, sent, now)
@@ -593,34 +660,92 @@ class Ring:
         """call()'s wait in C: the head published, the answer's word watched
         (the GIL released after the first 100 µs) and its bytes copied into the
         answer pool in one call; past a few milliseconds, recv()'s wait."""
-        size, i = self.response_dtype.itemsize, self._pool_next
-        if i == _ANSWER_POOL:
-            self._new_answer_pool()
-            i = 0
+        size, i = self.response_dtype.itemsize, self._answer_place()
         # (before any state changes: an inf or NaN timeout must not leave a message half sent)
-        spin = _CALL_SPIN_NS if timeout is None or not timeout * 1e9 < _CALL_SPIN_NS else max(0, int(timeout * 1e9))
+        spin = _call_spin_ns(timeout)
         self._next_send = seq + 1
-        got = None
+        self._head_due = seq
         try:
             t0 = time.perf_counter_ns()
             got = native.publish_wait(self._head_addr, seq, self._answered_addr + 8 * slot, seq,
                                       self._responses_addr + slot * size,
                                       self._pool_addr + i * size, size, spin)
-            if got is None:  # slow: wait with the watchdog and fault checks of recv()
-                self._sends.append([1, t0])
-                self._progress_ns = t0
-                left = None if timeout is None else max(0.0, timeout - (time.perf_counter_ns() - t0) * 1e-9)
-                return self.recv(1, left)[0]
-        except KeyboardInterrupt:  # as in recv(): Ctrl-C while waiting stops the ring
-            if not self._sends:
-                self._sends.append([1, time.perf_counter_ns()])
-            self.stop(drain=False, timeout=2.0)
+        except KeyboardInterrupt:
+            self._interrupted_call(seq)
             raise
+        if got is None:  # slow: wait with the watchdog and fault checks of recv()
+            return self._call_late(seq, t0, timeout)
         sent, now = got
         return self._call_answered(seq, slot, i, sent, now)
 
+    def _call_box(self, caller, message, seq: int, timeout: float | None):
+        """call() through the call box when the C caller did not pack it (a
+        record, or values it does not take) or a timeout is given: the message
+        packed here (with struct or NumPy, which say what is wrong with it),
+        then the C caller writes it and watches for the answer; past a few
+        milliseconds, recv()'s wait on the slot, which the dispatcher answers
+        too."""
+        try:
+            if self._pack is not None and type(message) is tuple:
+                self._pack(self._box_message_bytes, 0, *message)
+            else:
+                self._box_message[0] = message
+        except (TypeError, ValueError, struct.error) as exc:
+            raise RingLayoutError(f"cannot make a message of dtype {self.request_dtype} from "
+                                  f"{message!r}: {exc}") from None
+        self._box_seq = seq
+        self._box_pending = True
+        try:
+            answer = caller.call(self._box_message_bytes, seq, _call_spin_ns(timeout))
+        except KeyboardInterrupt:
+            self._interrupted_call(seq)
+            raise
+        if answer is None:
+            self._box_pending = True
+            return self._call_late(seq, caller.sent_ns, timeout)
+        self._next_send = self._next_recv = seq + 1
+        if self._first_send_ns is None:
+            self._first_send_ns = caller.sent_ns
+        return answer
+
+    def _call_late(self, seq: int, sent: int, timeout: float | None):
+        """A call()'s message sent and not answered within the spin: recv()'s
+        wait, with the watchdog and the fault checks, for the rest of the timeout."""
+        self._next_send = seq + 1
+        self._sends.append([1, sent])
+        self._progress_ns = sent
+        left = None if timeout is None else max(0.0, timeout - (time.perf_counter_ns() - sent) * 1e-9)
+        return self.recv(1, left)[0]  # (Ctrl-C in it stops the ring)
+
+    def _interrupted_call(self, seq: int) -> None:
+        """Ctrl-C during a call(): as in recv(), the ring stops (the message given up)."""
+        self._next_send = seq + 1
+        if not self._sends:
+            self._sends.append([1, time.perf_counter_ns()])
+        self.stop(drain=False, timeout=2.0)
+
+    def _box_caller(self):
+        """The words module's BoxCaller for the current buffer, or None: no box
+        (messages too large), or no C words module (then call() takes a slot:
+        in Python, watching the box's flagged words costs more than the box saves)."""
+        box, native = self._box, self._native
+        if box is None or native is None:
+            return None
+        return native.BoxCaller(self._marks_addr, self.capacity, self._box_addr,
+                                self.request_dtype.itemsize, 2 * box.request_lanes,
+                                self._answer_addr, box.answer_words, self.response_dtype.itemsize,
+                                _c_packable(tuple_fields(self.request_dtype)),
+                                functools.partial(_answer_pool, self.response_dtype), self._single)
+
+    def _answer_place(self) -> int:
+        """The answer pool's next free place (a new pool when it is used up)."""
+        if self._pool_next == _ANSWER_POOL:
+            self._new_answer_pool()
+        return self._pool_next
+
     def _call_answered(self, seq: int, slot: int, i: int, sent: int, now: int):
-        """A call()'s answer, copied to place ``i`` of the answer pool: its figures kept."""
+        """A call()'s answer (through a slot), copied to place ``i`` of the answer
+        pool: its figures kept."""
         self._pool_next = i + 1
         stamps = self._stamp_words
         self._next_recv = seq + 1
@@ -672,6 +797,8 @@ class Ring:
     def reset_stats(self) -> None:
         """Forget the figures so far (:meth:`stats` starts again)."""
         self._single: list[tuple[int, int]] = []  # (round trip, handler) ns of call()s
+        if getattr(self, "_caller", None) is not None:
+            self._caller.single = self._single  # (the C caller appends to it)
         # (round trip ns, messages) per send's part of a collection; the stamps
         # (device start and end, u64 pairs) of each collection's messages
         self._latency_runs: list[tuple[int, int]] = []
@@ -690,8 +817,10 @@ class Ring:
         device = (stamps[:n, 1] - stamps[:n, 0]).astype(np.float64) * 1e-9
         host = np.concatenate([host, single[:, 0]])
         device = np.concatenate([device, single[:, 1]])
-        seconds = ((self._last_recv_ns - self._first_send_ns) * 1e-9
-                   if self._first_send_ns is not None else 0.0)
+        last, caller = self._last_recv_ns or 0, self._caller
+        if caller is not None and self._first_send_ns is not None:
+            last = max(last, caller.seen_ns)  # (the C caller's calls leave _last_recv_ns be)
+        seconds = (last - self._first_send_ns) * 1e-9 if self._first_send_ns is not None else 0.0
         return RingStats(self.name, self.backend.name, host, device, seconds, self.workers,
                          self.capacity)
 
@@ -702,6 +831,27 @@ class Ring:
 
     def _repr_html_(self) -> str:
         return self.stats()._repr_html_()
+
+
+def _answer_pool(dtype: np.dtype):
+    """A new private array of answers for the C caller: (array, address, length).
+    (Not a bound method: the caller would keep its ring alive.)"""
+    pool = np.empty(_ANSWER_POOL, dtype=dtype)
+    return pool, int(pool.ctypes.data), _ANSWER_POOL
+
+
+def _c_packable(fields):
+    """``fields`` where the C caller packs every one of their codes, else None."""
+    if fields is None or any(code not in "fdbBhHiIqQ" for _, code in fields):
+        return None
+    return fields
+
+
+def _call_spin_ns(timeout: float | None) -> int:
+    """How long call() spins before recv()'s wait takes over (an inf or NaN timeout: no limit)."""
+    if timeout is None or not timeout * 1e9 < _CALL_SPIN_NS:
+        return _CALL_SPIN_NS
+    return max(0, int(timeout * 1e9))
 
 
 class _Quiet:

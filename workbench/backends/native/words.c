@@ -17,6 +17,27 @@
  *   (acquire loads); once it does, copy nbytes from src to dst. None: not seen
  *   within spin_ns (nothing copied). Times are CLOCK_MONOTONIC ns, the clock of
  *   Python's time.perf_counter_ns on Linux.
+ * BoxCaller(marks, capacity, box, nbytes, box_words, answer, answer_words, response_bytes,
+ *           fields, make_pool, single)
+ *   One message at a time through a ring's call box (workbench/rings/codegen.py
+ *   says what the device does). Both boxes hold 8-byte words of 4 bytes of data
+ *   and a 4-byte flag, (seq & 0xffffffff) | 0x80000000 (an aligned 8-byte word
+ *   is written and read whole: a word carrying the flag carries its data).
+ *   caller.call(message, seq, spin_ns) -> record | None | NotImplemented:
+ *   the message (a tuple, packed here by `fields`, ((offset, struct code), ...),
+ *   or a bytes-like object of nbytes already packed) is written: the answer's
+ *   answer_words words cleared, marks[seq % capacity] = seq, then the box's
+ *   box_words words, flagged; the answer is watched until every word carries
+ *   the flag, and its data are the response (response_bytes of them) and the
+ *   handler's ns (the two words after). The request box is cleared then (so
+ *   that a number 2^31 later can never find it full), the response copied into
+ *   the next place of a private array of records (make_pool() gives (array,
+ *   address, length) when one is used up) and returned as that record, and
+ *   (round trip ns, handler ns) appended to the list `single`. None: no answer
+ *   within spin_ns (caller.sent_ns says when it was sent; the box keeps the
+ *   message: caller.clear() empties it once the answer came another way).
+ *   NotImplemented: a tuple this packer does not take (a value of another
+ *   type or out of range, another field count): nothing written.
  * wait_word(word, want, spin_ns) -> bool
  *   Watch *word until it equals want; False if it did not within spin_ns.
  * run_length(words, first, count) -> int
@@ -27,6 +48,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <float.h>
+#include <math.h>
 #include <time.h>
 
 static inline int64_t load_acquire(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
@@ -39,14 +62,27 @@ static inline int64_t now(void) {
 
 #define HELD_NS 100000  /* 100 µs: several GPU round trips */
 
-/* Watch *word (GIL released by the caller) until it equals want or spin_ns pass. */
-static int watch(const int64_t *word, int64_t want, int64_t spin_ns) {
-    if (load_acquire(word) == want) return 1;
+/* What a watch waits for: *word == want, or each of n words' high half == flag. */
+typedef int (*seen_fn)(const void *at, int64_t a);
+static int word_holds(const void *word, int64_t want) { return load_acquire(word) == want; }
+
+typedef struct { const uint64_t *words; int64_t n; } flagged_words;
+static int all_flagged(const void *at, int64_t flag) {
+    const flagged_words *f = at;
+    for (int64_t k = f->n - 1; k >= 0; --k)  /* the last first: they come in order, mostly */
+        if ((uint32_t)(__atomic_load_n(&f->words[k], __ATOMIC_ACQUIRE) >> 32) != (uint32_t)flag)
+            return 0;
+    return 1;
+}
+
+/* Watch (GIL released by the caller) until seen(at, a) or spin_ns pass. */
+static int watch(seen_fn seen, const void *at, int64_t a, int64_t spin_ns) {
+    if (seen(at, a)) return 1;
     const int64_t end = now() + spin_ns;
     for (;;) {
-        for (int i = 0; i < 64; ++i)  /* the clock is read once per 64 loads */
-            if (load_acquire(word) == want) return 1;
-        if (now() >= end) return load_acquire(word) == want;
+        for (int i = 0; i < 64; ++i)  /* the clock is read once per 64 polls */
+            if (seen(at, a)) return 1;
+        if (now() >= end) return seen(at, a);
     }
 }
 
@@ -70,12 +106,12 @@ static int number_of(PyObject *obj, int64_t *out) {
 
 /* watch(), holding the GIL (the caller's) for the first HELD_NS and giving it
  * away for the rest (see the file's comment). */
-static int watch_then_release(const int64_t *word, int64_t want, int64_t spin_ns) {
+static int watch_then_release(seen_fn seen, const void *at, int64_t a, int64_t spin_ns) {
     int64_t held = spin_ns < HELD_NS ? spin_ns : HELD_NS;
-    int got = watch(word, want, held);
+    int got = watch(seen, at, a, held);
     if (!got && spin_ns > held) {
         Py_BEGIN_ALLOW_THREADS
-        got = watch(word, want, spin_ns - held);
+        got = watch(seen, at, a, spin_ns - held);
         Py_END_ALLOW_THREADS
     }
     return got;
@@ -101,7 +137,7 @@ static PyObject *publish_wait(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     int64_t published = now(), seen = 0;
     __atomic_store_n((int64_t *)store, value, __ATOMIC_RELEASE);
-    int got = watch_then_release((const int64_t *)word, want, spin_ns);
+    int got = watch_then_release(word_holds, word, want, spin_ns);
     if (got) {
         seen = now();
         if (nbytes) memcpy(dst, src, (size_t)nbytes);  /* after the acquire load: the answer's bytes */
@@ -119,7 +155,7 @@ static PyObject *wait_word(PyObject *self, PyObject *const *args, Py_ssize_t nar
     int64_t want, spin_ns;
     if (address_of(args[0], &word) < 0 || number_of(args[1], &want) < 0
         || number_of(args[2], &spin_ns) < 0) return NULL;
-    return PyBool_FromLong(watch_then_release((const int64_t *)word, want, spin_ns));
+    return PyBool_FromLong(watch_then_release(word_holds, word, want, spin_ns));
 }
 
 static PyObject *run_length(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -137,6 +173,277 @@ static PyObject *run_length(PyObject *self, PyObject *const *args, Py_ssize_t na
     return PyLong_FromLongLong((long long)n);
 }
 
+/* ---- BoxCaller (see the file's comment) ---- */
+#define MAX_FIELDS 64
+#define MAX_BOX_WORDS 64
+
+typedef struct {
+    PyObject_HEAD
+    char *marks;
+    uint64_t *box, *answer;
+    int64_t capacity, nbytes, box_words, answer_words, response_bytes;
+    int nfields, busy;
+    int32_t offsets[MAX_FIELDS];
+    char codes[MAX_FIELDS];
+    char *scratch;  /* the message packed: box_words * 4 bytes */
+    PyObject *make_pool, *single, *pool;
+    char *pool_data;
+    Py_ssize_t pool_length, pool_next;
+    int64_t sent_ns, seen_ns;
+} BoxCaller;
+
+static void caller_dealloc(BoxCaller *c) {
+    Py_XDECREF(c->make_pool);
+    Py_XDECREF(c->single);
+    Py_XDECREF(c->pool);
+    PyMem_Free(c->scratch);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *marks, *box, *answer, *fields, *make_pool, *single;
+    long long capacity, nbytes, box_words, answer_words, response_bytes;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "BoxCaller() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OLOLLOLLOOO!", &marks, &capacity, &box, &nbytes, &box_words,
+                          &answer, &answer_words, &response_bytes, &fields, &make_pool,
+                          &PyList_Type, &single))
+        return NULL;
+    if (capacity < 1 || nbytes < 1 || box_words < (nbytes + 3) / 4 || box_words > MAX_BOX_WORDS
+        || answer_words < 3 || answer_words > MAX_BOX_WORDS || response_bytes < 1
+        || (response_bytes + 3) / 4 + 2 > answer_words || !PyCallable_Check(make_pool)) {
+        PyErr_SetString(PyExc_ValueError, "BoxCaller(): a capacity, a message that fits its box, "
+                        "an answer of up to 64 words holding the response and 8 bytes more, and "
+                        "make_pool()");
+        return NULL;
+    }
+    BoxCaller *c = (BoxCaller *)type->tp_alloc(type, 0);
+    if (c == NULL) return NULL;
+    if (address_of(marks, (void **)&c->marks) < 0 || address_of(box, (void **)&c->box) < 0
+        || address_of(answer, (void **)&c->answer) < 0) goto fail;
+    c->capacity = capacity; c->nbytes = nbytes; c->box_words = box_words;
+    c->answer_words = answer_words; c->response_bytes = response_bytes;
+    c->nfields = 0;
+    if (fields != Py_None) {
+        PyObject *seq = PySequence_Fast(fields, "fields: a sequence of (offset, code)");
+        if (seq == NULL) goto fail;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        int ok = n <= MAX_FIELDS;
+        for (Py_ssize_t k = 0; ok && k < n; ++k) {
+            long long offset;
+            const char *code;
+            ok = PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "Ls", &offset, &code)
+                 && offset >= 0 && strlen(code) == 1 && strchr("fdbBhHiIqQ", code[0]) != NULL;
+            if (ok) {
+                const int size = strchr("bB", code[0]) ? 1 : strchr("hH", code[0]) ? 2
+                                 : strchr("fiI", code[0]) ? 4 : 8;
+                ok = offset + size <= nbytes;
+                c->offsets[k] = (int32_t)offset;
+                c->codes[k] = code[0];
+            }
+        }
+        Py_DECREF(seq);
+        if (!ok) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "fields: (offset, code) pairs of struct codes "
+                                "fdbBhHiIqQ inside the message");
+            goto fail;
+        }
+        c->nfields = (int)n;
+    }
+    c->scratch = PyMem_Calloc(1, (size_t)box_words * 4);
+    if (c->scratch == NULL) { PyErr_NoMemory(); goto fail; }
+    Py_INCREF(make_pool); c->make_pool = make_pool;
+    Py_INCREF(single); c->single = single;
+    return (PyObject *)c;
+fail:
+    Py_DECREF(c);
+    return NULL;
+}
+
+/* Pack a tuple by the fields into scratch: 1 done, 0 not taken here (no error set). */
+static int pack(BoxCaller *c, PyObject *tuple) {
+    if (c->nfields == 0 || PyTuple_GET_SIZE(tuple) != c->nfields) return 0;
+    for (int k = 0; k < c->nfields; ++k) {
+        PyObject *v = PyTuple_GET_ITEM(tuple, k);
+        char *at = c->scratch + c->offsets[k];
+        const char code = c->codes[k];
+        if (code == 'f' || code == 'd') {
+            double d;
+            if (PyFloat_CheckExact(v)) d = PyFloat_AS_DOUBLE(v);
+            else if (PyLong_CheckExact(v)) {
+                d = PyLong_AsDouble(v);
+                if (d == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+            } else return 0;
+            if (code == 'd') { memcpy(at, &d, 8); continue; }
+            if (isfinite(d) && fabs(d) > FLT_MAX) return 0;  /* struct raises: let it say so */
+            const float f = (float)d;
+            memcpy(at, &f, 4);
+            continue;
+        }
+        if (!PyLong_CheckExact(v)) return 0;  /* (bools, NumPy scalars: struct or NumPy decides) */
+        if (code == 'Q') {
+            unsigned long long u = PyLong_AsUnsignedLongLong(v);
+            if (u == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+            memcpy(at, &u, 8);
+            continue;
+        }
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+        switch (code) {
+        case 'b': if (x < -128 || x > 127) return 0; { int8_t y = (int8_t)x; memcpy(at, &y, 1); } break;
+        case 'B': if (x < 0 || x > 255) return 0; { uint8_t y = (uint8_t)x; memcpy(at, &y, 1); } break;
+        case 'h': if (x < -32768 || x > 32767) return 0; { int16_t y = (int16_t)x; memcpy(at, &y, 2); } break;
+        case 'H': if (x < 0 || x > 65535) return 0; { uint16_t y = (uint16_t)x; memcpy(at, &y, 2); } break;
+        case 'i': if (x < INT32_MIN || x > INT32_MAX) return 0; { int32_t y = (int32_t)x; memcpy(at, &y, 4); } break;
+        case 'I': if (x < 0 || x > UINT32_MAX) return 0; { uint32_t y = (uint32_t)x; memcpy(at, &y, 4); } break;
+        default: memcpy(at, &x, 8); break;  /* 'q' */
+        }
+    }
+    return 1;
+}
+
+static int next_pool(BoxCaller *c) {
+    PyObject *made = PyObject_CallNoArgs(c->make_pool);
+    if (made == NULL) return -1;
+    PyObject *array;
+    void *data;
+    Py_ssize_t length;
+    PyObject *address;
+    if (!PyArg_ParseTuple(made, "OOn", &array, &address, &length) || length < 1) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "make_pool(): (array, address, length)");
+        Py_DECREF(made);
+        return -1;
+    }
+    data = PyLong_AsVoidPtr(address);
+    if (data == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "make_pool(): a null address");
+        Py_DECREF(made);
+        return -1;
+    }
+    Py_INCREF(array);
+    Py_XSETREF(c->pool, array);
+    Py_DECREF(made);
+    c->pool_data = data;
+    c->pool_length = length;
+    c->pool_next = 0;
+    return 0;
+}
+
+static void clear_words(uint64_t *words, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) __atomic_store_n(&words[k], 0, __ATOMIC_RELAXED);
+}
+
+static PyObject *caller_call(BoxCaller *c, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "call() takes 3 arguments (message, seq, spin_ns)");
+        return NULL;
+    }
+    int64_t seq, spin_ns;
+    if (number_of(args[1], &seq) < 0 || number_of(args[2], &spin_ns) < 0) return NULL;
+    if (c->busy) {  /* (its watch gives the GIL away: another thread could come in) */
+        PyErr_SetString(PyExc_RuntimeError, "a ring's call() is already waiting in another thread");
+        return NULL;
+    }
+    if (PyTuple_CheckExact(args[0])) {
+        if (!pack(c, args[0])) Py_RETURN_NOTIMPLEMENTED;
+    } else {
+        Py_buffer view;
+        if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+        if (view.len != c->nbytes) {
+            PyErr_Format(PyExc_ValueError, "call(): a packed message must have %lld bytes, not %zd",
+                         (long long)c->nbytes, view.len);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        memcpy(c->scratch, view.buf, (size_t)c->nbytes);
+        PyBuffer_Release(&view);
+    }
+    /* everything that can fail comes before the message is sent */
+    if (c->pool == NULL || c->pool_next >= c->pool_length) {
+        if (next_pool(c) < 0) return NULL;
+    }
+    PyObject *record = PySequence_GetItem(c->pool, c->pool_next);  /* a view of its place */
+    if (record == NULL) return NULL;
+    const uint64_t flag = (uint64_t)((uint32_t)seq | 0x80000000u) << 32;
+    const uint32_t *data = (const uint32_t *)c->scratch;
+    c->busy = 1;
+    c->sent_ns = now();
+    clear_words(c->answer, c->answer_words);
+    __atomic_store_n((int64_t *)(c->marks + 8 * (seq % c->capacity)), seq, __ATOMIC_RELEASE);
+    for (int64_t k = 0; k < c->box_words; ++k)
+        __atomic_store_n(&c->box[k], flag | data[k], __ATOMIC_RELEASE);
+    const flagged_words answer = {c->answer, c->answer_words};
+    int got = watch_then_release(all_flagged, &answer, (int64_t)(flag >> 32), spin_ns);
+    c->busy = 0;
+    if (!got) {
+        Py_DECREF(record);
+        Py_RETURN_NONE;
+    }
+    c->seen_ns = now();
+    clear_words(c->box, c->box_words);
+    uint32_t words[MAX_BOX_WORDS];
+    for (int64_t k = 0; k < c->answer_words; ++k) words[k] = (uint32_t)c->answer[k];
+    memcpy(c->pool_data + c->pool_next++ * c->response_bytes, words, (size_t)c->response_bytes);
+    uint64_t handler_ns;
+    memcpy(&handler_ns, (const char *)words + ((c->response_bytes + 3) / 4) * 4, 8);
+    PyObject *figures = Py_BuildValue("(LK)", (long long)(c->seen_ns - c->sent_ns),
+                                      (unsigned long long)handler_ns);
+    if (figures == NULL || PyList_Append(c->single, figures) < 0)
+        PyErr_Clear();  /* (out of memory: the figure is lost, the answer is not) */
+    Py_XDECREF(figures);
+    return record;
+}
+
+static PyObject *caller_clear(BoxCaller *c, PyObject *unused) {
+    clear_words(c->box, c->box_words);
+    Py_RETURN_NONE;
+}
+
+static PyObject *caller_get_sent(BoxCaller *c, void *closure) { return PyLong_FromLongLong(c->sent_ns); }
+static PyObject *caller_get_seen(BoxCaller *c, void *closure) { return PyLong_FromLongLong(c->seen_ns); }
+
+static PyObject *caller_get_single(BoxCaller *c, void *closure) { Py_INCREF(c->single); return c->single; }
+static int caller_set_single(BoxCaller *c, PyObject *value, void *closure) {
+    if (value == NULL || !PyList_CheckExact(value)) {
+        PyErr_SetString(PyExc_TypeError, "single must be a list");
+        return -1;
+    }
+    Py_INCREF(value);
+    Py_XSETREF(c->single, value);
+    return 0;
+}
+
+static PyGetSetDef caller_getset[] = {
+    {"sent_ns", (getter)caller_get_sent, NULL, "When the last message was sent (ns).", NULL},
+    {"seen_ns", (getter)caller_get_seen, NULL, "When the last answer was seen (ns).", NULL},
+    {"single", (getter)caller_get_single, (setter)caller_set_single,
+     "The list each answer's (round trip ns, handler ns) is appended to.", NULL},
+    {NULL},
+};
+
+static PyMethodDef caller_methods[] = {
+    {"call", (PyCFunction)(void (*)(void))caller_call, METH_FASTCALL,
+     "Send a message through the box and wait for its answer (see the file's comment)."},
+    {"clear", (PyCFunction)caller_clear, METH_NOARGS, "Empty the request box."},
+    {NULL},
+};
+
+static PyTypeObject BoxCallerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_wb_words.BoxCaller",
+    .tp_basicsize = sizeof(BoxCaller),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One message at a time through a call box (see the module's source).",
+    .tp_new = caller_new,
+    .tp_dealloc = (destructor)caller_dealloc,
+    .tp_methods = caller_methods,
+    .tp_getset = caller_getset,
+};
+
 static PyMethodDef methods[] = {
     {"publish_wait", (PyCFunction)(void (*)(void))publish_wait, METH_FASTCALL,
      "Store a word, watch another, copy the answer (see the file's comment)."},
@@ -149,4 +456,15 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wb_words", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__wb_words(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__wb_words(void) {
+    if (PyType_Ready(&BoxCallerType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&BoxCallerType);
+    if (PyModule_AddObject(m, "BoxCaller", (PyObject *)&BoxCallerType) < 0) {
+        Py_DECREF(&BoxCallerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
