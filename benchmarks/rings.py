@@ -273,7 +273,7 @@ def main(argv=None) -> int:
         rows.append(["  of which the host's part around the wait, p50",
                      f"{np.percentile(host, 50) * 1e6:.3g} µs", "", ""])
         rows.append(["  call() " + ("through the call box (answered by the dispatcher)"
-                                    if r._box is not None else "through a slot"), "", "", ""])
+                                    if r._caller is not None else "through a slot"), "", "", ""])
         for k in (1, 4, 16, 64):
             ring_rate, launch_rate, ratios = per_batch(r, k, 0.02 if quick else 0.1, rng)
             ratio = float(np.median(ratios))

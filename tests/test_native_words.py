@@ -183,6 +183,8 @@ def test_box_caller_leaves_what_it_cannot_pack_to_python_and_gives_up_in_time(wo
     assert marks[3] == 0 and not box.any() and not single  # nothing written
     with pytest.raises(ValueError, match="must have 24 bytes, not 5"):
         c.call(b"short", 3, 1_000_000)
+    with pytest.raises(ValueError, match="number is >= 0"):
+        c.call(bytes(24), -1, 1_000_000)
     t0 = time.perf_counter()
     assert c.call(bytes(range(24)), 3, 50_000_000) is None  # packed bytes; no answer in 50 ms
     assert 0.04 < time.perf_counter() - t0 < 2 and marks[3] == 3

@@ -223,6 +223,12 @@ def test_a_send_after_a_call_that_timed_out_waits_for_the_call_to_be_answered(ba
         with pytest.raises(TimeoutError):
             r.call((1.0, 2.0, 1, 200_000), timeout=1e-6)  # its handler takes 0.2 s
         later = messages(3, first_id=2)
+        if host_path == "c":  # a send that may not wait says so, and sends nothing
+            with pytest.raises(RingFull, match="call\\(\\) of message 1 is still being answered"):
+                r.send(later, block=False)
+            with pytest.raises(RingFull, match="still being answered"):
+                r.send(later, timeout=0.01)
+            assert r.depth == 1
         t0 = time.perf_counter()
         r.send(later)
         if host_path == "c":  # through the box: it waited for the call's slow handler
@@ -243,6 +249,10 @@ def test_call_takes_any_message_numpy_can_make_a_record_of(backend, host_path):
         assert r.call(np.array([(0.25, 0.5, 5, 0)], dtype=REQUEST)[0])["sum"] == 0.75
         with pytest.raises(RingLayoutError, match="cannot make a message"):
             r.call("not a message")
+        with pytest.raises(RingLayoutError, match="cannot make a message"):
+            r.call((1e39, 2.0, 1, 0))  # too large for a float (struct: OverflowError)
+        with pytest.raises(RingLayoutError, match="cannot make a message"):
+            r.call(Message(1.0, 2.0, 2**40, 0))  # too large for an int (NumPy: OverflowError)
         assert r.call((1.0, 1.0, 6, 0))["id"] == 6
 
 
@@ -270,6 +280,8 @@ def test_calls_of_any_size_carry_every_byte(backend, host_path, length, response
     response = np.dtype([("v", "f8", (response_length,))])
     rng = np.random.default_rng(length)
     with wb.ring(source, request=request, response=response, capacity=32, threads=64) as r:
+        boxed = length <= 32 and response_length <= 30
+        assert (r._caller is not None) == (boxed and host_path == "c")  # the path named above
         for _ in range(20):
             v = rng.standard_normal(length)
             got = r.call(np.array([(v,)], dtype=request)[0])

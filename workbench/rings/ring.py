@@ -268,6 +268,8 @@ class Ring:
         if self._launch is None:
             self._check_running()
         batch = self._as_batch(batch)
+        if self._box_pending:
+            self._settle_box(block, timeout)
         first = self._next_send
         n = len(batch)
         if n <= self.capacity - (first - self._next_recv):  # room for all of it: one write
@@ -292,8 +294,6 @@ class Ring:
         seq = self._next_send
         if seq == self._next_recv:  # the watchdog counts from the first message waiting
             self._progress_ns = now
-        if self._box_pending:
-            self._settle_box()
         n, cap, size = len(chunk), self.capacity, self.request_dtype.itemsize
         slot = seq % cap
         # bytes to bytes: a memcpy, several times cheaper than NumPy's field-wise
@@ -323,25 +323,32 @@ class Ring:
         # for very large copies).
         self._head_words[1] = seq + n - 1
 
-    def _settle_box(self) -> None:
+    def _settle_box(self, block: bool, timeout: float | None) -> None:
         """Wait until the dispatcher is done with the last call through the box
-        (its slot's answer written: it writes that last) before a head is
-        published: a head past a call's number that the dispatcher has not
-        taken yet would leave the call to no one (its thread passes it over),
-        and the slot's late writes must land before the slot is used again.
-        Mostly there already; a call that timed out waits for its handler here."""
+        (its slot's answer written: it writes that last) before a send publishes
+        a head: a head past a call's number that the dispatcher has not taken
+        yet would leave the call to no one (its thread passes it over), and the
+        slot's late writes must land before the slot is used again. Mostly done
+        already; after a call that timed out, this waits for its handler, as a
+        full queue does (``block=False``, or nothing within ``timeout``:
+        :class:`RingFull`, nothing sent)."""
         slot, want = self._box_seq % self.capacity, self._box_seq
         words, native = self._answered_words, self._native
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while words[slot] != want:
-                if not (native is not None and native.wait_word(self._answered_addr + 8 * slot, want,
-                                                                 _SPIN_ROUND_NS)):
-                    self._check_health()
+                if native.wait_word(self._answered_addr + 8 * slot, want,
+                                    _SPIN_ROUND_NS if block else 0):
+                    break
+                if not block or (deadline is not None and time.monotonic() >= deadline):
+                    raise RingFull(f"ring {self.name!r}: the call() of message {want} is still "
+                                   "being answered, and nothing is sent before it is; wait, or "
+                                   "send with block=True")
+                self._check_health()
         except KeyboardInterrupt:  # as in _wait_for
             self.stop(drain=False, timeout=2.0)
             raise
-        if self._caller is not None:
-            self._caller.clear()  # (empty already, unless the call timed out)
+        self._caller.clear()  # (empty already, unless the call timed out)
         self._box_pending = False
 
     def _make_room(self, block: bool, timeout: float | None) -> None:
@@ -626,7 +633,7 @@ class Ring:
                 self._pack(self._request_bytes, slot * self.request_dtype.itemsize, *message)
             else:
                 self._requests[slot] = message
-        except (TypeError, ValueError, struct.error) as exc:
+        except (TypeError, ValueError, OverflowError, struct.error) as exc:
             raise RingLayoutError(f"cannot make a message of dtype {self.request_dtype} from "
                                   f"{message!r}: {exc}") from None
         native = self._native
@@ -690,18 +697,16 @@ class Ring:
                 self._pack(self._box_message_bytes, 0, *message)
             else:
                 self._box_message[0] = message
-        except (TypeError, ValueError, struct.error) as exc:
+        except (TypeError, ValueError, OverflowError, struct.error) as exc:
             raise RingLayoutError(f"cannot make a message of dtype {self.request_dtype} from "
                                   f"{message!r}: {exc}") from None
-        self._box_seq = seq
-        self._box_pending = True
         try:
             answer = caller.call(self._box_message_bytes, seq, _call_spin_ns(timeout))
         except KeyboardInterrupt:
             self._interrupted_call(seq)
             raise
+        self._box_seq, self._box_pending = seq, True  # (sent: nothing raised before it was)
         if answer is None:
-            self._box_pending = True
             return self._call_late(seq, caller.sent_ns, timeout)
         self._next_send = self._next_recv = seq + 1
         if self._first_send_ns is None:

@@ -234,7 +234,8 @@ static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
         for (Py_ssize_t k = 0; ok && k < n; ++k) {
             long long offset;
             const char *code;
-            ok = PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "Ls", &offset, &code)
+            PyObject *item = PySequence_Fast_GET_ITEM(seq, k);
+            ok = PyTuple_Check(item) && PyArg_ParseTuple(item, "Ls", &offset, &code)
                  && offset >= 0 && strlen(code) == 1 && strchr("fdbBhHiIqQ", code[0]) != NULL;
             if (ok) {
                 const int size = strchr("bB", code[0]) ? 1 : strchr("hH", code[0]) ? 2
@@ -313,7 +314,8 @@ static int next_pool(BoxCaller *c) {
     void *data;
     Py_ssize_t length;
     PyObject *address;
-    if (!PyArg_ParseTuple(made, "OOn", &array, &address, &length) || length < 1) {
+    if (!PyTuple_Check(made) || !PyArg_ParseTuple(made, "OOn", &array, &address, &length)
+        || length < 1) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "make_pool(): (array, address, length)");
         Py_DECREF(made);
         return -1;
@@ -344,6 +346,10 @@ static PyObject *caller_call(BoxCaller *c, PyObject *const *args, Py_ssize_t nar
     }
     int64_t seq, spin_ns;
     if (number_of(args[1], &seq) < 0 || number_of(args[2], &spin_ns) < 0) return NULL;
+    if (seq < 0) {
+        PyErr_SetString(PyExc_ValueError, "call(): a message's number is >= 0");
+        return NULL;
+    }
     if (c->busy) {  /* (its watch gives the GIL away: another thread could come in) */
         PyErr_SetString(PyExc_RuntimeError, "a ring's call() is already waiting in another thread");
         return NULL;
@@ -399,6 +405,10 @@ static PyObject *caller_call(BoxCaller *c, PyObject *const *args, Py_ssize_t nar
 }
 
 static PyObject *caller_clear(BoxCaller *c, PyObject *unused) {
+    if (c->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "a ring's call() is waiting in another thread");
+        return NULL;
+    }
     clear_words(c->box, c->box_words);
     Py_RETURN_NONE;
 }
