@@ -608,34 +608,27 @@ class Ring:
         if self._launch is None:
             self._check_running()
         caller = self._caller
-        if caller is not None:
-            if timeout is None and type(message) is tuple:  # the common call, wholly in C
-                try:
+        if caller is not None:  # through the call box
+            answer = NotImplemented
+            try:
+                if timeout is None and type(message) is tuple:  # the common call, wholly in C
                     answer = caller.call(message, seq, _CALL_SPIN_NS)
-                except KeyboardInterrupt:
-                    self._interrupted_call(seq)
-                    raise
-                if answer is not None and answer is not NotImplemented:
-                    self._next_send = self._next_recv = seq + 1
-                    self._box_seq = seq
-                    self._box_pending = True
-                    if self._first_send_ns is None:
-                        self._first_send_ns = caller.sent_ns
-                    return answer
-                if answer is None:  # sent, not answered yet
-                    self._box_seq = seq
-                    self._box_pending = True
-                    return self._call_late(seq, caller.sent_ns, None)
-            return self._call_box(caller, message, seq, timeout)
+                if answer is NotImplemented:  # packed here first: struct or NumPy say what is wrong
+                    self._pack_message(message, self._box_message_bytes, 0, self._box_message, 0)
+                    answer = caller.call(self._box_message_bytes, seq, _call_spin_ns(timeout))
+            except KeyboardInterrupt:
+                self._interrupted_call(seq)
+                raise
+            self._box_seq, self._box_pending = seq, True  # (sent: nothing raised before it was)
+            if answer is None:  # not answered within the spin
+                return self._call_late(seq, caller.sent_ns, timeout)
+            self._next_send = self._next_recv = seq + 1
+            if self._first_send_ns is None:
+                self._first_send_ns = caller.sent_ns
+            return answer
         slot = seq % self.capacity
-        try:
-            if self._pack is not None and type(message) is tuple:
-                self._pack(self._request_bytes, slot * self.request_dtype.itemsize, *message)
-            else:
-                self._requests[slot] = message
-        except (TypeError, ValueError, OverflowError, struct.error) as exc:
-            raise RingLayoutError(f"cannot make a message of dtype {self.request_dtype} from "
-                                  f"{message!r}: {exc}") from None
+        self._pack_message(message, self._request_bytes, slot * self.request_dtype.itemsize,
+                           self._requests, slot)
         native = self._native
         if native is not None:
             return self._call_native(native, seq, slot, timeout)
@@ -685,33 +678,17 @@ class Ring:
         sent, now = got
         return self._call_answered(seq, slot, i, sent, now)
 
-    def _call_box(self, caller, message, seq: int, timeout: float | None):
-        """call() through the call box when the C caller did not pack it (a
-        record, or values it does not take) or a timeout is given: the message
-        packed here (with struct or NumPy, which say what is wrong with it),
-        then the C caller writes it and watches for the answer; past a few
-        milliseconds, recv()'s wait on the slot, which the dispatcher answers
-        too."""
+    def _pack_message(self, message, data, offset: int, records: np.ndarray, index: int) -> None:
+        """``message`` into ``data`` at ``offset`` (a tuple, by ``struct``) or into
+        ``records[index]`` (anything else, by NumPy), or RingLayoutError."""
         try:
             if self._pack is not None and type(message) is tuple:
-                self._pack(self._box_message_bytes, 0, *message)
+                self._pack(data, offset, *message)
             else:
-                self._box_message[0] = message
+                records[index] = message
         except (TypeError, ValueError, OverflowError, struct.error) as exc:
             raise RingLayoutError(f"cannot make a message of dtype {self.request_dtype} from "
                                   f"{message!r}: {exc}") from None
-        try:
-            answer = caller.call(self._box_message_bytes, seq, _call_spin_ns(timeout))
-        except KeyboardInterrupt:
-            self._interrupted_call(seq)
-            raise
-        self._box_seq, self._box_pending = seq, True  # (sent: nothing raised before it was)
-        if answer is None:
-            return self._call_late(seq, caller.sent_ns, timeout)
-        self._next_send = self._next_recv = seq + 1
-        if self._first_send_ns is None:
-            self._first_send_ns = caller.sent_ns
-        return answer
 
     def _call_late(self, seq: int, sent: int, timeout: float | None):
         """A call()'s message sent and not answered within the spin: recv()'s
@@ -802,7 +779,7 @@ class Ring:
     def reset_stats(self) -> None:
         """Forget the figures so far (:meth:`stats` starts again)."""
         self._single: list[tuple[int, int]] = []  # (round trip, handler) ns of call()s
-        if getattr(self, "_caller", None) is not None:
+        if self._caller is not None:
             self._caller.single = self._single  # (the C caller appends to it)
         # (round trip ns, messages) per send's part of a collection; the stamps
         # (device start and end, u64 pairs) of each collection's messages
