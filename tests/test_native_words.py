@@ -126,8 +126,8 @@ def _box_caller(words, fields, nbytes=24, capacity=8):
     answer = np.zeros(6, dtype=np.uint64)  # 3 words of answer + 2 of ns (+ a lane's spare)
     single, pools = [], []
 
-    def make_pool():
-        pool = np.zeros(3, dtype=ANSWER)
+    def make_pool(need):
+        pool = np.zeros(max(3, need), dtype=ANSWER)
         pools.append(pool)
         return pool, pool.ctypes.data, len(pool)
     c = words.BoxCaller(marks.ctypes.data, capacity, box.ctypes.data, nbytes, 6,
@@ -199,6 +199,93 @@ def test_box_caller_leaves_what_it_cannot_pack_to_python_and_gives_up_in_time(wo
         records.append(c.call((1.0, 2.0, 1), seq, 5_000_000_000))
         t.join()
     assert [int(r["n"]) for r in records] == list(range(4, 11)) and len(pools) == 3
+
+
+
+REQ = np.dtype([("a", "f4"), ("b", "f4"), ("id", "i4"), ("pad", "i4")])
+RESP = np.dtype([("sum", "f4"), ("id", "i4")])
+
+
+def _slots(words, capacity=8, pool=5):
+    """A ring's queue in plain memory: requests, responses, stamps, answered words, head."""
+    q = {"requests": np.zeros(capacity, REQ), "responses": np.zeros(capacity, RESP),
+         "stamps": np.zeros((capacity, 2), np.uint64), "answered": np.zeros(capacity, np.int64),
+         "head": np.zeros(2, np.int64), "pools": []}
+
+    def make_pool(need):
+        array = np.zeros(max(pool, need), RESP)
+        q["pools"].append(array)
+        return array, array.ctypes.data, len(array)
+    slots = words.Slots(q["requests"].ctypes.data, q["responses"].ctypes.data,
+                        q["stamps"].ctypes.data, q["answered"].ctypes.data,
+                        q["head"].ctypes.data + 8, capacity, REQ.itemsize, RESP.itemsize, make_pool)
+    return slots, q
+
+
+def _answer(q, seqs):
+    """Play the device: answer messages ``seqs`` (sum, id from the request; stamps; the word last)."""
+    cap = len(q["requests"])
+    for seq in seqs:
+        slot = seq % cap
+        req = q["requests"][slot]
+        q["responses"][slot] = (req["a"] + req["b"], req["id"])
+        q["stamps"][slot] = (1000 * seq, 1000 * seq + 7)
+        q["answered"][slot] = seq
+
+
+def test_slots_write_a_batch_wrapping_round_the_queue_without_publishing_it(words):
+    slots, q = _slots(words)
+    batch = np.zeros(5, REQ)
+    batch["a"] = rng.random(5)
+    batch["id"] = np.arange(5)
+    t0 = time.perf_counter_ns()
+    sent = slots.write(batch, 6, 3)  # messages 6..10 in slots 6, 7, 0, 1, 2 (3 answered already)
+    assert t0 <= sent <= time.perf_counter_ns()
+    np.testing.assert_array_equal(q["requests"][[6, 7, 0, 1, 2]], batch)
+    assert q["head"][1] == 0  # the ring counts them, then publishes
+    # refused, nothing written: no room for them all, or not whole requests in a row
+    before = q["requests"].copy()
+    assert slots.write(batch, 11, 3) is None  # 8 slots, 8 in flight already
+    assert slots.write(np.zeros(5, RESP), 6, 6) is None  # another size
+    assert slots.write(np.zeros(10, REQ)[::2], 6, 6) is None  # not contiguous
+    assert slots.write(np.zeros((2, 2), REQ), 6, 6) is None  # not one row
+    assert slots.write(np.zeros(0, REQ), 6, 6) is None
+    np.testing.assert_array_equal(q["requests"], before)
+
+
+def test_slots_take_a_run_of_answers_once_all_are_there(words):
+    slots, q = _slots(words)
+    batch = np.zeros(6, REQ)
+    batch["a"], batch["b"], batch["id"] = rng.random(6), rng.random(6), rng.integers(0, 99, 6)
+    slots.write(batch, 5, 5)  # messages 5..10: slots 5, 6, 7, 0, 1, 2
+    _answer(q, [10, 9, 7, 6, 5])  # the last ones first; 8 missing
+    t0 = time.perf_counter()
+    assert slots.take(5, 6, 10, 20_000_000) is None  # not all there: nothing taken
+    assert 0.015 < time.perf_counter() - t0 < 5
+    assert q["head"][1] == 10  # published on the way: a send cut short is published again
+    t = _later(0.05, lambda: _answer(q, [8]))
+    answers, stamps, seen = slots.take(5, 6, 10, 5_000_000_000)
+    t.join()
+    assert abs(seen - time.perf_counter_ns()) < 5e9
+    np.testing.assert_allclose(answers["sum"], batch["a"] + batch["b"], rtol=1e-6)
+    np.testing.assert_array_equal(answers["id"], batch["id"])
+    np.testing.assert_array_equal(np.frombuffer(stamps, np.uint64).reshape(-1, 2)[:, 0],
+                                  1000 * np.arange(5, 11))
+    # each take gets places of its own: one longer than a pool gets a pool of its own size
+    assert [len(p) for p in q["pools"]] == [6] and np.shares_memory(answers, q["pools"][0])
+    slots.write(batch[:3], 11, 11)
+    _answer(q, [11, 12, 13])
+    first, _, _ = slots.take(11, 2, 13, 1_000_000)
+    second, _, _ = slots.take(13, 1, 13, 1_000_000)
+    assert first["id"].tolist() == batch["id"][:2].tolist() and second["id"][0] == batch["id"][2]
+    assert [len(p) for p in q["pools"]] == [6, 5]  # (the first used up: a new one, both in it)
+    assert np.shares_memory(first, q["pools"][1]) and np.shares_memory(second, q["pools"][1])
+    first["id"] = -1  # (the caller's to keep: writing one leaves the other alone)
+    assert second["id"][0] == batch["id"][2]
+    with pytest.raises(ValueError):
+        slots.take(11, 0, 13, 1000)
+    with pytest.raises(ValueError):
+        slots.take(11, 9, 13, 1000)  # more than the capacity
 
 
 def test_the_switch_turns_it_off(monkeypatch):

@@ -20,6 +20,10 @@ The functions (addresses are ints; the caller keeps the memory alive):
   per message (``caller.call(message, seq, spin_ns)``: the message packed,
   written as flagged words, the flagged answer watched and returned as a
   record; see ``words.c`` for the arguments);
+- ``Slots(...)``: a ring's queue of slots, for ``send()`` and ``recv()`` of
+  whole batches (``slots.write(batch, first, next_recv)`` copies a batch in,
+  unpublished; ``slots.take(first, count, head, spin_ns)`` watches for a run
+  of answers and copies them out; see ``words.c``);
 - ``wait_word(word, want, spin_ns)`` -> bool;
 - ``run_length(words, first, count)`` -> how many words in a row hold
   ``first, first + 1, ...``.

@@ -8,15 +8,15 @@ workers), message ``s`` living in slot ``s % capacity`` of the request and
 response arrays. The host writes a batch's requests, then the last sequence
 number it sent (the head) into host memory. The first warp, the dispatcher,
 polls that head and the stop flag over the bus (lane 0) and copies the head
-into device memory (as ``2 * head``); every other thread polls only the device
-copy (cheap, in L2), so the bus carries one poll at a time instead of one per
-thread, which would flood it and slow every copy. The one exception: the
-thread whose message is the next to come watches the host's head itself (a hop
-shorter), except after a call. A thread whose message is published (an
-acquire chain: host store, dispatcher, device copy) copies it, calls the
-handler, writes the response and its device timestamps, then publishes ``s``
-as the slot's response number (a release store). A copy of -1 stops every
-thread.
+into device memory; every other thread polls only the device copy (cheap, in
+L2), so the bus carries one poll at a time instead of one per thread, which
+would flood it and slow every copy. (A second poller of the host's head, the
+thread whose message comes next, once saved a single message 0.7 µs but made
+every batch of 4 or more 1-2 µs slower: two polls of one host line slow each
+other down.) A thread whose message is published (an acquire chain: host
+store, dispatcher, device copy) copies it, calls the handler, writes the
+response and its device timestamps, then publishes ``s`` as the slot's
+response number (a release store). A copy of -1 stops every thread.
 
 ``call()`` takes a shorter path where the messages are small enough (see
 :func:`call_box`) and the host has the C words module: the host writes its
@@ -29,7 +29,7 @@ is the next number's, lane 0 calls the handler and the lanes write the answer
 and the handler's ns to the *answer box* in the same format (the host, seeing
 every flag, has every byte, with no fence on the way). Then the dispatcher
 writes the answer to the slot as well (so ``recv()`` finds a late one) and
-publishes the number in the device copy as ``2 * s + 1`` (a call's). The
+publishes the number in the device copy. The
 message's own thread, finding the slot's mark at or past its number, passes
 it over. About a bus round trip and a system fence less than the slot's path
 (``docs/rings.md`` has the figures).
@@ -212,14 +212,10 @@ static __device__ __forceinline__ void wb_ring_box_answer(unsigned long long* an
 }}
 #endif
 
-#ifndef WB_RING_NEXT_POLLS_HOST
-#define WB_RING_NEXT_POLLS_HOST 1
-#endif
-
 // control[0]: stop flag, control[1]: the last request sequence number the host
-// published (host memory); device_head[0]: twice the same number as the
-// dispatcher last saw it, plus 1 where it was a call()'s, or -1 once the ring
-// stops (device memory).
+// published (host memory); device_head[0]: the last number the dispatcher
+// published (the host's head, or a call()'s number), or -1 once the ring stops
+// (device memory).
 extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned long long responses,
                                          unsigned long long response_seq, unsigned long long stamps,
                                          unsigned long long control, unsigned long long device_head,
@@ -268,7 +264,7 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
                 return;
             }}
             if (h > published) {{  // (a call's number is published by the dispatcher, not the host)
-                if (lane == 0) wb_ring_store_gpu(head, 2 * h);
+                if (lane == 0) wb_ring_store_gpu(head, h);
                 published = h;
             }}
 #if WB_RING_REQUEST_WORDS
@@ -287,7 +283,7 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
                     stamp[2 * slot] = t.t0;
                     stamp[2 * slot + 1] = t.t1;
                     wb_ring_store_sys(&aseq[slot], seq);
-                    wb_ring_store_gpu(head, 2 * seq + 1);
+                    wb_ring_store_gpu(head, seq);
                 }}
                 published = seq;
                 continue;
@@ -299,44 +295,16 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
     const long long workers = (long long)gridDim.x * blockDim.x - 32;
     long long seq = index - 31;
     long long seen = 0;
-    bool after_call = false;  // the copy's last number was a call()'s
     unsigned ns = 32;
-    for (unsigned polls = 0;; ++polls) {{
+    for (;;) {{
         if (seen < seq) {{
-#if WB_RING_NEXT_POLLS_HOST
-            if (seen == seq - 1 && !after_call) {{
-                // Every message before this thread's is published, so its own is the next: it
-                // watches the host's head itself (one thread at a time does), a hop shorter
-                // than waiting for the dispatcher's copy. Not after a call(): the next message
-                // is likely a call too, answered by the dispatcher, whose polls of the bus
-                // another poller would slow down.
-                const long long h = wb_ring_load_sys(&host[1]);
-                if (h >= seq) {{
-                    seen = h;
-                }} else {{
-                    if ((polls & 7) == 7) {{  // now and then the copy: a stop, or a call()
-                        const long long d = wb_ring_load_gpu(head);
-                        if (d < 0) break;
-                        after_call = d & 1;
-                        if ((d >> 1) > seen) seen = d >> 1;
-                    }}
-                    if (seen < seq) {{
-                        wb_ring_backoff(32, false);
-                        continue;
-                    }}
-                }}
-            }} else
-#endif
-            {{
-                const long long d = wb_ring_load_gpu(head);
-                if (d < 0) break;
-                seen = d >> 1;
-                after_call = d & 1;
-                if (seen < seq) {{
-                    wb_ring_backoff(ns, false);
-                    if (ns < {max_backoff_ns}) ns *= 2;
-                    continue;
-                }}
+            const long long d = wb_ring_load_gpu(head);
+            if (d < 0) break;
+            seen = d;
+            if (seen < seq) {{
+                wb_ring_backoff(ns, false);
+                if (ns < {max_backoff_ns}) ns *= 2;
+                continue;
             }}
         }}
         ns = 32;

@@ -10,9 +10,9 @@ sequence numbers; the device answers each and publishes its number. Host-side
 reads and writes are plain operations on views of that buffer (memoryviews
 and bytes copies, cheaper from Python than NumPy's), with no copy call in
 between: on a GPU a copy call alone costs several microseconds, more than the
-round trip a ring is for. The waits (recv() watching an answer's word, call()
-publishing, watching and copying its answer) run in C where the words module
-builds (:mod:`workbench.backends.native_words`), else in Python.
+round trip a ring is for. The copies and waits of send(), recv() and call()
+run in C where the words module builds (:mod:`workbench.backends.native_words`:
+``Slots`` and ``BoxCaller``), else in Python.
 """
 from __future__ import annotations
 
@@ -43,8 +43,11 @@ _SPIN_ROUND = range(1024)
 _SPIN_ROUND_NS = 100_000
 _CALL_SPIN_NS = 4_000_000
 #: call()'s answers are records of a private array of this many, one each, so
-#: that an answer costs a copy of its bytes and no new array.
+#: that an answer costs a copy of its bytes and no new array; recv()'s answers
+#: (with the C words module) are slices of one of this many bytes (or of one
+#: as large as the batch).
 _ANSWER_POOL = 256
+_BATCH_POOL_BYTES = 1 << 16
 #: Hosts whose stores and loads stay in program order (x86-TSO): the queues need no fences.
 _STORES_IN_ORDER = frozenset({"x86_64", "amd64", "i686", "i386"})
 
@@ -83,6 +86,7 @@ class Ring:
         self._box_seq = 0  # the last message call() sent through the box
         self._box_pending = False  # and the dispatcher may not be done with it yet
         self._caller = None  # the words module's BoxCaller for this buffer (start() makes it)
+        self._slots = None  # and its Slots (send() and recv() of batches in C)
         self.module = compile_checked(text, handler, request_type, self.request_dtype,
                                       response_type, self.response_dtype, f"ring:{self.name}",
                                       max_backoff_ns)
@@ -153,6 +157,8 @@ class Ring:
         self._head_addr = host + lay["control"][0] + 8
         self._answered_addr = host + lay["response_seq"][0]
         self._responses_addr = host + lay["responses"][0]
+        self._requests_addr = host + lay["requests"][0]
+        self._stamps_addr = host + lay["stamps"][0]
         self._marks_addr = host + lay["call_marks"][0]
         self._box_addr = host + lay["call_box"][0]
         self._answer_addr = host + lay["answer_box"][0]
@@ -188,6 +194,7 @@ class Ring:
         addresses, boxes = self._views(self._buffer)
         self._buffer.host[:] = 0
         self._caller = self._box_caller()
+        self._slots = self._native_slots()
         self._device_head = self.backend.to_device(np.zeros(1, dtype=np.int64))
         self._next_send = self._next_recv = 1
         # the head the host means to publish: the last message sent through a slot
@@ -265,6 +272,15 @@ class Ring:
         or a tuple of field values) and return the first message's sequence
         number. A full queue waits (``block=True``, up to ``timeout`` seconds)
         or raises :class:`RingFull`; answers that arrive meanwhile are kept."""
+        slots = self._slots
+        if (slots is not None and type(batch) is np.ndarray and batch.dtype == self.request_dtype
+                and self._launch is not None and not self._box_pending):
+            # the common send, its copy in C: an array of whole requests with room for all
+            first = self._next_send
+            now = slots.write(batch, first, self._next_recv)
+            if now is not None:
+                self._publish(first, len(batch), now)
+                return first
         if self._launch is None:
             self._check_running()
         batch = self._as_batch(batch)
@@ -292,8 +308,6 @@ class Ring:
         queue and publish it."""
         now = time.perf_counter_ns()
         seq = self._next_send
-        if seq == self._next_recv:  # the watchdog counts from the first message waiting
-            self._progress_ns = now
         n, cap, size = len(chunk), self.capacity, self.request_dtype.itemsize
         slot = seq % cap
         # bytes to bytes: a memcpy, several times cheaper than NumPy's field-wise
@@ -312,6 +326,13 @@ class Ring:
             split = (cap - slot) * size
             self._request_bytes[slot * size:] = data[:split]
             self._request_bytes[:n * size - split] = data[split:]
+        self._publish(seq, n, now)
+
+    def _publish(self, seq: int, n: int, now: int) -> None:
+        """Count messages ``seq .. seq + n - 1`` (written to their slots at
+        ``now``) as sent, and publish them."""
+        if seq == self._next_recv:  # the watchdog counts from the first message waiting
+            self._progress_ns = now
         # The bookkeeping comes first: a Ctrl-C between statements then leaves
         # the head behind (_wait_for publishes it again), never messages
         # answered that the host does not count.
@@ -432,6 +453,11 @@ class Ring:
             self._stamp_chunks.append(bytes(stamps[lo * 16:]) + bytes(stamps[:rest * 16]))
         self._ready.append(np.frombuffer(data, self.response_dtype))
         self._ready_count += n
+        self._account(n, now)
+
+    def _account(self, n: int, now: int) -> None:
+        """The next ``n`` messages taken out of the queue at ``now``: their host
+        latencies as one (ns, count) pair per send they came from."""
         sends, runs = self._sends, self._latency_runs
         if self._first_send_ns is None and sends:
             self._first_send_ns = sends[0][1]
@@ -446,7 +472,7 @@ class Ring:
                 entry[0] -= left
                 runs.append((now - entry[1], left))
                 left = 0
-        self._next_recv = start + n
+        self._next_recv += n
         self._last_recv_ns = self._progress_ns = now
 
     def _take(self, count: int) -> np.ndarray:
@@ -575,6 +601,18 @@ class Ring:
         """The next ``count`` answers in order (default: every message sent and
         not yet received), as a structured array of the response dtype. On a
         timeout, answers that did arrive stay queued for the next call."""
+        slots = self._slots
+        if slots is not None and not self._ready_count and self._launch is not None:
+            # the common recv, in C: watch for the answers, copy them out (else the path below)
+            start = self._next_recv
+            n = self._next_send - start if count is None else count
+            if 0 < n <= self._next_send - start:
+                got = slots.take(start, n, self._head_due, _SPIN_ROUND_NS)
+                if got is not None:
+                    answers, stamps, now = got
+                    self._stamp_chunks.append(stamps)
+                    self._account(n, now)
+                    return answers
         pending, depth = self._ready_count, self._next_send - self._next_recv
         if count is None:
             count = pending + depth
@@ -717,7 +755,20 @@ class Ring:
                                 self.request_dtype.itemsize, 2 * box.request_lanes,
                                 self._answer_addr, box.answer_words, self.response_dtype.itemsize,
                                 _c_packable(tuple_fields(self.request_dtype)),
-                                functools.partial(_answer_pool, self.response_dtype), self._single)
+                                functools.partial(_answer_pool, self.response_dtype, _ANSWER_POOL),
+                                self._single)
+
+    def _native_slots(self):
+        """The words module's Slots for the current buffer (send() and recv()
+        of whole batches in C), or None: no C words module."""
+        native = self._native
+        if native is None:
+            return None
+        return native.Slots(self._requests_addr, self._responses_addr, self._stamps_addr,
+                            self._answered_addr, self._head_addr, self.capacity,
+                            self.request_dtype.itemsize, self.response_dtype.itemsize,
+                            functools.partial(_answer_pool, self.response_dtype,
+                                              max(1, _BATCH_POOL_BYTES // self.response_dtype.itemsize)))
 
     def _answer_place(self) -> int:
         """The answer pool's next free place (a new pool when it is used up)."""
@@ -815,11 +866,12 @@ class Ring:
         return self.stats()._repr_html_()
 
 
-def _answer_pool(dtype: np.dtype):
-    """A new private array of answers for the C caller: (array, address, length).
-    (Not a bound method: the caller would keep its ring alive.)"""
-    pool = np.empty(_ANSWER_POOL, dtype=dtype)
-    return pool, int(pool.ctypes.data), _ANSWER_POOL
+def _answer_pool(dtype: np.dtype, places: int, need: int):
+    """A new private array of answers for the C caller or slots: (array,
+    address, length), ``places`` long or ``need`` where that is more. (Not a
+    bound method: the caller would keep its ring alive.)"""
+    pool = np.empty(max(places, need), dtype=dtype)
+    return pool, int(pool.ctypes.data), len(pool)
 
 
 def _c_packable(fields):

@@ -31,13 +31,29 @@
  *   the flag, and its data are the response (response_bytes of them) and the
  *   handler's ns (the two words after). The request box is cleared then (so
  *   that a number 2^31 later can never find it full), the response copied into
- *   the next place of a private array of records (make_pool() gives (array,
- *   address, length) when one is used up) and returned as that record, and
+ *   the next place of a private array of records (make_pool(need) gives (array,
+ *   address, length >= need) when one is used up) and returned as that record, and
  *   (round trip ns, handler ns) appended to the list `single`. None: no answer
  *   within spin_ns (caller.sent_ns says when it was sent; the box keeps the
  *   message: caller.clear() empties it once the answer came another way).
  *   NotImplemented: a tuple this packer does not take (a value of another
  *   type or out of range, another field count): nothing written.
+ * Slots(requests, responses, stamps, answered, head, capacity, request_bytes, response_bytes,
+ *       make_pool)
+ *   A ring's queue of slots, for send() and recv() of whole batches (the ring keeps the counts):
+ *   slots.write(batch, first, next_recv) -> ns | None: a 1-D C-contiguous buffer of whole
+ *   requests copied into slots first % capacity on (wrapping at the end), NOT published: the
+ *   caller counts the messages first, then stores the head (so that a Ctrl-C in between never
+ *   leaves messages sent that the host does not count). ns: CLOCK_MONOTONIC when the copy began.
+ *   None, nothing written: not such a buffer, or more requests than the free slots
+ *   (capacity - (first - next_recv)).
+ *   slots.take(first, count, head, spin_ns) -> (answers, stamps, ns) | None: *head made `head`
+ *   if it is not (a send cut short by Ctrl-C), then answered[] watched until messages first ..
+ *   first + count - 1 all hold their numbers (the last one first: they come out of order), for
+ *   at most spin_ns; then their responses copied into `count` places of a private array of
+ *   records (answers: a slice of it; make_pool(need) gives (array, address, length >= need)
+ *   when it is used up), their device stamps (16 bytes each) into a bytes object; ns: when the
+ *   last was seen. None: not all within spin_ns (nothing taken).
  * wait_word(word, want, spin_ns) -> bool
  *   Watch *word until it equals want; False if it did not within spin_ns.
  * run_length(words, first, count) -> int
@@ -173,6 +189,39 @@ static PyObject *run_length(PyObject *self, PyObject *const *args, Py_ssize_t na
     return PyLong_FromLongLong((long long)n);
 }
 
+/* ---- a private array of answer records, used a place (or a run of places) at a time ---- */
+typedef struct {
+    PyObject *make;   /* make(need) -> (array, address, length >= need) */
+    PyObject *array;
+    char *data;
+    Py_ssize_t length, next;
+} record_pool;
+
+/* Make sure `need` places are free at pool->next (a new array when they are not). */
+static int pool_reserve(record_pool *pool, Py_ssize_t need) {
+    if (pool->array != NULL && pool->next + need <= pool->length) return 0;
+    PyObject *made = PyObject_CallFunction(pool->make, "n", need);
+    if (made == NULL) return -1;
+    PyObject *array, *address;
+    Py_ssize_t length;
+    void *data = NULL;
+    int ok = PyTuple_Check(made) && PyArg_ParseTuple(made, "OOn", &array, &address, &length)
+             && length >= need && (data = PyLong_AsVoidPtr(address)) != NULL;
+    if (!ok) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "make_pool(need): (array, address, length >= need)");
+        Py_DECREF(made);
+        return -1;
+    }
+    Py_INCREF(array);
+    Py_XSETREF(pool->array, array);
+    Py_DECREF(made);
+    pool->data = data;
+    pool->length = length;
+    pool->next = 0;
+    return 0;
+}
+
 /* ---- BoxCaller (see the file's comment) ---- */
 #define MAX_FIELDS 64
 #define MAX_BOX_WORDS 64
@@ -186,16 +235,15 @@ typedef struct {
     int32_t offsets[MAX_FIELDS];
     char codes[MAX_FIELDS];
     char *scratch;  /* the message packed: box_words * 4 bytes */
-    PyObject *make_pool, *single, *pool;
-    char *pool_data;
-    Py_ssize_t pool_length, pool_next;
+    PyObject *single;
+    record_pool pool;
     int64_t sent_ns, seen_ns;
 } BoxCaller;
 
 static void caller_dealloc(BoxCaller *c) {
-    Py_XDECREF(c->make_pool);
+    Py_XDECREF(c->pool.make);
     Py_XDECREF(c->single);
-    Py_XDECREF(c->pool);
+    Py_XDECREF(c->pool.array);
     PyMem_Free(c->scratch);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
@@ -256,7 +304,7 @@ static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     }
     c->scratch = PyMem_Calloc(1, (size_t)box_words * 4);
     if (c->scratch == NULL) { PyErr_NoMemory(); goto fail; }
-    Py_INCREF(make_pool); c->make_pool = make_pool;
+    Py_INCREF(make_pool); c->pool.make = make_pool;
     Py_INCREF(single); c->single = single;
     return (PyObject *)c;
 fail:
@@ -307,34 +355,6 @@ static int pack(BoxCaller *c, PyObject *tuple) {
     return 1;
 }
 
-static int next_pool(BoxCaller *c) {
-    PyObject *made = PyObject_CallNoArgs(c->make_pool);
-    if (made == NULL) return -1;
-    PyObject *array;
-    void *data;
-    Py_ssize_t length;
-    PyObject *address;
-    if (!PyTuple_Check(made) || !PyArg_ParseTuple(made, "OOn", &array, &address, &length)
-        || length < 1) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "make_pool(): (array, address, length)");
-        Py_DECREF(made);
-        return -1;
-    }
-    data = PyLong_AsVoidPtr(address);
-    if (data == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "make_pool(): a null address");
-        Py_DECREF(made);
-        return -1;
-    }
-    Py_INCREF(array);
-    Py_XSETREF(c->pool, array);
-    Py_DECREF(made);
-    c->pool_data = data;
-    c->pool_length = length;
-    c->pool_next = 0;
-    return 0;
-}
-
 static void clear_words(uint64_t *words, int64_t n) {
     for (int64_t k = 0; k < n; ++k) __atomic_store_n(&words[k], 0, __ATOMIC_RELAXED);
 }
@@ -369,10 +389,8 @@ static PyObject *caller_call(BoxCaller *c, PyObject *const *args, Py_ssize_t nar
         PyBuffer_Release(&view);
     }
     /* everything that can fail comes before the message is sent */
-    if (c->pool == NULL || c->pool_next >= c->pool_length) {
-        if (next_pool(c) < 0) return NULL;
-    }
-    PyObject *record = PySequence_GetItem(c->pool, c->pool_next);  /* a view of its place */
+    if (pool_reserve(&c->pool, 1) < 0) return NULL;
+    PyObject *record = PySequence_GetItem(c->pool.array, c->pool.next);  /* a view of its place */
     if (record == NULL) return NULL;
     const uint64_t flag = (uint64_t)((uint32_t)seq | 0x80000000u) << 32;
     const uint32_t *data = (const uint32_t *)c->scratch;
@@ -393,7 +411,7 @@ static PyObject *caller_call(BoxCaller *c, PyObject *const *args, Py_ssize_t nar
     clear_words(c->box, c->box_words);
     uint32_t words[MAX_BOX_WORDS];
     for (int64_t k = 0; k < c->answer_words; ++k) words[k] = (uint32_t)c->answer[k];
-    memcpy(c->pool_data + c->pool_next++ * c->response_bytes, words, (size_t)c->response_bytes);
+    memcpy(c->pool.data + c->pool.next++ * c->response_bytes, words, (size_t)c->response_bytes);
     uint64_t handler_ns;
     memcpy(&handler_ns, (const char *)words + ((c->response_bytes + 3) / 4) * 4, 8);
     PyObject *figures = Py_BuildValue("(LK)", (long long)(c->seen_ns - c->sent_ns),
@@ -454,6 +472,162 @@ static PyTypeObject BoxCallerType = {
     .tp_getset = caller_getset,
 };
 
+/* ---- Slots (see the file's comment) ---- */
+typedef struct {
+    PyObject_HEAD
+    char *requests, *responses, *stamps;
+    int64_t *answered, *head;
+    int64_t capacity, request_bytes, response_bytes;
+    record_pool pool;
+    int busy;
+} Slots;
+
+/* What take() watches for: messages first .. first + count - 1 all answered. `done` and `slot`
+ * (the next word to check, and its slot) carry over between polls: each word is checked once. */
+typedef struct { const int64_t *words; int64_t capacity, first, count, done, slot; } answered_run;
+static int run_answered(const void *at, int64_t unused) {
+    answered_run *r = (answered_run *)at;
+    const int64_t last = r->first + r->count - 1;
+    if (load_acquire(&r->words[last % r->capacity]) != last) return 0;  /* the last first */
+    while (r->done < r->count) {
+        if (load_acquire(&r->words[r->slot]) != r->first + r->done) return 0;
+        ++r->done;
+        if (++r->slot == r->capacity) r->slot = 0;
+    }
+    return 1;
+}
+
+static void slots_dealloc(Slots *s) {
+    Py_XDECREF(s->pool.make);
+    Py_XDECREF(s->pool.array);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyObject *slots_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *requests, *responses, *stamps, *answered, *head, *make_pool;
+    long long capacity, request_bytes, response_bytes;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "Slots() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OOOOOLLLO", &requests, &responses, &stamps, &answered, &head,
+                          &capacity, &request_bytes, &response_bytes, &make_pool))
+        return NULL;
+    if (capacity < 1 || request_bytes < 1 || response_bytes < 1 || !PyCallable_Check(make_pool)) {
+        PyErr_SetString(PyExc_ValueError, "Slots(): a capacity, request and response sizes >= 1, "
+                        "and make_pool(need)");
+        return NULL;
+    }
+    Slots *s = (Slots *)type->tp_alloc(type, 0);
+    if (s == NULL) return NULL;
+    /* (requests, responses and stamps are byte arrays: only the words need alignment) */
+    s->requests = PyLong_AsVoidPtr(requests);
+    s->responses = PyLong_AsVoidPtr(responses);
+    s->stamps = PyLong_AsVoidPtr(stamps);
+    if (PyErr_Occurred() || s->requests == NULL || s->responses == NULL || s->stamps == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a null address");
+        goto fail;
+    }
+    if (address_of(answered, (void **)&s->answered) < 0 || address_of(head, (void **)&s->head) < 0)
+        goto fail;
+    s->capacity = capacity; s->request_bytes = request_bytes; s->response_bytes = response_bytes;
+    Py_INCREF(make_pool); s->pool.make = make_pool;
+    return (PyObject *)s;
+fail:
+    Py_DECREF(s);
+    return NULL;
+}
+
+static PyObject *slots_write(Slots *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "write() takes 3 arguments (batch, first, next_recv)");
+        return NULL;
+    }
+    int64_t first, next_recv;
+    if (number_of(args[1], &first) < 0 || number_of(args[2], &next_recv) < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();  /* not a contiguous buffer: the caller's own path says what is wrong */
+        Py_RETURN_NONE;
+    }
+    const int64_t n = view.ndim == 1 ? (int64_t)view.shape[0] : 0;
+    if (view.itemsize != s->request_bytes || n < 1 || first < next_recv
+        || n > s->capacity - (first - next_recv)) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    const int64_t sent = now(), size = s->request_bytes, lo = first % s->capacity;
+    const int64_t part = n < s->capacity - lo ? n : s->capacity - lo;
+    memcpy(s->requests + lo * size, view.buf, (size_t)(part * size));
+    if (part < n) memcpy(s->requests, (const char *)view.buf + part * size, (size_t)((n - part) * size));
+    PyBuffer_Release(&view);
+    return PyLong_FromLongLong((long long)sent);
+}
+
+static PyObject *slots_take(Slots *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "take() takes 4 arguments (first, count, head, spin_ns)");
+        return NULL;
+    }
+    int64_t first, count, head, spin_ns;
+    if (number_of(args[0], &first) < 0 || number_of(args[1], &count) < 0
+        || number_of(args[2], &head) < 0 || number_of(args[3], &spin_ns) < 0) return NULL;
+    if (first < 0 || count < 1 || count > s->capacity) {
+        PyErr_SetString(PyExc_ValueError, "take(): a message number >= 0 and 1 to capacity answers");
+        return NULL;
+    }
+    if (s->busy) {  /* (its watch gives the GIL away: another thread could come in) */
+        PyErr_SetString(PyExc_RuntimeError, "a ring's recv() is already waiting in another thread");
+        return NULL;
+    }
+    if (pool_reserve(&s->pool, (Py_ssize_t)count) < 0) return NULL;  /* before anything waits */
+    if (__atomic_load_n(s->head, __ATOMIC_RELAXED) != head)
+        __atomic_store_n(s->head, head, __ATOMIC_RELEASE);  /* a send cut short: publish it */
+    answered_run run = {s->answered, s->capacity, first, count, 0, first % s->capacity};
+    s->busy = 1;
+    int got = watch_then_release(run_answered, &run, 0, spin_ns);
+    s->busy = 0;
+    if (!got) Py_RETURN_NONE;
+    const int64_t seen = now(), lo = first % s->capacity;
+    const int64_t part = count < s->capacity - lo ? count : s->capacity - lo;
+    const int64_t rb = s->response_bytes;
+    char *to = s->pool.data + s->pool.next * rb;
+    memcpy(to, s->responses + lo * rb, (size_t)(part * rb));
+    if (part < count) memcpy(to + part * rb, s->responses, (size_t)((count - part) * rb));
+    PyObject *stamps = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count * 16));
+    if (stamps == NULL) return NULL;
+    char *st = PyBytes_AS_STRING(stamps);
+    memcpy(st, s->stamps + lo * 16, (size_t)(part * 16));
+    if (part < count) memcpy(st + part * 16, s->stamps, (size_t)((count - part) * 16));
+    PyObject *answers = PySequence_GetSlice(s->pool.array, s->pool.next, s->pool.next + count);
+    if (answers == NULL) {
+        Py_DECREF(stamps);
+        return NULL;
+    }
+    s->pool.next += count;
+    PyObject *out = Py_BuildValue("(NNL)", answers, stamps, (long long)seen);
+    return out;
+}
+
+static PyMethodDef slots_methods[] = {
+    {"write", (PyCFunction)(void (*)(void))slots_write, METH_FASTCALL,
+     "Copy a batch of requests into the slots, unpublished (see the file's comment)."},
+    {"take", (PyCFunction)(void (*)(void))slots_take, METH_FASTCALL,
+     "Watch for a run of answers and copy them out (see the file's comment)."},
+    {NULL},
+};
+
+static PyTypeObject SlotsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_wb_words.Slots",
+    .tp_basicsize = sizeof(Slots),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A ring's slots: batches written, runs of answers taken (see the module's source).",
+    .tp_new = slots_new,
+    .tp_dealloc = (destructor)slots_dealloc,
+    .tp_methods = slots_methods,
+};
+
 static PyMethodDef methods[] = {
     {"publish_wait", (PyCFunction)(void (*)(void))publish_wait, METH_FASTCALL,
      "Store a word, watch another, copy the answer (see the file's comment)."},
@@ -467,12 +641,18 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wb_words", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__wb_words(void) {
-    if (PyType_Ready(&BoxCallerType) < 0) return NULL;
+    if (PyType_Ready(&BoxCallerType) < 0 || PyType_Ready(&SlotsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     Py_INCREF(&BoxCallerType);
     if (PyModule_AddObject(m, "BoxCaller", (PyObject *)&BoxCallerType) < 0) {
         Py_DECREF(&BoxCallerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&SlotsType);
+    if (PyModule_AddObject(m, "Slots", (PyObject *)&SlotsType) < 0) {
+        Py_DECREF(&SlotsType);
         Py_DECREF(m);
         return NULL;
     }
