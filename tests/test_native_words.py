@@ -206,19 +206,21 @@ REQ = np.dtype([("a", "f4"), ("b", "f4"), ("id", "i4"), ("pad", "i4")])
 RESP = np.dtype([("sum", "f4"), ("id", "i4")])
 
 
-def _slots(words, capacity=8, pool=5):
-    """A ring's queue in plain memory: requests, responses, stamps, answered words, head."""
+def _slots(words, capacity=8, pool=5, make_pool=None):
+    """A ring's queue in plain memory: requests, responses, stamps, answered words, head
+    (``make_pool``: the Slots' own, else one that keeps its arrays in q["pools"])."""
     q = {"requests": np.zeros(capacity, REQ), "responses": np.zeros(capacity, RESP),
          "stamps": np.zeros((capacity, 2), np.uint64), "answered": np.zeros(capacity, np.int64),
          "head": np.zeros(2, np.int64), "pools": []}
 
-    def make_pool(need):
+    def keeping(need):
         array = np.zeros(max(pool, need), RESP)
         q["pools"].append(array)
         return array, array.ctypes.data, len(array)
     slots = words.Slots(q["requests"].ctypes.data, q["responses"].ctypes.data,
                         q["stamps"].ctypes.data, q["answered"].ctypes.data,
-                        q["head"].ctypes.data + 8, capacity, REQ.itemsize, RESP.itemsize, make_pool)
+                        q["head"].ctypes.data + 8, capacity, REQ.itemsize, RESP.itemsize,
+                        make_pool or keeping)
     return slots, q
 
 
@@ -250,6 +252,7 @@ def test_slots_write_a_batch_wrapping_round_the_queue_without_publishing_it(word
     assert slots.write(np.zeros(10, REQ)[::2], 6, 6) is None  # not contiguous
     assert slots.write(np.zeros((2, 2), REQ), 6, 6) is None  # not one row
     assert slots.write(np.zeros(0, REQ), 6, 6) is None
+    assert slots.write(batch, -1, -1) is None  # (numbers are >= 0: never a slot before the queue)
     np.testing.assert_array_equal(q["requests"], before)
 
 
@@ -280,12 +283,35 @@ def test_slots_take_a_run_of_answers_once_all_are_there(words):
     assert first["id"].tolist() == batch["id"][:2].tolist() and second["id"][0] == batch["id"][2]
     assert [len(p) for p in q["pools"]] == [6, 5]  # (the first used up: a new one, both in it)
     assert np.shares_memory(first, q["pools"][1]) and np.shares_memory(second, q["pools"][1])
-    first["id"] = -1  # (the caller's to keep: writing one leaves the other alone)
-    assert second["id"][0] == batch["id"][2]
     with pytest.raises(ValueError):
         slots.take(11, 0, 13, 1000)
     with pytest.raises(ValueError):
         slots.take(11, 9, 13, 1000)  # more than the capacity
+
+
+def test_slots_refuse_a_second_taker_and_a_pool_that_is_not_its_memory(words):
+    inner = []
+
+    def make_pool(need):  # another take while this one holds its places: refused
+        try:
+            slots.take(1, 1, 3, 1000)
+        except RuntimeError as exc:
+            inner.append(str(exc))
+        array = np.zeros(need, RESP)
+        return array, array.ctypes.data, need
+    slots, q = _slots(words, make_pool=make_pool)
+    slots.write(np.zeros(3, REQ), 1, 1)
+    _answer(q, [1, 2, 3])
+    answers, _, _ = slots.take(1, 3, 3, 1_000_000)
+    assert "already waiting" in inner[0] and len(answers) == 3
+    for bad in (lambda need: ([0] * need, 0, need),  # not an array at that address
+                lambda need: (np.zeros(need, RESP), np.zeros(need, RESP).ctypes.data, need),
+                lambda need: (np.zeros(1, RESP), np.zeros(1, RESP).ctypes.data, need + 5)):
+        odd, q = _slots(words, make_pool=bad)
+        odd.write(np.zeros(3, REQ), 1, 1)
+        _answer(q, [1, 2, 3])
+        with pytest.raises(ValueError, match="make_pool"):
+            odd.take(1, 3, 3, 1_000_000)
 
 
 def test_the_switch_turns_it_off(monkeypatch):

@@ -607,12 +607,16 @@ class Ring:
             start = self._next_recv
             n = self._next_send - start if count is None else count
             if 0 < n <= self._next_send - start:
-                got = slots.take(start, n, self._head_due, _SPIN_ROUND_NS)
-                if got is not None:
-                    answers, stamps, now = got
-                    self._stamp_chunks.append(stamps)
-                    self._account(n, now)
-                    return answers
+                try:
+                    got = slots.take(start, n, self._head_due, _SPIN_ROUND_NS)
+                    if got is not None:
+                        answers, stamps, now = got
+                        self._stamp_chunks.append(stamps)
+                        self._account(n, now)
+                        return answers
+                except KeyboardInterrupt:  # as in _wait_for (a collection half counted is not taken again)
+                    self.stop(drain=False, timeout=2.0)
+                    raise
         pending, depth = self._ready_count, self._next_send - self._next_recv
         if count is None:
             count = pending + depth

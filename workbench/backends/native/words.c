@@ -197,8 +197,9 @@ typedef struct {
     Py_ssize_t length, next;
 } record_pool;
 
-/* Make sure `need` places are free at pool->next (a new array when they are not). */
-static int pool_reserve(record_pool *pool, Py_ssize_t need) {
+/* Make sure `need` places of `size` bytes are free at pool->next (a new array when they are not;
+ * its buffer must be the address and length make() gave). */
+static int pool_reserve(record_pool *pool, Py_ssize_t need, int64_t size) {
     if (pool->array != NULL && pool->next + need <= pool->length) return 0;
     PyObject *made = PyObject_CallFunction(pool->make, "n", need);
     if (made == NULL) return -1;
@@ -207,9 +208,19 @@ static int pool_reserve(record_pool *pool, Py_ssize_t need) {
     void *data = NULL;
     int ok = PyTuple_Check(made) && PyArg_ParseTuple(made, "OOn", &array, &address, &length)
              && length >= need && (data = PyLong_AsVoidPtr(address)) != NULL;
+    if (ok) {  /* the array must be that memory: the answers are copied to the address */
+        Py_buffer view;
+        ok = PyObject_GetBuffer(array, &view, PyBUF_SIMPLE) == 0;
+        if (ok) {
+            ok = view.buf == data && view.len >= length * size;
+            PyBuffer_Release(&view);
+        }
+        PyErr_Clear();
+    }
     if (!ok) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "make_pool(need): (array, address, length >= need)");
+            PyErr_SetString(PyExc_ValueError, "make_pool(need): (array, its address, its length "
+                            ">= need in records)");
         Py_DECREF(made);
         return -1;
     }
@@ -389,7 +400,7 @@ static PyObject *caller_call(BoxCaller *c, PyObject *const *args, Py_ssize_t nar
         PyBuffer_Release(&view);
     }
     /* everything that can fail comes before the message is sent */
-    if (pool_reserve(&c->pool, 1) < 0) return NULL;
+    if (pool_reserve(&c->pool, 1, c->response_bytes) < 0) return NULL;
     PyObject *record = PySequence_GetItem(c->pool.array, c->pool.next);  /* a view of its place */
     if (record == NULL) return NULL;
     const uint64_t flag = (uint64_t)((uint32_t)seq | 0x80000000u) << 32;
@@ -551,7 +562,7 @@ static PyObject *slots_write(Slots *s, PyObject *const *args, Py_ssize_t nargs) 
         Py_RETURN_NONE;
     }
     const int64_t n = view.ndim == 1 ? (int64_t)view.shape[0] : 0;
-    if (view.itemsize != s->request_bytes || n < 1 || first < next_recv
+    if (view.itemsize != s->request_bytes || n < 1 || next_recv < 0 || first < next_recv
         || n > s->capacity - (first - next_recv)) {
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
@@ -564,30 +575,9 @@ static PyObject *slots_write(Slots *s, PyObject *const *args, Py_ssize_t nargs) 
     return PyLong_FromLongLong((long long)sent);
 }
 
-static PyObject *slots_take(Slots *s, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "take() takes 4 arguments (first, count, head, spin_ns)");
-        return NULL;
-    }
-    int64_t first, count, head, spin_ns;
-    if (number_of(args[0], &first) < 0 || number_of(args[1], &count) < 0
-        || number_of(args[2], &head) < 0 || number_of(args[3], &spin_ns) < 0) return NULL;
-    if (first < 0 || count < 1 || count > s->capacity) {
-        PyErr_SetString(PyExc_ValueError, "take(): a message number >= 0 and 1 to capacity answers");
-        return NULL;
-    }
-    if (s->busy) {  /* (its watch gives the GIL away: another thread could come in) */
-        PyErr_SetString(PyExc_RuntimeError, "a ring's recv() is already waiting in another thread");
-        return NULL;
-    }
-    if (pool_reserve(&s->pool, (Py_ssize_t)count) < 0) return NULL;  /* before anything waits */
-    if (__atomic_load_n(s->head, __ATOMIC_RELAXED) != head)
-        __atomic_store_n(s->head, head, __ATOMIC_RELEASE);  /* a send cut short: publish it */
-    answered_run run = {s->answered, s->capacity, first, count, 0, first % s->capacity};
-    s->busy = 1;
-    int got = watch_then_release(run_answered, &run, 0, spin_ns);
-    s->busy = 0;
-    if (!got) Py_RETURN_NONE;
+/* take()'s copy of a run of answers (all there): the answers into the pool's next places,
+ * the stamps into bytes; (answers, stamps, seen ns). */
+static PyObject *copy_run(Slots *s, int64_t first, int64_t count) {
     const int64_t seen = now(), lo = first % s->capacity;
     const int64_t part = count < s->capacity - lo ? count : s->capacity - lo;
     const int64_t rb = s->response_bytes;
@@ -605,7 +595,40 @@ static PyObject *slots_take(Slots *s, PyObject *const *args, Py_ssize_t nargs) {
         return NULL;
     }
     s->pool.next += count;
-    PyObject *out = Py_BuildValue("(NNL)", answers, stamps, (long long)seen);
+    return Py_BuildValue("(NNL)", answers, stamps, (long long)seen);
+}
+
+static PyObject *slots_take(Slots *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "take() takes 4 arguments (first, count, head, spin_ns)");
+        return NULL;
+    }
+    int64_t first, count, head, spin_ns;
+    if (number_of(args[0], &first) < 0 || number_of(args[1], &count) < 0
+        || number_of(args[2], &head) < 0 || number_of(args[3], &spin_ns) < 0) return NULL;
+    if (first < 0 || count < 1 || count > s->capacity) {
+        PyErr_SetString(PyExc_ValueError, "take(): a message number >= 0 and 1 to capacity answers");
+        return NULL;
+    }
+    if (s->busy) {  /* (its watch gives the GIL away, make_pool runs Python: another thread could come in) */
+        PyErr_SetString(PyExc_RuntimeError, "a ring's recv() is already waiting in another thread");
+        return NULL;
+    }
+    s->busy = 1;  /* from here on: the places reserved are this call's */
+    if (pool_reserve(&s->pool, (Py_ssize_t)count, s->response_bytes) < 0) {  /* before anything waits */
+        s->busy = 0;
+        return NULL;
+    }
+    if (__atomic_load_n(s->head, __ATOMIC_RELAXED) != head)
+        __atomic_store_n(s->head, head, __ATOMIC_RELEASE);  /* a send cut short: publish it */
+    answered_run run = {s->answered, s->capacity, first, count, 0, first % s->capacity};
+    int got = watch_then_release(run_answered, &run, 0, spin_ns);
+    if (!got) {
+        s->busy = 0;
+        Py_RETURN_NONE;
+    }
+    PyObject *out = copy_run(s, first, count);
+    s->busy = 0;
     return out;
 }
 
