@@ -28,10 +28,10 @@ same poll as the head (each lane 16 bytes, one instruction); when every flag
 is the next number's, lane 0 calls the handler and the lanes write the answer
 and the handler's ns to the *answer box* in the same format (the host, seeing
 every flag, has every byte, with no fence on the way). Then the dispatcher
-writes the answer to the slot as well (so ``recv()`` finds a late one) and
-publishes the number in the device copy. The
-message's own thread, finding the slot's mark at or past its number, passes
-it over. About a bus round trip and a system fence less than the slot's path
+writes the answer to the slot as well (so ``recv()`` finds a late one), the
+number into the slot's *mark* (device memory), and publishes the number in the
+device copy. The message's own thread, finding the mark at or past its
+number, passes it over. About a bus round trip and a system fence less than the slot's path
 (``docs/rings.md`` has the figures).
 """
 from __future__ import annotations
@@ -118,15 +118,6 @@ static __device__ __forceinline__ unsigned long long wb_ring_now() {{
 }}
 static __device__ __forceinline__ void wb_ring_backoff(unsigned ns, bool) {{ __nanosleep(ns); }}
 #endif
-static __device__ __forceinline__ long long wb_ring_load_relaxed(const long long* p) {{
-#ifdef __WBSIM__
-    return __atomic_load_n(p, __ATOMIC_RELAXED);
-#else
-    long long v;
-    asm volatile("ld.relaxed.sys.global.s64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-#endif
-}}
 
 #define WB_RING_REQUEST_WORDS {request_words}
 #if WB_RING_REQUEST_WORDS
@@ -228,7 +219,7 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
     unsigned long long* stamp = (unsigned long long*)stamps;
     const long long* host = (const long long*)control;
     long long* head = (long long*)device_head;
-    const long long* marks = (const long long*)call_marks;
+    long long* marks = (long long*)call_marks;  // (device memory: read beside the payload, from L2)
     // Warp 0 of block 0 dispatches (its lane 0 polls the host; a warp of its own,
     // so that no slow handler shares its instructions); every other thread answers
     // messages: worker w (the thread's index in the grid less 32) answers
@@ -274,14 +265,14 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
                 if (lane == 0) t = wb_ring_box_handle(stage);
                 wb_ring_box_answer((unsigned long long*)answer_box, seq, lane, stage);
                 if (lane == 0) {{
-                    // the slot's answer too, for a recv() after a call() gave up; its release
-                    // (a system fence after the box's reads: with them, an acquire) also makes
-                    // the host's mark, written before the box, visible to the message's thread
-                    // once it sees the number below
+                    // the slot's answer too, for a recv() after a call() gave up, and the slot's
+                    // mark, which the head's release below makes visible to the message's thread
+                    // once it sees the number
                     const long long slot = seq % capacity;
                     memcpy(&resp[slot], stage, sizeof({response}));
                     stamp[2 * slot] = t.t0;
                     stamp[2 * slot + 1] = t.t1;
+                    marks[slot] = seq;
                     wb_ring_store_sys(&aseq[slot], seq);
                     wb_ring_store_gpu(head, seq);
                 }}
@@ -312,8 +303,10 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
         const unsigned long long t0 = wb_ring_now();
         const {request} in = req[slot];
 #if WB_RING_REQUEST_WORDS
-        // (after the payload's read, so that both are on the bus at once)
-        if (wb_ring_load_relaxed(&marks[slot]) >= seq) {{  // a call(): the dispatcher answered it
+        // (after the head's acquire, as the payload; in flight with the payload's bus read. A
+        // strong read of a host-memory mark here cost a batch of 64 about 1 µs: one bus read a
+        // lane, it seems, where the payload's weak read is one for the warp)
+        if (marks[slot] >= seq) {{  // a call(): the dispatcher answered it
             seq += workers;
             continue;
         }}

@@ -65,7 +65,6 @@ def offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, t
     parts = {"control": _CONTROL_BYTES,
              "response_seq": 8 * capacity, "stamps": 16 * capacity,
              "requests": request.itemsize * capacity, "responses": response.itemsize * capacity,
-             "call_marks": 8 * capacity if box else 0,
              "call_box": box.request_bytes if box else 0,
              "answer_box": box.answer_bytes if box else 0}
     layout, at = {}, 0

@@ -159,13 +159,12 @@ class Ring:
         self._responses_addr = host + lay["responses"][0]
         self._requests_addr = host + lay["requests"][0]
         self._stamps_addr = host + lay["stamps"][0]
-        self._marks_addr = host + lay["call_marks"][0]
         self._box_addr = host + lay["call_box"][0]
         self._answer_addr = host + lay["answer_box"][0]
         base = buffer.device_ptr
         return [base + lay[p][0] for p in ("requests", "responses", "response_seq", "stamps",
                                             "control")], [base + lay[p][0] for p in
-                                                          ("call_marks", "call_box", "answer_box")]
+                                                          ("call_box", "answer_box")]
 
     # -- life cycle ------------------------------------------------------------------------
     @property
@@ -196,6 +195,10 @@ class Ring:
         self._caller = self._box_caller()
         self._slots = self._native_slots()
         self._device_head = self.backend.to_device(np.zeros(1, dtype=np.int64))
+        # per slot, the last call() the dispatcher answered through the box (device memory:
+        # its worker reads it beside the payload, from L2, and passes the message over)
+        self._call_marks = self.backend.to_device(np.zeros(self.capacity if self._box else 1,
+                                                            dtype=np.int64))
         self._next_send = self._next_recv = 1
         # the head the host means to publish: the last message sent through a slot
         # (one sent through the call box is published by the dispatcher)
@@ -205,7 +208,8 @@ class Ring:
         # messages of a stop without draining are forgotten with their numbers)
         self._sends = collections.deque()
         args = self._serve.convert_args((*addresses, self.backend.device_pointer(self._device_head),
-                                         self.capacity, *boxes))
+                                         self.capacity,
+                                         self.backend.device_pointer(self._call_marks), *boxes))
         self._launch = self.backend.launch_persistent(
             self._serve.function, (self.blocks, 1, 1), (self.threads, 1, 1), args)
         self._finalizer = weakref.finalize(self, _shutdown, self._control, _Quiet(self._launch))
@@ -755,8 +759,7 @@ class Ring:
         box, native = self._box, self._native
         if box is None or native is None:
             return None
-        return native.BoxCaller(self._marks_addr, self.capacity, self._box_addr,
-                                self.request_dtype.itemsize, 2 * box.request_lanes,
+        return native.BoxCaller(self._box_addr, self.request_dtype.itemsize, 2 * box.request_lanes,
                                 self._answer_addr, box.answer_words, self.response_dtype.itemsize,
                                 _c_packable(tuple_fields(self.request_dtype)),
                                 functools.partial(_answer_pool, self.response_dtype, _ANSWER_POOL),

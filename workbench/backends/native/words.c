@@ -17,7 +17,7 @@
  *   (acquire loads); once it does, copy nbytes from src to dst. None: not seen
  *   within spin_ns (nothing copied). Times are CLOCK_MONOTONIC ns, the clock of
  *   Python's time.perf_counter_ns on Linux.
- * BoxCaller(marks, capacity, box, nbytes, box_words, answer, answer_words, response_bytes,
+ * BoxCaller(box, nbytes, box_words, answer, answer_words, response_bytes,
  *           fields, make_pool, single)
  *   One message at a time through a ring's call box (workbench/rings/codegen.py
  *   says what the device does). Both boxes hold 8-byte words of 4 bytes of data
@@ -26,8 +26,7 @@
  *   caller.call(message, seq, spin_ns) -> record | None | NotImplemented:
  *   the message (a tuple, packed here by `fields`, ((offset, struct code), ...),
  *   or a bytes-like object of nbytes already packed) is written: the answer's
- *   answer_words words cleared, marks[seq % capacity] = seq, then the box's
- *   box_words words, flagged; the answer is watched until every word carries
+ *   answer_words words cleared, then the box's box_words words, flagged; the answer is watched until every word carries
  *   the flag, and its data are the response (response_bytes of them) and the
  *   handler's ns (the two words after). The request box is cleared then (so
  *   that a number 2^31 later can never find it full), the response copied into
@@ -239,9 +238,8 @@ static int pool_reserve(record_pool *pool, Py_ssize_t need, int64_t size) {
 
 typedef struct {
     PyObject_HEAD
-    char *marks;
     uint64_t *box, *answer;
-    int64_t capacity, nbytes, box_words, answer_words, response_bytes;
+    int64_t nbytes, box_words, answer_words, response_bytes;
     int nfields, busy;
     int32_t offsets[MAX_FIELDS];
     char codes[MAX_FIELDS];
@@ -260,29 +258,29 @@ static void caller_dealloc(BoxCaller *c) {
 }
 
 static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *marks, *box, *answer, *fields, *make_pool, *single;
-    long long capacity, nbytes, box_words, answer_words, response_bytes;
+    PyObject *box, *answer, *fields, *make_pool, *single;
+    long long nbytes, box_words, answer_words, response_bytes;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
         PyErr_SetString(PyExc_TypeError, "BoxCaller() takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OLOLLOLLOOO!", &marks, &capacity, &box, &nbytes, &box_words,
+    if (!PyArg_ParseTuple(args, "OLLOLLOOO!", &box, &nbytes, &box_words,
                           &answer, &answer_words, &response_bytes, &fields, &make_pool,
                           &PyList_Type, &single))
         return NULL;
-    if (capacity < 1 || nbytes < 1 || box_words < (nbytes + 3) / 4 || box_words > MAX_BOX_WORDS
+    if (nbytes < 1 || box_words < (nbytes + 3) / 4 || box_words > MAX_BOX_WORDS
         || answer_words < 3 || answer_words > MAX_BOX_WORDS || response_bytes < 1
         || (response_bytes + 3) / 4 + 2 > answer_words || !PyCallable_Check(make_pool)) {
-        PyErr_SetString(PyExc_ValueError, "BoxCaller(): a capacity, a message that fits its box, "
+        PyErr_SetString(PyExc_ValueError, "BoxCaller(): a message that fits its box, "
                         "an answer of up to 64 words holding the response and 8 bytes more, and "
                         "make_pool()");
         return NULL;
     }
     BoxCaller *c = (BoxCaller *)type->tp_alloc(type, 0);
     if (c == NULL) return NULL;
-    if (address_of(marks, (void **)&c->marks) < 0 || address_of(box, (void **)&c->box) < 0
-        || address_of(answer, (void **)&c->answer) < 0) goto fail;
-    c->capacity = capacity; c->nbytes = nbytes; c->box_words = box_words;
+    if (address_of(box, (void **)&c->box) < 0 || address_of(answer, (void **)&c->answer) < 0)
+        goto fail;
+    c->nbytes = nbytes; c->box_words = box_words;
     c->answer_words = answer_words; c->response_bytes = response_bytes;
     c->nfields = 0;
     if (fields != Py_None) {
@@ -408,7 +406,6 @@ static PyObject *caller_call(BoxCaller *c, PyObject *const *args, Py_ssize_t nar
     c->busy = 1;
     c->sent_ns = now();
     clear_words(c->answer, c->answer_words);
-    __atomic_store_n((int64_t *)(c->marks + 8 * (seq % c->capacity)), seq, __ATOMIC_RELEASE);
     for (int64_t k = 0; k < c->box_words; ++k)
         __atomic_store_n(&c->box[k], flag | data[k], __ATOMIC_RELEASE);
     const flagged_words answer = {c->answer, c->answer_words};
