@@ -22,17 +22,17 @@ response number (a release store). A copy of -1 stops every thread.
 :func:`call_box`) and the host has the C words module: the host writes its
 one message into the *call box*, 8-byte words of 4 bytes of the message and a
 4-byte flag made from its number (NCCL's "LL" format: an aligned 8-byte word
-is written and read whole, so a word with the flag holds its data), and the
-number into the slot's *mark*. The dispatcher's lanes read the box in the
-same poll as the head (each lane 16 bytes, one instruction); when every flag
-is the next number's, lane 0 calls the handler and the lanes write the answer
-and the handler's ns to the *answer box* in the same format (the host, seeing
-every flag, has every byte, with no fence on the way). Then the dispatcher
-writes the answer to the slot as well (so ``recv()`` finds a late one), the
-number into the slot's *mark* (device memory), and publishes the number in the
-device copy. The message's own thread, finding the mark at or past its
-number, passes it over. About a bus round trip and a system fence less than the slot's path
-(``docs/rings.md`` has the figures).
+is written and read whole, so a word with the flag holds its data). The
+dispatcher's lanes read the box in the same poll as the head (each lane 16
+bytes, one instruction); when every flag is the next number's, lane 0 calls
+the handler and the lanes write the answer and the handler's ns to the
+*answer box* in the same format (the host, seeing every flag, has every byte,
+with no fence on the way). Then the dispatcher writes the answer to the slot
+as well (so ``recv()`` finds a late one), the number into the slot's *mark*
+(device memory), and publishes the number in the device copy. The message's
+own thread, finding the mark at or past its number, passes it over. About a
+bus round trip and a system fence less than the slot's path (``docs/rings.md``
+has the figures).
 """
 from __future__ import annotations
 

@@ -26,9 +26,9 @@
  *   caller.call(message, seq, spin_ns) -> record | None | NotImplemented:
  *   the message (a tuple, packed here by `fields`, ((offset, struct code), ...),
  *   or a bytes-like object of nbytes already packed) is written: the answer's
- *   answer_words words cleared, then the box's box_words words, flagged; the answer is watched until every word carries
- *   the flag, and its data are the response (response_bytes of them) and the
- *   handler's ns (the two words after). The request box is cleared then (so
+ *   answer_words words cleared, then the box's box_words words, flagged; the
+ *   answer is watched until every word carries the flag, and its data are the
+ *   response (response_bytes of them) and the handler's ns (the two words after). The request box is cleared then (so
  *   that a number 2^31 later can never find it full), the response copied into
  *   the next place of a private array of records (make_pool(need) gives (array,
  *   address, length >= need) when one is used up) and returned as that record, and
