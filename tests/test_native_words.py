@@ -223,7 +223,8 @@ def _slots(words, capacity=8, pool=5, make_pool=None):
 
 
 def _answer(q, seqs):
-    """Play the device: answer messages ``seqs`` (sum, id from the request; stamps; the word last)."""
+    """Play the device: answer messages ``seqs`` (sum and id from the request,
+    stamps, the sequence word last)."""
     cap = len(q["requests"])
     for seq in seqs:
         slot = seq % cap

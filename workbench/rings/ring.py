@@ -618,7 +618,7 @@ class Ring:
                         self._stamp_chunks.append(stamps)
                         self._account(n, now)
                         return answers
-                except KeyboardInterrupt:  # as in _wait_for (a collection half counted is not taken again)
+                except KeyboardInterrupt:  # as in _wait_for: a half-counted collection is not retaken
                     self.stop(drain=False, timeout=2.0)
                     raise
         pending, depth = self._ready_count, self._next_send - self._next_recv
@@ -771,11 +771,12 @@ class Ring:
         native = self._native
         if native is None:
             return None
+        size = self.response_dtype.itemsize
         return native.Slots(self._requests_addr, self._responses_addr, self._stamps_addr,
                             self._answered_addr, self._head_addr, self.capacity,
-                            self.request_dtype.itemsize, self.response_dtype.itemsize,
+                            self.request_dtype.itemsize, size,
                             functools.partial(_answer_pool, self.response_dtype,
-                                              max(1, _BATCH_POOL_BYTES // self.response_dtype.itemsize)))
+                                              max(1, _BATCH_POOL_BYTES // size)))
 
     def _answer_place(self) -> int:
         """The answer pool's next free place (a new pool when it is used up)."""
