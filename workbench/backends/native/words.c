@@ -28,11 +28,12 @@
  *   or a bytes-like object of nbytes already packed) is written: the answer's
  *   answer_words words cleared, then the box's box_words words, flagged; the
  *   answer is watched until every word carries the flag, and its data are the
- *   response (response_bytes of them) and the handler's ns (the two words after). The request box is cleared then (so
- *   that a number 2^31 later can never find it full), the response copied into
- *   the next place of a private array of records (make_pool(need) gives (array,
- *   address, length >= need) when one is used up) and returned as that record, and
- *   (round trip ns, handler ns) appended to the list `single`. None: no answer
+ *   response (response_bytes of them) and the handler's ns (the two words
+ *   after). The request box is cleared then (so that a number 2^31 later can
+ *   never find it full), the response copied into the next place of a private
+ *   array of records (make_pool(need) gives (array, address, length >= need)
+ *   when one is used up) and returned as that record, and (round trip ns,
+ *   handler ns) appended to the list `single`. None: no answer
  *   within spin_ns (caller.sent_ns says when it was sent; the box keeps the
  *   message: caller.clear() empties it once the answer came another way).
  *   NotImplemented: a tuple this packer does not take (a value of another
