@@ -662,18 +662,9 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wb_words", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__wb_words(void) {
-    if (PyType_Ready(&BoxCallerType) < 0 || PyType_Ready(&SlotsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    Py_INCREF(&BoxCallerType);
-    if (PyModule_AddObject(m, "BoxCaller", (PyObject *)&BoxCallerType) < 0) {
-        Py_DECREF(&BoxCallerType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&SlotsType);
-    if (PyModule_AddObject(m, "Slots", (PyObject *)&SlotsType) < 0) {
-        Py_DECREF(&SlotsType);
+    if (PyModule_AddType(m, &BoxCallerType) < 0 || PyModule_AddType(m, &SlotsType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
