@@ -136,9 +136,7 @@ def _native_launcher(backend, function, params, formats: list[str], opted_in: li
     launcher.failed = _launch_failed
     fast_type = native_launch.fast_call_type()
     if fast_type is not None:
-        # (CuPy's own function, one Python call less, unless a subclass chose its streams otherwise)
-        current = (cupy.cuda.get_current_stream if type(backend).current_stream is CupyBackend.current_stream
-                   else backend.current_stream)
+        current = cupy.cuda.get_current_stream  # (what current_stream() returns, one call less)
 
         def fast_call(checks, configs, session, log, template, slots):
             return fast_type(func_ptr, codes, checks, configs, opted_in, current, session, backend, log,

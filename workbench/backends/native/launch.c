@@ -210,16 +210,18 @@ static PyObject *n_backend, *n_cell, *n_enabled, *n_capture, *n_log_backend, *n_
 
 static PyObject *fast_call(FastCall *f, PyObject *const *a, size_t nargsf, PyObject *kwnames);
 
-#define FAST_OBJECTS(f) f->configs, f->opted_in, f->current_stream, f->session, f->backend, \
-    f->log, f->template, f->owner, f->log_dict, f->append_record, f->append_awaiting, f->awaiting
+/* The objects a FastCall holds besides its per-argument ones (traversed and cleared alike). */
+#define FAST_OBJECTS(f) &f->configs, &f->opted_in, &f->current_stream, &f->session, &f->backend, \
+    &f->log, &f->template, &f->owner, &f->log_dict, &f->append_record, &f->append_awaiting, \
+    &f->awaiting
 
 static int fast_traverse(FastCall *f, visitproc visit, void *arg) {
     for (Py_ssize_t i = 0; i < f->count; ++i) {
         Py_VISIT(f->array_type[i]);
         Py_VISIT(f->dtype[i]);
     }
-    PyObject *held[] = {FAST_OBJECTS(f)};
-    for (size_t i = 0; i < sizeof held / sizeof held[0]; ++i) Py_VISIT(held[i]);
+    PyObject **held[] = {FAST_OBJECTS(f)};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; ++i) Py_VISIT(*held[i]);
     return 0;
 }
 
@@ -228,10 +230,8 @@ static int fast_clear(FastCall *f) {
         Py_CLEAR(f->array_type[i]);
         Py_CLEAR(f->dtype[i]);
     }
-    Py_CLEAR(f->configs); Py_CLEAR(f->opted_in); Py_CLEAR(f->current_stream); Py_CLEAR(f->session);
-    Py_CLEAR(f->backend); Py_CLEAR(f->log); Py_CLEAR(f->template); Py_CLEAR(f->owner);
-    Py_CLEAR(f->log_dict); Py_CLEAR(f->append_record); Py_CLEAR(f->append_awaiting);
-    Py_CLEAR(f->awaiting);
+    PyObject **held[] = {FAST_OBJECTS(f)};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; ++i) Py_CLEAR(*held[i]);
     return 0;
 }
 
