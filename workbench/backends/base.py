@@ -8,7 +8,7 @@ plots, and nothing of the workbench's checks: the core
 Python scalars to exact C types and keeps the timing log, then calls the
 backend with arguments that are already right.
 
-Two implementations: :mod:`workbench.backends.cupy_gpu` (a real GPU through
+Two implementations: :mod:`workbench.backends.gpu` (a real GPU through
 CuPy) and :mod:`workbench.backends.simulator` (CUDA C++ on the CPU).
 """
 from __future__ import annotations
@@ -461,7 +461,7 @@ class Backend(abc.ABC):
     def kernel_activity(self):
         """Where kernel start and end times come from without events on the
         launch path: an object with ``take()``, ``pause()`` and ``resume()``
-        (see :mod:`.cupti_activity`), or None: the timing log records two
+        (see :mod:`.gpu.cupti`), or None: the timing log records two
         events around each launch."""
         return None
 

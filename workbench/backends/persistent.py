@@ -3,7 +3,7 @@ runs until told to stop, such as the ring kernels of :mod:`workbench.rings`):
 host memory the device reads and writes directly, and a launch that runs in the
 background while the host goes on.
 
-The interfaces live here; ``cupy_gpu`` and ``simulator`` implement them.
+The interfaces live here; ``gpu`` and ``simulator`` implement them.
 """
 from __future__ import annotations
 

@@ -23,15 +23,15 @@ import cupy
 import numpy
 from cupy.cuda import driver, runtime
 
-from .. import cxx
-from ..errors import LaunchConfigError
-from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
-                   DeviceProperties, KernelResources, normalise_arch)
-from . import cupti_activity, cupy_persistent, native_launch
-from .cupy_faults import _faults_as_kernel_faults, _kernel_fault
-from .cupy_transfers import CupyTransfers
-from .nvrtc import check_with_nvrtc
-from .nvrtc.headers import standin_include_dir
+from ... import cxx
+from ...errors import LaunchConfigError
+from ..base import (Backend, CompiledModule, CompileFailed, CompileOptions,
+                    DeviceProperties, KernelResources, normalise_arch)
+from ..nvrtc import check_with_nvrtc
+from ..nvrtc.headers import standin_include_dir
+from . import allocations, cupti, native_launch, persistent
+from .faults import _faults_as_kernel_faults, _kernel_fault
+from .memory import CupyTransfers
 
 
 class CupyModule(CompiledModule):
@@ -310,7 +310,7 @@ class CupyBackend(CupyTransfers, Backend):
     # -- compile and launch ---------------------------------------------------
     def compile(self, source: str, options: CompileOptions,
                 kernel_names: Sequence[str]) -> CupyModule:
-        cupy_persistent.refuse_while_running("load a new module")
+        persistent.refuse_while_running("load a new module")
         # static variables and variables in namespaces have no plain symbol:
         # NVRTC gives their lowered name for the name expression "&name"
         variables = {}
@@ -521,7 +521,7 @@ class CupyBackend(CupyTransfers, Backend):
 
     def synchronize(self) -> None:
         with _faults_as_kernel_faults():
-            if not cupy_persistent.synchronize_except_persistent():
+            if not persistent.synchronize_except_persistent():
                 runtime.deviceSynchronize()
 
     def stream_device(self, stream) -> int:
@@ -535,7 +535,7 @@ class CupyBackend(CupyTransfers, Backend):
         return int(stream.ptr) in (0, 1, 2)  # legacy, per-thread or null
 
     def kernel_activity(self):
-        return cupti_activity.kernel_activity()
+        return cupti.kernel_activity()
 
     def kernel_symbol(self, function) -> str | None:
         return getattr(function, "name", None)
@@ -546,25 +546,24 @@ class CupyBackend(CupyTransfers, Backend):
         return f"Python and CuPy's driver binding ({native_launch.unavailable_reason()})"
 
     def timing_source(self) -> str:
-        activity = cupti_activity.kernel_activity()
+        activity = cupti.kernel_activity()
         if activity is not None:
             return "CUPTI activity records" + ("" if activity.collector.startswith("in C") else
                                                f" (collected {activity.collector})")
-        return f"CUDA events ({cupti_activity.unavailable_reason()})"
+        return f"CUDA events ({cupti.unavailable_reason()})"
 
-    # -- persistent kernels (cupy_persistent.py) ----------------------------------------
+    # -- persistent kernels (persistent.py) ----------------------------------------
     def alloc_mapped(self, nbytes: int):
-        return cupy_persistent.alloc_mapped(nbytes)
+        return persistent.alloc_mapped(nbytes)
 
     def launch_persistent(self, function, grid, block, args, shared_mem: int = 0):
-        return cupy_persistent.GpuPersistentLaunch(
+        return persistent.GpuPersistentLaunch(
             lambda: self.launch(function, grid, block, args, shared_mem),
             getattr(function, "__name__", "kernel"), _kernel_fault)
 
     # -- memory accounting --------------------------------------------------------
     def add_allocation_listener(self, on_alloc, on_free):
-        from . import cupy_allocations   # an allocator of our own around CuPy's (process-wide)
-        return cupy_allocations.add_allocation_listener(on_alloc, on_free)
+        return allocations.add_allocation_listener(on_alloc, on_free)
 
     def pool_stats(self) -> dict[str, int]:
         pool = cupy.get_default_memory_pool()
@@ -586,7 +585,7 @@ class CupyBackend(CupyTransfers, Backend):
         cupy.get_default_memory_pool().set_limit(size=nbytes or 0)  # CuPy: 0 is no cap
 
     def empty_cache(self) -> None:
-        cupy_persistent.refuse_while_running("give cached memory back (cudaFree synchronises)")
+        persistent.refuse_while_running("give cached memory back (cudaFree synchronises)")
         cupy.get_default_memory_pool().free_all_blocks()
         cupy.get_default_pinned_memory_pool().free_all_blocks()
 

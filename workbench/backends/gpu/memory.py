@@ -8,15 +8,15 @@ import cupyx
 import numpy
 from cupy.cuda import runtime
 
-from ..errors import DeviceError
-from .cupy_faults import _faults_as_kernel_faults
+from ...errors import DeviceError
+from .faults import _faults_as_kernel_faults
 
 _H2D, _D2H, _D2D = 1, 2, 3  # cudaMemcpyKind
 
 
 class CupyTransfers:
     """Copies, memsets, pinned and managed memory, peers and graphs (mixed
-    into :class:`~workbench.backends.cupy_gpu.CupyBackend`)."""
+    into :class:`~workbench.backends.gpu.backend.CupyBackend`)."""
 
     # -- copies, memory kinds, peers, graphs ------------------------------------------------
     def copy(self, dst, src, stream=None) -> None:
