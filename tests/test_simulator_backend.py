@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from workbench.backends.base import CompileFailed, CompileOptions
+from workbench.backends.contract import CompileFailed, CompileOptions
 from workbench.backends.simulator import SimulatorBackend
 from workbench.backends.simulator import backend as backend_mod
 from workbench.errors import KernelArgumentError, LaunchConfigError, OutOfMemoryError

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import workbench as wb
-from workbench.backends.base import CompileOptions
+from workbench.backends.contract import CompileOptions
 from workbench.backends.simulator import SimulatorBackend
 from workbench.backends.simulator import backend as backend_mod, build, protocol
 from workbench.errors import KernelFault

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from ..errors import BackendUnavailable
-from .base import Backend, CompileFailed, CompileOptions  # noqa: F401  (re-exported)
+from .contract import Backend, CompileFailed, CompileOptions  # noqa: F401  (re-exported)
 
 BACKEND_NAMES = ("cupy", "simulator")
 

@@ -271,6 +271,6 @@ def watcher() -> AllocationWatcher:
 
 
 def add_allocation_listener(on_alloc, on_free):
-    """:meth:`Backend.add_allocation_listener <workbench.backends.base.Backend.add_allocation_listener>`
+    """:meth:`Backend.add_allocation_listener <workbench.backends.contract.Backend.add_allocation_listener>`
     for CuPy (see the module docstring)."""
     return watcher().add_listener(on_alloc, on_free)

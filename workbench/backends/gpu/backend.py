@@ -25,7 +25,7 @@ from cupy.cuda import driver, runtime
 
 from ... import cxx
 from ...errors import LaunchConfigError
-from ..base import (Backend, CompiledModule, CompileFailed, CompileOptions,
+from ..contract import (Backend, CompiledModule, CompileFailed, CompileOptions,
                     DeviceProperties, KernelResources, normalise_arch)
 from ..nvrtc import check_with_nvrtc
 from ..nvrtc.headers import standin_include_dir

@@ -37,7 +37,7 @@ import numpy as np
 from ... import subprocesses
 from ...errors import DeviceError, KernelArgumentError, KernelFault, LaunchConfigError, WorkbenchError
 from ... import cxx
-from ..base import (Backend, CompileFailed, CompileOptions, DeviceProperties, KernelResources,
+from ..contract import (Backend, CompileFailed, CompileOptions, DeviceProperties, KernelResources,
                     normalise_arch)
 from ..nvrtc import check_with_nvrtc, nvrtc_available, nvrtc_version
 from . import build, persistent

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..base import DeviceProperties
+from ..contract import DeviceProperties
 
 KIB, GIB = 1024, 1024 ** 3
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ..base import CompiledModule, KernelResources
+from ..contract import CompiledModule, KernelResources
 from .protocol import Op, pack_str
 from .source import global_symbol, launcher_symbol
 from .worker import Worker, WorkerDied, WorkerError, WorkerGone
