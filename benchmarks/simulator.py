@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 import workbench as wb
-from workbench.backends.base import CompileOptions
+from workbench.backends.contract import CompileOptions
 from workbench.backends.simulator import SimulatorBackend
 
 KERNELS = r'''

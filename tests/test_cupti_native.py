@@ -1,4 +1,4 @@
-"""CUPTI's kernel records collected in C (``backends/cupti_native.py``,
+"""CUPTI's kernel records collected in C (``backends/gpu/native_cupti.py``,
 ``native/cupti_records.c``): where its headers and library are found, and,
 on a GPU, that it is the collector in use and times kernels as the
 ``cupti-python`` one does."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.backends import cupti_native
+from workbench.backends.gpu import native_cupti
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def test_a_toolkit_lays_cupti_out_under_targets(tmp_path):
     target = tmp_path / "cuda" / "targets" / "x86_64-linux"
     include = _files(target / "include", "cupti.h", "cupti_activity.h", "cuda.h")
     _files(target / "lib", "libcupti.so.2025.3.1", "libcupti.so.13", "libcupti.so", "libcupti_static.a")
-    sets, library, why = cupti_native.locate(roots=[tmp_path / "cuda"])
+    sets, library, why = native_cupti.locate(roots=[tmp_path / "cuda"])
     assert why is None
     assert sets == [[include]]
     assert library == target / "lib" / "libcupti.so"  # the plain name: the link to the current one
@@ -40,7 +40,7 @@ def test_older_toolkits_keep_cupti_under_extras(tmp_path):
     _files(root / "include", "cuda.h")
     include = _files(root / "extras" / "CUPTI" / "include", "cupti.h", "cupti_activity.h")
     _files(root / "extras" / "CUPTI" / "lib64", "libcupti.so.12")
-    sets, library, why = cupti_native.locate(roots=[root])
+    sets, library, why = native_cupti.locate(roots=[root])
     assert why is None
     assert sets == [[include, root / "include"]]  # cupti.h includes cuda.h: both folders
     assert library.name == "libcupti.so.12"
@@ -51,7 +51,7 @@ def test_a_wheels_headers_and_library_with_cuda_h_from_a_toolkit(tmp_path):
     include = _files(wheel / "include", "cupti.h", "cupti_activity.h")
     _files(wheel / "lib", "libcupti.so.13")
     toolkit = _files(tmp_path / "cuda" / "include", "cuda.h")
-    sets, library, why = cupti_native.locate(roots=[wheel, tmp_path / "cuda"])
+    sets, library, why = native_cupti.locate(roots=[wheel, tmp_path / "cuda"])
     assert why is None
     assert sets == [[include, toolkit]]
     assert library == wheel / "lib" / "libcupti.so.13"
@@ -62,7 +62,7 @@ def test_a_library_given_wins_over_the_one_beside_the_headers(tmp_path):
     _files(target / "include", "cupti.h", "cupti_activity.h", "cuda.h")
     _files(target / "lib", "libcupti.so.13")
     chosen = _files(tmp_path / "elsewhere", "libcupti.so.13") / "libcupti.so.13"
-    _, library, why = cupti_native.locate(roots=[tmp_path / "cuda"], library=chosen)
+    _, library, why = native_cupti.locate(roots=[tmp_path / "cuda"], library=chosen)
     assert why is None and library == chosen
 
 
@@ -73,20 +73,20 @@ def test_a_library_given_wins_over_the_one_beside_the_headers(tmp_path):
 ])
 def test_what_is_missing_is_said(tmp_path, present, complaint):
     _files(tmp_path / "cuda" / "include", *present)
-    sets, library, why = cupti_native.locate(roots=[tmp_path / "cuda"])
+    sets, library, why = native_cupti.locate(roots=[tmp_path / "cuda"])
     assert sets is None and library is None
     assert complaint in why
 
 
 def test_the_switch_turns_the_c_collector_off(monkeypatch):
-    monkeypatch.setenv(cupti_native.SWITCH, "0")
-    monkeypatch.setattr(cupti_native, "_reason", cupti_native._reason)  # (restored after)
-    cupti_native.module.cache_clear()
+    monkeypatch.setenv(native_cupti.SWITCH, "0")
+    monkeypatch.setattr(native_cupti, "_reason", native_cupti._reason)  # (restored after)
+    native_cupti.module.cache_clear()
     try:
-        assert cupti_native.module() == (None, None)
-        assert cupti_native.unavailable_reason() == f"{cupti_native.SWITCH}=0"
+        assert native_cupti.module() == (None, None)
+        assert native_cupti.unavailable_reason() == f"{native_cupti.SWITCH}=0"
     finally:
-        cupti_native.module.cache_clear()
+        native_cupti.module.cache_clear()
 
 
 def test_a_wheels_library_brings_its_own_headers(tmp_path):
@@ -97,7 +97,7 @@ def test_a_wheels_library_brings_its_own_headers(tmp_path):
     wheel = tmp_path / "site" / "nvidia" / "cu13"
     own = _files(wheel / "include", "cupti.h", "cupti_activity.h")
     library = _files(wheel / "lib", "libcupti.so.13") / "libcupti.so.13"
-    sets, _, why = cupti_native.locate(roots=[toolkit], library=library)
+    sets, _, why = native_cupti.locate(roots=[toolkit], library=library)
     assert why is None
     assert sets == [[own, toolkit / "include"], [toolkit / "include"]]
 
@@ -105,15 +105,15 @@ def test_a_wheels_library_brings_its_own_headers(tmp_path):
 def test_where_cuptis_headers_are_found_the_collector_builds():
     """(It starts only on a GPU; the build, the part a compiler or a header
     of another release can break, is checked wherever the headers are.)"""
-    sets, _, why = cupti_native.locate()
+    sets, _, why = native_cupti.locate()
     if sets is None:
         pytest.skip(f"no CUPTI headers here: {why}")
     from workbench.backends import native_build
     if native_build.compiler() is None:
         pytest.skip("no C compiler here")
-    cupti_native.module.cache_clear()
-    built, library = cupti_native.module()
-    assert built is not None, cupti_native.unavailable_reason()
+    native_cupti.module.cache_clear()
+    built, library = native_cupti.module()
+    assert built is not None, native_cupti.unavailable_reason()
     assert library.name.startswith("libcupti.so")
     assert built.take() == [] and built.dropped() == 0  # (not started: nothing collected)
 
@@ -125,8 +125,9 @@ def test_where_cuptis_headers_are_found_the_collector_builds():
 _STAND_IN = textwrap.dedent(r'''
     import ctypes, json, subprocess, sys
     from pathlib import Path
-    from workbench.backends import cupti_native, native_build
-    sets, _, _ = cupti_native.locate()
+    from workbench.backends import native_build
+    from workbench.backends.gpu import native_cupti
+    sets, _, _ = native_cupti.locate()
     lib = Path(sys.argv[1])
     for folders in sets:  # (the first set of headers that compiles, as the collector's own build)
         includes = [f"-I{f}" for f in folders]
@@ -136,8 +137,8 @@ _STAND_IN = textwrap.dedent(r'''
     fake = ctypes.CDLL(str(lib))  # (the collector's dlopen of the same path gets this one)
     fake.fake_queue.argtypes = [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64]
     # (built here with room for 8192 unread records, not 4 Mi: the oldest half goes sooner)
-    built, why = native_build.build(cupti_native.SOURCE, "_wb_cupti", cupti_native.SWITCH,
-                                    ("-ldl", "-lpthread"), depends=cupti_native._headers(folders),
+    built, why = native_build.build(native_cupti.SOURCE, "_wb_cupti", native_cupti.SWITCH,
+                                    ("-ldl", "-lpthread"), depends=native_cupti._headers(folders),
                                     flags=(*includes, "-DMAX_KEPT=8192"))
     assert built is not None, why
     out = {}
@@ -185,7 +186,7 @@ _STAND_IN = textwrap.dedent(r'''
 
 
 def _stand_in(tmp_path, **env) -> dict:
-    sets, _, why = cupti_native.locate()
+    sets, _, why = native_cupti.locate()
     if sets is None:
         pytest.skip(f"no CUPTI headers here: {why}")
     from workbench.backends import native_build
@@ -229,13 +230,13 @@ def test_when_cupti_refuses_the_c_collector_says_why_and_leaves_cupti_as_found(t
 _PROBE = textwrap.dedent(r'''
     import json, sys
     import numpy as np, workbench as wb
-    from workbench.backends import cupti_activity
+    from workbench.backends.gpu import cupti
     k = wb.compile(sys.argv[1])["spin"]
     for us in (1, 1, 100, 400, 200):
         k(np.int64(us * 1000), grid=1, block=1)
-    activity = cupti_activity.kernel_activity()
+    activity = cupti.kernel_activity()
     print(json.dumps({"collector": getattr(activity, "collector", None),
-                      "why": cupti_activity.unavailable_reason(),
+                      "why": cupti.unavailable_reason(),
                       "ms": list(wb.timings()["ms"])[2:]}))
 ''')
 
@@ -257,7 +258,7 @@ def _probe(**env) -> dict:
 
 @pytest.mark.gpu
 def test_on_a_gpu_with_cuptis_headers_the_c_collector_times_kernels():
-    sets, _, why = cupti_native.locate()
+    sets, _, why = native_cupti.locate()
     if sets is None:
         pytest.skip(f"no CUPTI to build against here: {why}")
     got = _probe()
@@ -268,6 +269,6 @@ def test_on_a_gpu_with_cuptis_headers_the_c_collector_times_kernels():
 @pytest.mark.gpu
 def test_with_the_c_collector_off_cupti_python_collects_alike():
     pytest.importorskip("cupti", reason="cupti-python (the [cupti] extra) is not installed")
-    got = _probe(**{cupti_native.SWITCH: "0"})
+    got = _probe(**{native_cupti.SWITCH: "0"})
     assert got["collector"] == "through cupti-python", got["why"]
     assert got["ms"] == pytest.approx([0.1, 0.4, 0.2], rel=0.1)

@@ -1,5 +1,5 @@
 """The whole-call C path of a wb.Kernel on the GPU (``FastCall`` in
-workbench/backends/native/launch.c): the common call runs in one C call, and
+workbench/backends/gpu/native/launch.c): the common call runs in one C call, and
 every call it does not take goes the Python way with the same result or the
 same error. ``_fast.taken`` counts the calls it launched."""
 from __future__ import annotations
@@ -45,7 +45,7 @@ def kernels():
     session.use_backend("cupy")
     module = wb.compile(SOURCE)
     if module["saxpy"]._fast is None:
-        from workbench.backends import native_launch
+        from workbench.backends.gpu import native_launch
         pytest.skip(f"no C whole-call path here: {native_launch.unavailable_reason()}")
     warm = wb.xp.zeros(1, dtype=np.float32)
     module["saxpy"](1.0, warm, warm, 1, grid=1, block=32)  # (the log takes its timing source)

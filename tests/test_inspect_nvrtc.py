@@ -11,7 +11,7 @@ import pytest
 
 import workbench as wb
 from workbench.backends import nvrtc
-from workbench.backends.base import CompileOptions
+from workbench.backends.contract import CompileOptions
 from workbench.backends.nvrtc import bindings
 from workbench.hardware.inspect import inspect_kernel
 from workbench.present.na import NA

@@ -1,4 +1,4 @@
-"""The C allocator of memory tracking on the GPU (workbench/backends/native/
+"""The C allocator of memory tracking on the GPU (workbench/backends/gpu/native/
 allocations.c), checked without a GPU: it wraps a stand-in pool, as CuPy's
 allocator wraps the default MemoryPool, and must hand out memory objects of
 the BaseMemory class it was given, append records in the memory tracker's
@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from workbench.backends import native_build
+from workbench.backends.gpu import NATIVE_DIR
 from workbench.memory import sources
 from workbench.memory.tracker import Tracker
 from workbench.runtime.session import session
@@ -52,7 +53,7 @@ PyMODINIT_FUNC PyInit__wb_test_memory(void) {
 
 @pytest.fixture(scope="module")
 def native(tmp_path_factory):
-    built, why = native_build.build(native_build.NATIVE_DIR / "allocations.c", "_wb_allocations",
+    built, why = native_build.build(NATIVE_DIR / "allocations.c", "_wb_allocations",
                                     "WORKBENCH_NATIVE_ALLOCATIONS")
     if built is None:
         pytest.skip(f"the C allocator cannot be built here: {why}")

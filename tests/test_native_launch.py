@@ -1,4 +1,4 @@
-"""The GPU backend's C launcher (workbench/backends/native_launch.py): built
+"""The GPU backend's C launcher (workbench/backends/gpu/native_launch.py): built
 with the system's C compiler, it must pack every parameter exactly as the
 Python launcher's ``struct`` layout does (8 bytes per parameter), since the
 GPU reads the block as the kernel's C parameters. Launches themselves are
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.backends import native_launch
+from workbench.backends.gpu import native_launch
 
 rng = np.random.default_rng(5)
 
@@ -188,7 +188,8 @@ def test_the_whole_call_object_refuses_checks_it_cannot_make(built):
 _STAND_IN = textwrap.dedent(r'''
     import ctypes, gc, json, math, struct, subprocess, sys
     import numpy as np
-    from workbench.backends import native_build, native_launch
+    from workbench.backends import native_build
+    from workbench.backends.gpu import native_launch
     from workbench.runtime.timing import TimingLog, _cupti_record, WALL
     lib, source = sys.argv[1], sys.argv[2]
     subprocess.run([*native_build.compiler(), "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", source,

@@ -10,7 +10,7 @@ import pytest
 
 from workbench.backends import nvrtc
 from workbench.backends.nvrtc import bindings
-from workbench.backends.base import CompileFailed, CompileOptions
+from workbench.backends.contract import CompileFailed, CompileOptions
 
 if not nvrtc.nvrtc_available():
     pytest.skip("NVRTC is not installed (pip install cuda-bindings nvidia-cuda-nvrtc)",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench.backends.base import DeviceProperties, KernelResources
+from workbench.backends.contract import DeviceProperties, KernelResources
 from workbench.backends.registers import max_threads_per_block
 from workbench.errors import LaunchConfigError
 from workbench.hardware.occupancy import occupancy

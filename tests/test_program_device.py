@@ -4,7 +4,7 @@ import types
 
 import pytest
 
-from workbench.backends.base import Backend, visible_device
+from workbench.backends.contract import Backend, visible_device
 
 
 def test_the_visible_device_follows_this_process_numbering():

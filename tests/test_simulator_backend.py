@@ -6,9 +6,9 @@ import time
 import numpy as np
 import pytest
 
-from workbench.backends.base import CompileFailed, CompileOptions
+from workbench.backends.contract import CompileFailed, CompileOptions
 from workbench.backends.simulator import SimulatorBackend
-from workbench.backends.simulator import backend as backend_mod
+from workbench.backends.simulator import kernels as kernels_mod
 from workbench.errors import KernelArgumentError, LaunchConfigError, OutOfMemoryError
 
 rng = np.random.default_rng(7)
@@ -84,7 +84,7 @@ def test_host_arrays_are_refused(sim):
     (3, "    child<<<1, 1>>>();", "dynamic parallelism"),
 ])
 def test_unsupported_features_fail_at_their_line(sim, monkeypatch, line, code, words):
-    monkeypatch.setattr(backend_mod, "_use_nvrtc", lambda: False)   # the simulator's own check
+    monkeypatch.setattr(kernels_mod, "_use_nvrtc", lambda: False)   # the simulator's own check
     src = 'extern "C" __global__ void k(float* x) {\n    // a comment: asm( is fine here\n' + code + "\n}\n"
     with pytest.raises(CompileFailed) as info:
         build(sim, src, ["k"])
@@ -92,7 +92,7 @@ def test_unsupported_features_fail_at_their_line(sim, monkeypatch, line, code, w
 
 
 def test_gxx_errors_carry_the_users_line(sim, monkeypatch):
-    monkeypatch.setattr(backend_mod, "_use_nvrtc", lambda: False)
+    monkeypatch.setattr(kernels_mod, "_use_nvrtc", lambda: False)
     src = 'extern "C" __global__ void k(float* x) {\n    int i = threadIdx.x;\n    x[i] = undefined_name;\n}\n'
     with pytest.raises(CompileFailed) as info:
         build(sim, src, ["k"])
@@ -124,9 +124,9 @@ def test_events_measure_the_kernels_between_them(sim):
 def test_the_module_keeps_nvrtcs_result(sim, monkeypatch):
     src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] += 1.0f; }'
     m = build(sim, src, ["k"])
-    if backend_mod.nvrtc_available():
+    if kernels_mod.nvrtc_available():
         assert m.nvrtc is not None and m.compiler == "NVRTC" and "k" in m.nvrtc.resources
-    monkeypatch.setattr(backend_mod, "_use_nvrtc", lambda: False)
+    monkeypatch.setattr(kernels_mod, "_use_nvrtc", lambda: False)
     assert build(sim, src, ["k"]).nvrtc is None
 
 

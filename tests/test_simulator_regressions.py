@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import workbench as wb
-from workbench.backends.base import CompileOptions
+from workbench.backends.contract import CompileOptions
 from workbench.backends.simulator import SimulatorBackend
-from workbench.backends.simulator import backend as backend_mod, build, protocol
+from workbench.backends.simulator import build, kernels as kernels_mod, protocol
 from workbench.errors import KernelFault
 
 rng = np.random.default_rng(20261121)
@@ -227,7 +227,7 @@ def test_dynamic_shared_memory_beyond_256_kib():
 
 
 def test_a_worker_crash_while_loading_a_cell_is_a_kernel_fault(sim, monkeypatch):
-    monkeypatch.setattr(backend_mod, "_use_nvrtc", lambda: False)   # NVRTC refuses host globals
+    monkeypatch.setattr(kernels_mod, "_use_nvrtc", lambda: False)   # NVRTC refuses host globals
     crash = 'struct Boom { Boom() { *(volatile int*)16 = 1; } };\nstatic Boom boom;\n' \
             'extern "C" __global__ void k(int* o) { o[0] = 1; }\n'
     with pytest.raises(KernelFault, match="while loading the compiled cell.*SIGSEGV"):

@@ -159,9 +159,9 @@ def gpu():
 
 @pytest.mark.gpu
 def test_cupti_times_every_launch_on_the_gpu(gpu):
-    from workbench.backends import cupti_activity
-    if cupti_activity.kernel_activity() is None:
-        pytest.skip(f"CUPTI cannot time launches here: {cupti_activity.unavailable_reason()}")
+    from workbench.backends.gpu import cupti
+    if cupti.kernel_activity() is None:
+        pytest.skip(f"CUPTI cannot time launches here: {cupti.unavailable_reason()}")
     assert "CUPTI" in wb.backend().describe()
     module = wb.compile(SPIN, instantiate=["fill<float>"])
     spin, fill = module["spin"], module["fill<float>"]

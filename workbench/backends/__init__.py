@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from ..errors import BackendUnavailable
-from .base import Backend, CompileFailed, CompileOptions  # noqa: F401  (re-exported)
+from .contract import Backend, CompileFailed, CompileOptions  # noqa: F401  (re-exported)
 
 BACKEND_NAMES = ("cupy", "simulator")
 
@@ -38,7 +38,7 @@ def create_backend(name: str, **options) -> Backend:
         if reason:
             raise BackendUnavailable(f"The GPU backend cannot run here: {reason}. "
                                      "Use wb.backend('simulator') to run kernels on the CPU.")
-        from .cupy_gpu import CupyBackend  # lazy: imports CuPy
+        from .gpu.backend import CupyBackend  # lazy: imports CuPy
         return CupyBackend(**options)
     if name == "simulator":
         from .simulator import SimulatorBackend  # lazy: a GPU session never loads the simulator

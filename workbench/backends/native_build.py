@@ -1,6 +1,8 @@
-"""C extension modules of the backends (``native/*.c``), built once per
-machine with the system's C compiler and Python's headers, and kept in the
-disk cache (``DiskCache("native")``).
+"""C extension modules of the backends, built once per machine with the
+system's C compiler and Python's headers, and kept in the disk cache
+(``DiskCache("native")``): the words module both backends use
+(``native/words.c``, :mod:`.native_words`) and the GPU backend's own
+(``gpu/native/*.c``). It sits beside both backends for that reason.
 
 A build is keyed by the source, the Python version and the compiler, so a
 change to any of them builds again. Where no compiler or no ``Python.h`` is
@@ -26,6 +28,7 @@ from pathlib import Path
 from .. import subprocesses
 from ..cache import DiskCache
 
+#: The C sources shared by both backends (the GPU backend's are in ``gpu/native``).
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 CACHE = DiskCache("native")
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import cxx
 
-from ..backends.base import CompileFailed, CompileOptions, normalise_arch
+from ..backends.contract import CompileFailed, CompileOptions, normalise_arch
 from ..errors import CompileError, Diagnostic
 from ..diagnostics import parse_log
 from .kernel import Kernel, KernelTemplate

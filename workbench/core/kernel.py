@@ -242,7 +242,7 @@ def _compiled(src: str):
 
 def _fast_call(launcher, params, backend, configs: dict, sess, name: str, symbol):
     """The launcher's whole-call object for this kernel (see
-    ``backends/native/launch.c``), or None where it has none or a parameter
+    ``backends/gpu/native/launch.c``), or None where it has none or a parameter
     takes something it does not test. It takes the calls the generated
     checker passes on its inline tests -- a device array of the pointee's
     dtype, a Python float or int in range -- with a configuration already in

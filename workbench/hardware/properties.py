@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..backends.base import Backend, DeviceProperties
+from ..backends.contract import Backend, DeviceProperties
 from ..errors import DeviceError
 from ..present.na import NA, formatted_fields, or_na
 from ..present.tables import html_fields, pandas

@@ -13,7 +13,7 @@ import html
 
 import numpy as np
 
-from ..backends.base import KernelResources
+from ..backends.contract import KernelResources
 from ..errors import KernelArgumentError, LaunchConfigError
 from ..hardware.inspect import inspect_kernel
 from ..hardware.occupancy import occupancy as kernel_occupancy

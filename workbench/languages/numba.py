@@ -23,7 +23,7 @@ import inspect
 
 import numpy as np
 
-from ..backends.base import KernelResources
+from ..backends.contract import KernelResources
 from ..backends.nvrtc.check import NvrtcResult
 from .base import PyKernel
 

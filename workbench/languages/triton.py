@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from ..backends.base import KernelResources
+from ..backends.contract import KernelResources
 from ..backends.nvrtc.check import NvrtcResult
 from ..errors import LaunchConfigError
 from ..present.tables import html_table, pandas

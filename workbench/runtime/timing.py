@@ -51,7 +51,7 @@ COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backe
 def _cupti_record(name, grid, block, shared_mem, cell, wall, symbol, b, language, stream, device):
     """A launch's record while CUPTI times it (START and END: the symbol its
     activity record names, and whether that is exact). The C call
-    (backends/native/launch.c) makes its records from this one and untracks
+    (backends/gpu/native/launch.c) makes its records from this one and untracks
     them from the cyclic garbage collector: nothing stored into a kernel
     record may ever refer back to it (numbers, strings, None, tuples of them
     and the launch's stream do not)."""

@@ -23,7 +23,7 @@ from pathlib import Path
 from ... import subprocesses
 from ...cache import DiskCache, write_atomic
 from ...errors import BackendUnavailable
-from ..base import CompileFailed
+from ..contract import CompileFailed
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PRELUDE_DIR = PACKAGE_DIR / "prelude"

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..base import DeviceProperties
+from ..contract import DeviceProperties, Devices
+from ..nvrtc import nvrtc_available, nvrtc_version
+from . import build
 
 KIB, GIB = 1024, 1024 ** 3
 
@@ -73,3 +75,51 @@ def _lookup(name: str) -> str:
             return key
     raise ValueError(f"unknown simulated device {name!r}; choose one of {', '.join(_DEVICES)} "
                      "or pass a dict of DeviceProperties fields")
+
+
+class SimulatorDevices(Devices):
+    """The devices part of :class:`~.backend.SimulatorBackend`: ``devices``
+    virtual devices, alike but for their index, the current one per thread."""
+
+    def device_count(self) -> int:
+        return self.devices
+
+    def current_device(self) -> int:
+        return getattr(self._device_local, "index", 0)
+
+    def set_device(self, index: int) -> None:
+        if not 0 <= int(index) < self.devices:
+            raise ValueError(f"the simulator has {self.devices} device{'s' if self.devices != 1 else ''}"
+                             f" (index 0 to {self.devices - 1}), not {index}; more: "
+                             f"wb.backend('simulator', devices=N) or WORKBENCH_SIM_DEVICES=N")
+        self._device_local.index = int(index)
+
+    def device_properties(self, index: int | None = None) -> DeviceProperties:
+        i = self.current_device() if index is None else index
+        if not 0 <= int(i) < self.devices:
+            raise ValueError(f"the simulator has {self.devices} device{'s' if self.devices != 1 else ''}"
+                             f" (index 0 to {self.devices - 1}), not {index}")
+        if i == 0:
+            return self._properties
+        return dataclasses.replace(self._properties, index=int(i))
+
+    def can_access_peer(self, index: int, peer: int) -> bool | None:
+        return index != peer and 0 <= index < self.devices and 0 <= peer < self.devices
+
+    def enable_peer_access(self, index: int, peer: int) -> bool:
+        return bool(self.can_access_peer(index, peer))
+
+    def memory_info(self) -> tuple[int, int]:
+        """``(free, total)`` as cudaMemGetInfo gives them: what the pool has
+        reserved (in use and cached) is not free, as on a GPU."""
+        total = self._properties.total_memory
+        reserved = self._arena.reserved_bytes() if self._arena is not None else 0
+        return max(0, total - reserved), total
+
+    def versions(self) -> dict[str, str]:
+        out = {"simulator": build.SIMULATOR_VERSION, "g++": build.compiler_version() or "missing"}
+        if nvrtc_available():
+            version = nvrtc_version()
+            if version:
+                out["nvrtc"] = str(version)
+        return out

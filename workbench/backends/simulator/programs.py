@@ -29,7 +29,7 @@ from ... import subprocesses
 from ... import cxx
 from ...cache import (dependencies_unchanged, library_files, read_depfile, record_dependencies,
                       relative_folders)
-from ..base import CompileFailed, DeviceProperties
+from ..contract import CompileFailed, DeviceProperties
 from . import build
 from .source import find_unsupported, rewrite_dynamic_shared
 

@@ -7,8 +7,9 @@ address, calling the driver binding. The C launcher does those steps in one
 call, and for the common call (arguments of exactly the kinds the
 parameters take, a configuration seen before, the current stream) its
 ``FastCall`` runs the whole of ``wb.Kernel.__call__``, checks to the timing
-log's record, with no Python frame between. It is built by :mod:`.native_build`, which needs a C compiler
-(``$CC``, else ``cc``) and Python's headers; where either is missing, where
+log's record, with no Python frame between. It is built by
+:mod:`..native_build`, which needs a C compiler (``$CC``, else ``cc``) and
+Python's headers; where either is missing, where
 libcuda has no ``cuLaunchKernel``, or with ``WORKBENCH_NATIVE_LAUNCH=0``, the
 backend launches from Python as before (:func:`unavailable_reason` says
 why). The build is keyed by the source, the Python version and the compiler,
@@ -18,9 +19,10 @@ from __future__ import annotations
 
 import functools
 
-from . import native_build
+from .. import native_build
+from . import NATIVE_DIR
 
-SOURCE = native_build.NATIVE_DIR / "launch.c"
+SOURCE = NATIVE_DIR / "launch.c"
 #: The parameter codes launch.c packs: 'P' (a pointer) and these struct formats.
 CODES = frozenset("PfdbBhHiIqQ?")
 #: The most parameters launch.c packs (its MAX_PARAMS): kernels with more launch from Python.

@@ -1,6 +1,7 @@
-"""The GPU backend's copies, memory kinds (pinned, managed), peers and
-graphs, through CuPy and the CUDA runtime (a part of :class:`CupyBackend`,
-kept apart to keep modules small)."""
+"""The GPU backend's arrays and memory (:class:`CupyMemory`): CuPy arrays,
+copies and memsets through the CUDA runtime, CuPy's memory pool (and the
+allocator of our own that memory tracking puts around it, :mod:`.allocations`),
+pinned and managed memory."""
 from __future__ import annotations
 
 import cupy
@@ -8,17 +9,41 @@ import cupyx
 import numpy
 from cupy.cuda import runtime
 
-from ..errors import DeviceError
-from .cupy_faults import _faults_as_kernel_faults
+from ...errors import DeviceError
+from ..contract import Arrays, MemoryKinds, MemoryPool
+from . import allocations, persistent
+from .faults import _faults_as_kernel_faults
 
 _H2D, _D2H, _D2D = 1, 2, 3  # cudaMemcpyKind
 
 
-class CupyTransfers:
-    """Copies, memsets, pinned and managed memory, peers and graphs (mixed
-    into :class:`~workbench.backends.cupy_gpu.CupyBackend`)."""
+class CupyMemory(Arrays, MemoryPool, MemoryKinds):
+    """Arrays, copies, the pool and the memory kinds of
+    :class:`~.backend.CupyBackend`."""
 
-    # -- copies, memory kinds, peers, graphs ------------------------------------------------
+    device_array_type = cupy.ndarray
+
+    # -- arrays and copies ---------------------------------------------------------------
+    @property
+    def xp(self):
+        return cupy
+
+    def allocate(self, shape, dtype):
+        return cupy.empty(shape, dtype=dtype)
+
+    def to_device(self, host_array):
+        return cupy.asarray(host_array)
+
+    def to_host(self, device_array):
+        with _faults_as_kernel_faults():
+            return cupy.asnumpy(device_array)
+
+    def is_device_array(self, obj) -> bool:
+        return isinstance(obj, cupy.ndarray)
+
+    def array_device(self, array) -> int:
+        return array.device.id
+
     def copy(self, dst, src, stream=None) -> None:
         s = (stream if stream is not None else cupy.cuda.get_current_stream()).ptr
         nbytes = int(src.nbytes)
@@ -40,9 +65,35 @@ class CupyTransfers:
         with _faults_as_kernel_faults():
             runtime.memsetAsync(array.data.ptr, int(value), int(array.nbytes), s)
 
-    def array_device(self, array) -> int:
-        return array.device.id
+    # -- the pool -------------------------------------------------------------------------
+    def add_allocation_listener(self, on_alloc, on_free):
+        return allocations.add_allocation_listener(on_alloc, on_free)
 
+    def pool_stats(self) -> dict[str, int]:
+        pool = cupy.get_default_memory_pool()
+        return {"used_bytes": pool.used_bytes(), "total_bytes": pool.total_bytes(),
+                "free_blocks": pool.n_free_blocks(), "limit": pool.get_limit(),
+                "pinned_free_blocks": cupy.get_default_pinned_memory_pool().n_free_blocks()}
+
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        return isinstance(exc, (MemoryError, cupy.cuda.memory.OutOfMemoryError))
+
+    @property
+    def pool_reserved_bytes(self):
+        # The pool's own bound method: `backend.pool_reserved_bytes()` reads it as
+        # before, and the memory tracker, which calls it on every allocation,
+        # skips a Python frame per call.
+        return cupy.get_default_memory_pool().total_bytes
+
+    def set_pool_limit(self, nbytes: int | None) -> None:
+        cupy.get_default_memory_pool().set_limit(size=nbytes or 0)  # CuPy: 0 is no cap
+
+    def empty_cache(self) -> None:
+        persistent.refuse_while_running("give cached memory back (cudaFree synchronises)")
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+    # -- pinned and managed memory ----------------------------------------------------------
     def alloc_pinned(self, shape, dtype):
         return cupyx.empty_pinned(shape, dtype=dtype)
 
@@ -81,24 +132,3 @@ class CupyTransfers:
         except KeyError:
             raise DeviceError(f"unknown advice {advice!r}; one of {', '.join(self._ADVICE)}") from None
         mem.advise(code, cupy.cuda.Device(device))
-
-    def enable_peer_access(self, index: int, peer: int) -> bool:
-        if not self.can_access_peer(index, peer):
-            return False
-        with cupy.cuda.Device(index):
-            try:
-                runtime.deviceEnablePeerAccess(peer)
-            except runtime.CUDARuntimeError as exc:
-                if "already" not in str(exc).lower():  # cudaErrorPeerAccessAlreadyEnabled
-                    raise
-        return True
-
-    def begin_capture(self, stream) -> None:
-        stream.begin_capture()  # relaxed mode: the memory pool may still cudaMalloc
-
-    def end_capture(self, stream):
-        return stream.end_capture()
-
-    def graph_launch(self, graph, stream=None) -> None:
-        with _faults_as_kernel_faults():
-            graph.launch(stream=stream if stream is not None else cupy.cuda.get_current_stream())

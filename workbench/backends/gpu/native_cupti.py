@@ -10,8 +10,9 @@ time. Both come with the CUDA toolkit (``include``/``lib64``, or
 else the first found next to the headers. Every set of headers found is a
 candidate, the library's own release first, and the build takes the first
 that compiles. :func:`locate` says what it found or why nothing;
-:func:`module` builds once per machine (:mod:`.native_build`); ``WORKBENCH_NATIVE_CUPTI=0`` turns the C collector
-off (then ``cupti-python`` collects, or events time the launches).
+:func:`module` builds once per machine (:mod:`..native_build`);
+``WORKBENCH_NATIVE_CUPTI=0`` turns the C collector off (then ``cupti-python``
+collects, or events time the launches).
 """
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ import re
 import sys
 from pathlib import Path
 
-from . import native_build
+from .. import native_build
+from . import NATIVE_DIR
 
-SOURCE = native_build.NATIVE_DIR / "cupti_records.c"
+SOURCE = NATIVE_DIR / "cupti_records.c"
 SWITCH = "WORKBENCH_NATIVE_CUPTI"
 _LIBRARY = re.compile(r"libcupti\.so(\.\d+)*$")
 

@@ -10,7 +10,7 @@ timestamps.
 
 Two collectors, the first that works here:
 
-- **in C** (:mod:`.cupti_native`, ``native/cupti_records.c``), where CUPTI's
+- **in C** (:mod:`.native_cupti`, ``native/cupti_records.c``), where CUPTI's
   headers and a C compiler are found: the buffers are recycled, zeroed off the
   launching thread, and their records kept as C structs until the log is read;
 - **through cupti-python** (the ``[cupti]`` extra): every record becomes a
@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import os
 import threading
+
+from . import native_cupti
 
 #: One per process (CUPTI's callbacks are process-wide): made on first use.
 _instance = None
@@ -171,14 +173,13 @@ def _start() -> tuple[NativeKernelActivity | KernelActivity | None, str | None]:
         return None, "WORKBENCH_TIMING=events"
     if os.environ.get("CUDA_INJECTION64_PATH"):
         return None, "a profiler (Nsight) holds CUPTI in this process"
-    from . import cupti_native
-    built, library = cupti_native.module()
+    built, library = native_cupti.module()
     if built is not None:
         try:
             return NativeKernelActivity(built, library), None
         except Exception as exc:  # e.g. CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
-            cupti_native.failed(str(exc).splitlines()[0])
-    native_failed = cupti_native.unavailable_reason()
+            native_cupti.failed(str(exc).splitlines()[0])
+    native_failed = native_cupti.unavailable_reason()
     try:
         from cupti import cupti  # lazy: an optional package (the [cupti] extra)
     except Exception as exc:  # not installed, or no libcupti it can load

@@ -1,6 +1,6 @@
 /* Device allocations and frees seen in C: the allocator the GPU backend puts
- * around CuPy's pool while memory is tracked (workbench/backends/
- * cupy_allocations.py builds this file through native_build.py, once per
+ * around CuPy's pool while memory is tracked (workbench/backends/gpu/
+ * allocations.py builds this file through native_build.py, once per
  * machine, and keeps its Python watcher where it cannot).
  *
  * memory_type(BaseMemory, MemoryPointer) -> type

@@ -1,4 +1,4 @@
-"""Persistent kernels on the GPU through CuPy (see :mod:`.persistent`).
+"""Persistent kernels on the GPU through CuPy (see :mod:`..contract.persistent`).
 
 Mapped memory is ``cudaHostAlloc(cudaHostAllocMapped | cudaHostAllocPortable)``:
 page-locked host memory the device reaches over PCIe/NVLink at the address
@@ -16,8 +16,8 @@ import cupy
 import numpy as np
 from cupy.cuda import runtime
 
-from ..errors import DeviceBusy
-from .persistent import MappedBuffer, PersistentLaunch
+from ...errors import DeviceBusy
+from ..contract import MappedBuffer, PersistentLaunch
 
 _HOST_ALLOC_PORTABLE = 0x01
 _HOST_ALLOC_MAPPED = 0x02

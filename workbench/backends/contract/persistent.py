@@ -3,7 +3,7 @@ runs until told to stop, such as the ring kernels of :mod:`workbench.rings`):
 host memory the device reads and writes directly, and a launch that runs in the
 background while the host goes on.
 
-The interfaces live here; ``cupy_gpu`` and ``simulator`` implement them.
+The interfaces live here; ``gpu`` and ``simulator`` implement them.
 """
 from __future__ import annotations
 
@@ -67,3 +67,25 @@ class PersistentLaunch(abc.ABC):
     def kill(self) -> bool:
         """End the kernel now if the backend can (the simulator can, a GPU
         cannot); True if it did."""
+
+
+class PersistentKernels(abc.ABC):
+    """Persistent kernels: host memory kernels address directly
+    (:class:`MappedBuffer`) and launches that run in the background
+    (:class:`PersistentLaunch`). The defaults say the backend has none."""
+
+    def alloc_mapped(self, nbytes: int):
+        """A :class:`~.persistent.MappedBuffer` of ``nbytes``: host memory that
+        kernels read and write directly."""
+        raise NotImplementedError(f"the {self.name} backend has no mapped host memory")
+
+    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0):
+        """Launch ``function`` and return at once with a
+        :class:`~.persistent.PersistentLaunch`; the kernel runs until it returns
+        by itself, while other launches go on."""
+        raise NotImplementedError(f"the {self.name} backend cannot run persistent kernels")
+
+    def concurrent_blocks(self) -> int | None:
+        """How many blocks of one launch can run at once apart from the kernel's
+        own occupancy (None: only occupancy limits it, as on a GPU)."""
+        return None

@@ -6,7 +6,7 @@ import contextlib
 
 from cupy.cuda import driver, runtime
 
-from ..errors import KernelFault
+from ...errors import KernelFault
 
 _STICKY_ERRORS = ("illegal", "misaligned", "assert", "launch failure", "exception", "trap",
                   "hardware stack")

@@ -1,6 +1,6 @@
 /* The GPU backend's launch of a kernel with a known parameter layout, in C:
  * the argument block packed and cuLaunchKernel called without Python frames
- * in between (see workbench/backends/native_launch.py, which builds this file
+ * in between (see workbench/backends/gpu/native_launch.py, which builds this file
  * once per machine and falls back to Python where it cannot).
  *
  * launch(function, codes, args, gx, gy, gz, bx, by, bz, shared, stream[, start, end]) -> CUresult

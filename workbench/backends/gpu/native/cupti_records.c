@@ -1,6 +1,6 @@
 /* CUPTI's kernel records for the launch timing log, collected in C (see
- * workbench/backends/cupti_native.py, which builds this file once per machine
- * against CUPTI's headers, and cupti_activity.py, which uses it and falls back
+ * workbench/backends/gpu/native_cupti.py, which builds this file once per machine
+ * against CUPTI's headers, and gpu/cupti.py, which uses it and falls back
  * to cupti-python where it cannot).
  *
  * Why C: CUPTI hands its activity buffers back on a thread of its own. Through

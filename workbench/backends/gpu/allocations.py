@@ -40,7 +40,7 @@ What follows from this design (checked against CuPy 14's ``memory.pyx``):
   and theirs is put back when tracking stops.
 
 The allocator in C (``native/allocations.c``, built once per machine by
-:mod:`.native_build`; ``WORKBENCH_NATIVE_ALLOCATIONS=0`` turns it off,
+:mod:`..native_build`; ``WORKBENCH_NATIVE_ALLOCATIONS=0`` turns it off,
 :func:`unavailable_reason` says why it is not used) does the same as
 :meth:`AllocationWatcher._malloc` and :class:`_WatchedMemory` without a
 Python frame: its memory objects are a C subclass of ``BaseMemory`` (no
@@ -59,9 +59,11 @@ import cupy
 from cupy.cuda import memory as _memory
 from cupy.cuda import runtime as _runtime
 
-from ..errors import WorkbenchError
-from . import native_build
+from ...errors import WorkbenchError
+from .. import native_build
+from . import NATIVE_DIR
 
+SOURCE = NATIVE_DIR / "allocations.c"
 _MemoryPointer = _memory.MemoryPointer
 _native_reason: str | None = None
 
@@ -72,7 +74,7 @@ def _native_allocator():
     global _native_reason
     try:
         built, _native_reason = native_build.build(
-            native_build.NATIVE_DIR / "allocations.c", "_wb_allocations", "WORKBENCH_NATIVE_ALLOCATIONS")
+            SOURCE, "_wb_allocations", "WORKBENCH_NATIVE_ALLOCATIONS")
     except Exception as exc:  # noqa: BLE001 -- tracking must work regardless: the Python watcher
         built, _native_reason = None, f"the build failed ({type(exc).__name__}: {exc})"
     if built is None:
@@ -269,6 +271,6 @@ def watcher() -> AllocationWatcher:
 
 
 def add_allocation_listener(on_alloc, on_free):
-    """:meth:`Backend.add_allocation_listener <workbench.backends.base.Backend.add_allocation_listener>`
+    """:meth:`Backend.add_allocation_listener <workbench.backends.contract.Backend.add_allocation_listener>`
     for CuPy (see the module docstring)."""
     return watcher().add_listener(on_alloc, on_free)

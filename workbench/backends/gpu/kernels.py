@@ -1,16 +1,16 @@
-"""The GPU backend: NVRTC, launches, events and memory through CuPy.
+"""Compile and launch on the GPU (:class:`CupyKernels`).
 
 Compilation goes through ``cupy.RawModule``, so CuPy's kernel cache (in
-memory and on disk under ``~/.cupy/kernel_cache``) is the only cache.
-Events are raw CUDA runtime events (cheaper than ``cupy.cuda.Event`` on the
-launch path).
+memory and on disk under ``~/.cupy/kernel_cache``) is the only cache; a
+source built for another architecture goes through NVRTC directly. A kernel's
+launcher calls ``cuLaunchKernel`` with the argument block packed by one
+``struct`` call, or from C where :mod:`.native_launch` builds.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
-import dataclasses
 import ctypes
+import dataclasses
 import io
 import os
 import struct
@@ -23,15 +23,14 @@ import cupy
 import numpy
 from cupy.cuda import driver, runtime
 
-from .. import cxx
-from ..errors import LaunchConfigError
-from .base import (Backend, CompiledModule, CompileFailed, CompileOptions,
-                   DeviceProperties, KernelResources, normalise_arch)
-from . import cupti_activity, cupy_persistent, native_launch
-from .cupy_faults import _faults_as_kernel_faults, _kernel_fault
-from .cupy_transfers import CupyTransfers
-from .nvrtc import check_with_nvrtc
-from .nvrtc.headers import standin_include_dir
+from ... import cxx
+from ...errors import LaunchConfigError
+from ..contract import (CompiledModule, CompileFailed, CompileOptions, KernelResources, Kernels,
+                        normalise_arch)
+from ..nvrtc import check_with_nvrtc
+from ..nvrtc.headers import standin_include_dir
+from . import native_launch, persistent
+from .faults import _faults_as_kernel_faults, _kernel_fault
 
 
 class CupyModule(CompiledModule):
@@ -149,6 +148,7 @@ def _native_launcher(backend, function, params, formats: list[str], opted_in: li
 _STRUCT_CODES = {"?": "?", "b": "b", "B": "B", "h": "h", "H": "H", "i": "i", "I": "I",
                  "l": "q", "L": "Q", "q": "q", "Q": "Q", "e": "e", "f": "f", "d": "d"}
 
+
 class _ArgumentParam:
     """What :meth:`CupyBackend.make_launcher` reads of a parameter, taken from
     an argument (device arrays and None are pointers, NumPy scalars their dtype)."""
@@ -164,8 +164,6 @@ def _pointer_params(args):
     return [_ArgumentParam(i, a) for i, a in enumerate(args)]
 
 
-# cudaMemcpyKind
-
 #: A null pointer argument for CuPy's RawKernel call.
 _NULL = numpy.uint64(0)
 
@@ -174,143 +172,13 @@ _NULL = numpy.uint64(0)
 _CACHE_HIT_SECONDS = 0.005
 
 
-class CupyBackend(CupyTransfers, Backend):
-    """A real NVIDIA GPU through CuPy."""
+class CupyKernels(Kernels):
+    """The compile-and-launch part of :class:`~.backend.CupyBackend` (its
+    ``_compiled`` modules are made by the backend's constructor)."""
 
-    name = "cupy"
-    simulated = False
-    device_array_type = cupy.ndarray
-
-    def __init__(self, device: int | None = None):
-        if device is not None:
-            self.set_device(device)
-        self._compiled: dict = {}  # (source, options, device) -> the module built for it
-        self._properties: dict[int, DeviceProperties] = {}
-
-    @property
-    def xp(self):
-        return cupy
-
-    def configure(self, device=None) -> bool:
-        """``wb.backend('cupy', device=1)``: make another device current, in
-        place (CuPy arrays, modules and kernels of every device stay usable)."""
-        if device is not None:
-            self.set_device(device)
-        return True
-
-    # -- arrays -------------------------------------------------------------
-    def allocate(self, shape, dtype):
-        return cupy.empty(shape, dtype=dtype)
-
-    def to_device(self, host_array):
-        return cupy.asarray(host_array)
-
-    def to_host(self, device_array):
-        with _faults_as_kernel_faults():
-            return cupy.asnumpy(device_array)
-
-    def is_device_array(self, obj) -> bool:
-        return isinstance(obj, cupy.ndarray)
-
-    # -- devices --------------------------------------------------------------
-    def device_count(self) -> int:
-        return runtime.getDeviceCount()
-
-    def current_device(self) -> int:
-        return runtime.getDevice()
-
-    def set_device(self, index: int) -> None:
-        cupy.cuda.Device(index).use()
-
-    def device_properties(self, index: int | None = None) -> DeviceProperties:
-        i = self.current_device() if index is None else index
-        props = self._properties.get(i)
-        if props is None:  # static for the life of the process: read once
-            props = self._properties[i] = self._read_properties(i)
-        return props
-
-    def _read_properties(self, i: int) -> DeviceProperties:
-        p = runtime.getDeviceProperties(i)
-
-        def attr(name, default=None):
-            code = getattr(runtime, name, None)
-            if code is None:
-                return default
-            try:
-                return runtime.deviceGetAttribute(code, i)
-            except Exception:
-                return default
-
-        name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
-        return DeviceProperties(
-            index=i, name=name,
-            compute_capability=(p["major"], p["minor"]),
-            multiprocessors=p["multiProcessorCount"],
-            total_memory=p["totalGlobalMem"],
-            warp_size=p["warpSize"],
-            max_threads_per_block=p["maxThreadsPerBlock"],
-            max_block_dims=tuple(p["maxThreadsDim"]),
-            max_grid_dims=tuple(p["maxGridSize"]),
-            shared_memory_per_block=p["sharedMemPerBlock"],
-            shared_memory_per_block_optin=p.get("sharedMemPerBlockOptin", p["sharedMemPerBlock"]),
-            shared_memory_per_multiprocessor=p.get("sharedMemPerMultiprocessor", 0),
-            registers_per_block=p["regsPerBlock"],
-            registers_per_multiprocessor=p.get("regsPerMultiprocessor", p["regsPerBlock"]),
-            max_threads_per_multiprocessor=p.get("maxThreadsPerMultiProcessor", 2048),
-            max_blocks_per_multiprocessor=p.get("maxBlocksPerMultiProcessor", 32),
-            l2_cache_bytes=p.get("l2CacheSize"),
-            clock_khz=p.get("clockRate") or attr("cudaDevAttrClockRate"),
-            memory_clock_khz=p.get("memoryClockRate") or attr("cudaDevAttrMemoryClockRate"),
-            memory_bus_width=p.get("memoryBusWidth") or attr("cudaDevAttrGlobalMemoryBusWidth"),
-            simulated=False,
-            extra={k: (v.decode(errors="replace") if isinstance(v, bytes) else v)
-                   for k, v in p.items()},
-        )
-
-    def memory_info(self) -> tuple[int, int]:
-        return runtime.memGetInfo()
-
-    def versions(self) -> dict[str, str]:
-        def fmt(v):
-            return f"{v // 1000}.{(v % 1000) // 10}"
-        out = {"cupy": cupy.__version__}
-        for key, fn in (("driver", runtime.driverGetVersion),
-                        ("runtime", runtime.runtimeGetVersion)):
-            try:
-                out[key] = fmt(fn())
-            except Exception:
-                pass
-        try:
-            from cupy.cuda import nvrtc  # lazy: loads the NVRTC library
-            major, minor = nvrtc.getVersion()
-            out["nvrtc"] = f"{major}.{minor}"
-        except Exception:
-            pass
-        return out
-
-    def device_attribute(self, name: str, index: int | None = None) -> int | None:
-        code = getattr(runtime, name, None)
-        if code is None:
-            return None
-        try:
-            return runtime.deviceGetAttribute(code, self.current_device() if index is None else index)
-        except runtime.CUDARuntimeError:
-            return None
-
-    def can_access_peer(self, index: int, peer: int) -> bool | None:
-        try:
-            return bool(runtime.deviceCanAccessPeer(index, peer))
-        except runtime.CUDARuntimeError:
-            return None
-
-    def default_arch(self) -> str:
-        major, minor = self.device_properties().compute_capability
-        return f"sm_{major}{minor}"
-
-    # -- compile and launch ---------------------------------------------------
     def compile(self, source: str, options: CompileOptions,
                 kernel_names: Sequence[str]) -> CupyModule:
-        cupy_persistent.refuse_while_running("load a new module")
+        persistent.refuse_while_running("load a new module")
         # static variables and variables in namespaces have no plain symbol:
         # NVRTC gives their lowered name for the name expression "&name"
         variables = {}
@@ -471,128 +339,7 @@ class CupyBackend(CupyTransfers, Backend):
         _, block = driver.occupancyMaxPotentialBlockSize(function.kernel.ptr, shared_mem, 0)
         return block
 
-    # -- streams and events -----------------------------------------------------
-    def current_stream(self):
-        return cupy.cuda.get_current_stream()
-
-    def stream_pointer(self, stream) -> int:
-        return int((stream if stream is not None else cupy.cuda.get_current_stream()).ptr)
-
-    def create_stream(self, priority: int | None = None, non_blocking: bool = False):
-        return cupy.cuda.Stream(non_blocking=non_blocking, priority=priority or 0)
-
-    def use_stream(self, stream):
-        # a cupy.cuda.Stream is its own context manager
-        return stream if stream is not None else contextlib.nullcontext(self.current_stream())
-
-    def stream_synchronize(self, stream) -> None:
-        with _faults_as_kernel_faults():
-            (stream or cupy.cuda.get_current_stream()).synchronize()
-
-    def create_event(self):
-        return runtime.eventCreate()
-
-    def destroy_event(self, event) -> None:
-        runtime.eventDestroy(event)
-
-    def stream_done(self, stream) -> bool:
-        return (stream or cupy.cuda.get_current_stream()).done  # cudaStreamQuery
-
-    def stream_wait_event(self, stream, event) -> None:
-        runtime.streamWaitEvent((stream or cupy.cuda.get_current_stream()).ptr, event, 0)
-
-    def event_synchronize(self, event) -> None:
-        with _faults_as_kernel_faults():
-            runtime.eventSynchronize(event)
-
-    def record_event(self, event, stream=None) -> None:
-        runtime.eventRecord(event, (stream or cupy.cuda.get_current_stream()).ptr)
-
-    def event_done(self, event) -> bool:
-        try:
-            return runtime.eventQuery(event) == 0
-        except runtime.CUDARuntimeError:  # cudaErrorNotReady
-            return False
-
-    def elapsed_ms(self, start, end) -> float:
-        with _faults_as_kernel_faults():
-            runtime.eventSynchronize(end)
-            return runtime.eventElapsedTime(start, end)
-
-    def synchronize(self) -> None:
-        with _faults_as_kernel_faults():
-            if not cupy_persistent.synchronize_except_persistent():
-                runtime.deviceSynchronize()
-
-    def stream_device(self, stream) -> int:
-        stream = stream if stream is not None else cupy.cuda.get_current_stream()
-        if not hasattr(stream, "ptr"):
-            raise TypeError(f"not a CUDA stream: {stream!r}")
-        device = getattr(stream, "device_id", -1)
-        return device if device >= 0 else runtime.getDevice()  # -1: the null stream singletons
-
-    def is_default_stream(self, stream) -> bool:
-        return int(stream.ptr) in (0, 1, 2)  # legacy, per-thread or null
-
-    def kernel_activity(self):
-        return cupti_activity.kernel_activity()
-
-    def kernel_symbol(self, function) -> str | None:
-        return getattr(function, "name", None)
-
     def launch_path(self) -> str:
         if native_launch.fast_call_type() is not None:
             return "the C launcher (native/launch.c; common calls wholly in C)"
         return f"Python and CuPy's driver binding ({native_launch.unavailable_reason()})"
-
-    def timing_source(self) -> str:
-        activity = cupti_activity.kernel_activity()
-        if activity is not None:
-            return "CUPTI activity records" + ("" if activity.collector.startswith("in C") else
-                                               f" (collected {activity.collector})")
-        return f"CUDA events ({cupti_activity.unavailable_reason()})"
-
-    # -- persistent kernels (cupy_persistent.py) ----------------------------------------
-    def alloc_mapped(self, nbytes: int):
-        return cupy_persistent.alloc_mapped(nbytes)
-
-    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0):
-        return cupy_persistent.GpuPersistentLaunch(
-            lambda: self.launch(function, grid, block, args, shared_mem),
-            getattr(function, "__name__", "kernel"), _kernel_fault)
-
-    # -- memory accounting --------------------------------------------------------
-    def add_allocation_listener(self, on_alloc, on_free):
-        from . import cupy_allocations   # an allocator of our own around CuPy's (process-wide)
-        return cupy_allocations.add_allocation_listener(on_alloc, on_free)
-
-    def pool_stats(self) -> dict[str, int]:
-        pool = cupy.get_default_memory_pool()
-        return {"used_bytes": pool.used_bytes(), "total_bytes": pool.total_bytes(),
-                "free_blocks": pool.n_free_blocks(), "limit": pool.get_limit(),
-                "pinned_free_blocks": cupy.get_default_pinned_memory_pool().n_free_blocks()}
-
-    def is_out_of_memory(self, exc: BaseException) -> bool:
-        return isinstance(exc, (MemoryError, cupy.cuda.memory.OutOfMemoryError))
-
-    @property
-    def pool_reserved_bytes(self):
-        # The pool's own bound method: `backend.pool_reserved_bytes()` reads it as
-        # before, and the memory tracker, which calls it on every allocation,
-        # skips a Python frame per call.
-        return cupy.get_default_memory_pool().total_bytes
-
-    def set_pool_limit(self, nbytes: int | None) -> None:
-        cupy.get_default_memory_pool().set_limit(size=nbytes or 0)  # CuPy: 0 is no cap
-
-    def empty_cache(self) -> None:
-        cupy_persistent.refuse_while_running("give cached memory back (cudaFree synchronises)")
-        cupy.get_default_memory_pool().free_all_blocks()
-        cupy.get_default_pinned_memory_pool().free_all_blocks()
-
-    def describe(self) -> str:
-        p = self.device_properties()
-        major, minor = p.compute_capability
-        return (f"GPU {p.index}: {p.name} (sm_{major}{minor}, {p.total_memory / 2**30:.0f} GiB) via "
-                f"CuPy {cupy.__version__}; launches timed by {self.timing_source()}, "
-                f"made by {self.launch_path()}")
