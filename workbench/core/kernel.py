@@ -528,8 +528,7 @@ class Kernel:
 
     def __reduce__(self):
         # pickled (for a Dask worker) as its source and options: compiled again there
-        from .compiler import kernel_reduce  # lazy: compiler imports this module
-        return kernel_reduce(self)
+        return self.module.reduce_kernel(self)
 
     def __repr__(self) -> str:
         summary = self.resources.summary()
