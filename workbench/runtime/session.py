@@ -34,12 +34,13 @@ def session() -> Session:
     return _SESSION
 
 
-def backend(name: str | None = None, **options) -> Backend:
+def backend(name: str | Backend | None = None, **options) -> Backend:
     """The active backend, chosen on first use (GPU through CuPy when one is
-    visible, else the CPU simulator). ``backend("simulator")`` or
-    ``backend(checked=True)`` switches or reconfigures it; ``with
-    backend("simulator"):`` switches for the block and then puts the previous
-    backend back (options changed in place on the same backend stay changed).
+    visible, else the CPU simulator). ``backend("simulator")`` (a name, or a
+    Backend instance) or ``backend(checked=True)`` switches or reconfigures
+    it; ``with backend("simulator"):`` switches for the block and then puts
+    the previous backend back (options changed in place on the same backend
+    stay changed).
 
     ``repr()`` of the result says which backend runs and why.
     """
