@@ -93,6 +93,38 @@ def test_the_name_check_finds_a_name_test():
 
 
 
+def _uncommented_imports_in_functions(source: str):
+    """Line numbers of workbench imports inside functions with no comment
+    (on the line, or the line above) saying why they are not at module level."""
+    lines = source.splitlines()
+    for function in ast.walk(ast.parse(source)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            ours = (isinstance(node, ast.ImportFrom)
+                    and (node.level > 0 or (node.module or "").startswith("workbench"))) \
+                or (isinstance(node, ast.Import) and any(a.name.startswith("workbench") for a in node.names))
+            if ours and not any("#" in lines[i] for i in range(node.lineno - 2, node.end_lineno)
+                                if i >= 0):
+                yield node.lineno
+
+
+def test_workbench_imports_inside_functions_say_why():
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        if "backends" in path.relative_to(PACKAGE).parts:  # (the backends' reorganisation covers them)
+            continue
+        found |= {f"{path.relative_to(ROOT)}:{line}"
+                  for line in _uncommented_imports_in_functions(path.read_text())}
+    assert found == set(), f"import at module level, or say why not in a comment: {sorted(found)}"
+
+
+def test_the_import_check_finds_an_uncommented_import():
+    source = ("def f():\n    from .core import kernel\n\n"
+              "def g():\n    from .core import kernel  # lazy: a reason\n")
+    assert list(_uncommented_imports_in_functions(source)) == [2]
+
+
 # -- no import cycles between files ------------------------------------------------------------
 
 def _import_graph():
