@@ -134,6 +134,8 @@ _DEPRECATED = {
 }
 _WARNED: set = set()
 
+# the names for users; IPython's hooks (load_ipython_extension, unload_ipython_extension)
+# and the JupyterLab extension's (frontend_status) answer too, unlisted
 __all__ = sorted([*(n for n in _LAZY if n != "frontend_status"), "xp", "__version__"])
 
 
