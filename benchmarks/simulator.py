@@ -146,7 +146,7 @@ def round_trip_rows(sim, empty, rounds: int = 7, calls: int = 2000) -> list:
     ``wb.Kernel`` (timing log on), measured in alternating rounds: the median
     of the rounds' medians, their range, and the ratio of the two."""
     from workbench.runtime.session import session
-    wb.use_backend(sim)
+    wb.backend(sim)
     kernel = wb.compile(EMPTY)["empty"]
     log = session().timing_log
     assert log.enabled, "the timing log should be on"

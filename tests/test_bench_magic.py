@@ -28,7 +28,7 @@ def test_line_magic_prints_returns_or_stays_quiet(shell, backend, capsys):
 
     r = shell.run_line_magic("gpu_bench", "-q -o -n 3 --bytes '2 * x.nbytes' --name twice x * 2")
     assert capsys.readouterr().out == ""
-    assert isinstance(r, wb.BenchResult) and r.repeats == 3 and r.name == "twice"
+    assert isinstance(r, wb.types.BenchResult) and r.repeats == 3 and r.name == "twice"
     assert r.bytes == 2 * 64 * 4
 
 

@@ -106,14 +106,14 @@ def test_roofline_has_measured_roofs_and_one_point_per_kernel_run(backend, table
 
 
 def test_roofline_of_bench_results(backend):
-    r = wb.BenchResult(name="k", times=[1e-3, 1e-3], bytes=1e6, flops=4e6)
+    r = wb.types.BenchResult(name="k", times=[1e-3, 1e-3], bytes=1e6, flops=4e6)
     ax = plots.plot_roofline([r], ROOF).axes[0]
     np.testing.assert_allclose(ax.collections[0].get_offsets(), [[4.0, 4.0]])
 
 
 def test_histogram_of_one_result(backend):
     times = np.random.default_rng(2).normal(2e-3, 1e-5, 200)
-    r = wb.BenchResult(name="k", times=times)
+    r = wb.types.BenchResult(name="k", times=times)
     ax = plots.plot_times(r).axes[0]
     assert _line_labels(ax) == ["median", "quartiles"]
     assert ax.get_xlabel() == "time (ms)"

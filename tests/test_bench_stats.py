@@ -45,7 +45,7 @@ def test_kernel_times_and_statistics_match_numpy(backend, arrays):
     host, x, y = arrays
     copy = wb.compile(COPY)["copy"]
     r = wb.bench(copy, x, y, N, grid=N // 256, block=256, repeat=25, bytes=2 * 4 * N)
-    assert isinstance(r, wb.BenchResult)
+    assert isinstance(r, wb.types.BenchResult)
     assert r.repeats == 25 and r.times.shape == (25,) and r.times.dtype == np.float64
     assert np.all(r.times > 0) and np.all(r.times < 10)  # seconds, not milliseconds
     for name, expected in _numpy_stats(r.times).items():

@@ -111,15 +111,15 @@ def test_devices_table_shows_missing_values_as_na(backend):
         assert "N/A" in text
 
 
-def test_use_device_chooses_and_rejects_bad_indices(backend):
+def test_device_chooses_and_rejects_bad_indices(backend):
     count = backend.device_count()
-    info = wb.use_device(count - 1)
+    info = wb.device(count - 1)
     assert backend.current_device() == count - 1 and info.index == count - 1
     with pytest.raises(wb.WorkbenchError, match=f"has {count} device"):
-        wb.use_device(count)
+        wb.device(count)
     with pytest.raises(wb.WorkbenchError, match="pass an index"):
-        wb.use_device("0")
-    wb.use_device(0)
+        wb.device("0")
+    wb.device(0)
 
 
 def test_cuda_device_magic(backend, shell, capsys):

@@ -168,7 +168,7 @@ def test_more_shared_memory_is_opted_in_by_python_then_taken_in_c(kernels):
 
 
 def test_a_c_record_equals_the_python_paths(kernels):
-    from workbench.runtime import timing
+    from workbench.runtime import records
     saxpy = kernels["saxpy"]
     dx, dy = wb.to_device(np.ones(64, np.float32)), wb.to_device(np.ones(64, np.float32))
     saxpy(1.0, dx, dy, 64, grid=2, block=32)
@@ -179,11 +179,11 @@ def test_a_c_record_equals_the_python_paths(kernels):
     assert saxpy._fast.taken == taken + 1
     c_made, python_made = list(log.records)[-2:]
     for field in range(len(c_made)):
-        if field == timing.STREAM:  # (the same stream, maybe two objects for it)
+        if field == records.STREAM:  # (the same stream, maybe two objects for it)
             assert c_made[field].ptr == python_made[field].ptr
-        elif field != timing.WALL:
+        elif field != records.WALL:
             assert c_made[field] == python_made[field], field
-    assert abs(c_made[timing.WALL] - python_made[timing.WALL]) < 5
+    assert abs(c_made[records.WALL] - python_made[records.WALL]) < 5
 
 
 def test_a_wrapped_timed_launch_keeps_calls_on_the_python_path(kernels):

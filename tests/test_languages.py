@@ -112,8 +112,8 @@ def _inputs(n=777, seed=0):
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_launch_on_workbench_arrays_in_place_and_logged(on, language):
     raw = kernels(on, language)["scale"]
-    k = wb.kernel(raw)
-    assert wb.kernel(raw) is k and k.language == language
+    k = wb.python_kernel(raw)
+    assert wb.python_kernel(raw) is k and k.language == language
     host, x, y = _inputs()
     before = len(wb.timings())
     _launch_scale(language, k, x, y, 2.5, x.size)
@@ -136,7 +136,7 @@ def test_cuda_kernels_are_logged_with_language_cuda(backend):
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_launch_makes_no_copy_and_tracked_arrays_stay_tracked(on, language):
-    k = wb.kernel(kernels(on, language)["scale"])
+    k = wb.python_kernel(kernels(on, language)["scale"])
     wb.memory.tracking(True)
     try:
         host, x, y = _inputs(4096, seed=1)
@@ -167,7 +167,7 @@ def test_bench_compare_and_sweep_take_the_language_kernel_itself(on, language):
         int i = blockIdx.x * blockDim.x + threadIdx.x;
         if (i < n) y[i] = a * x[i];
     }''').kernel()
-    k = wb.kernel(raw)
+    k = wb.python_kernel(raw)
     cmp = wb.compare(lambda x, y: (cuda(x, y, 3.0, x.size, grid=8, block=128), y)[1],
                      lambda x, y: (k(x, y, 3.0, x.size, **launch), y)[1], x, y,
                      names=("cuda", language), repeat=3, warmup_time=0)
@@ -188,14 +188,14 @@ def test_bench_compare_and_sweep_take_the_language_kernel_itself(on, language):
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_bad_arguments_get_the_workbench_error_and_the_workbench_goes_on(on, language):
     raw = kernels(on, language)["scale"]
-    k = wb.kernel(raw)
+    k = wb.python_kernel(raw)
     host, x, y = _inputs(256, seed=3)
     grid = {"grid": 2, "block": 128} if language == "numba" else {"grid": (2,), "BLOCK": 128}
     with pytest.raises(wb.KernelArgumentError, match=r"takes 4 positional arguments .*got 3"):
         k(x, y, 2.0, **grid)
     with pytest.raises(wb.KernelArgumentError, match=r"needs device memory, got a float32 host NumPy"):
         k(host, y, 2.0, 256, **grid)
-    typed = wb.kernel(raw, dtypes={"x" if language == "numba" else "x_ptr": np.float32})
+    typed = wb.python_kernel(raw, dtypes={"x" if language == "numba" else "x_ptr": np.float32})
     with pytest.raises(wb.KernelArgumentError, match=r"takes a device array of float32, got a float64"):
         typed(x.astype(np.float64), y, 2.0, 256, **grid)
     # what only the language can tell is its own error, unchanged
@@ -207,7 +207,7 @@ def test_bad_arguments_get_the_workbench_error_and_the_workbench_goes_on(on, lan
 
 
 def test_triton_autotuning_shows_every_config_and_the_one_picked(on):
-    k = wb.kernel(kernels(on, "triton")["tuned_scale"])
+    k = wb.python_kernel(kernels(on, "triton")["tuned_scale"])
     assert k.autotune.picked is None
     host, x, y = _inputs(1000, seed=4)
     k(x, y, 0.5, x.size, grid=lambda meta: ((x.size + meta["BLOCK"] - 1) // meta["BLOCK"],))
@@ -220,7 +220,7 @@ def test_triton_autotuning_shows_every_config_and_the_one_picked(on):
 
 
 def test_numba_reduction_with_shared_memory_and_atomics(on):
-    k = wb.kernel(kernels(on, "numba")["block_sum"])
+    k = wb.python_kernel(kernels(on, "numba")["block_sum"])
     rng = np.random.default_rng(5)
     host = rng.random(1000).astype(np.float32)
     out = wb.xp.zeros(1, dtype=np.float32)
@@ -230,7 +230,7 @@ def test_numba_reduction_with_shared_memory_and_atomics(on):
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_resources_occupancy_and_code_read_like_a_cuda_kernel(on, language):
-    k = wb.kernel(kernels(on, language)["scale"])
+    k = wb.python_kernel(kernels(on, language)["scale"])
     host, x, y = _inputs(512, seed=6)
     _launch_scale(language, k, x, y, 1.0, x.size)
     report = k.inspect()
@@ -252,7 +252,7 @@ def test_resources_occupancy_and_code_read_like_a_cuda_kernel(on, language):
 @pytest.mark.gpu
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_gpu_launch_on_a_workbench_stream_is_timed_on_that_stream(on_gpu, language):
-    k = wb.kernel(kernels(on_gpu, language)["scale"])
+    k = wb.python_kernel(kernels(on_gpu, language)["scale"])
     host, x, y = _inputs(1 << 22, seed=7)
     _launch_scale(language, k, x, y, 1.0, x.size)  # compiled: Triton's block is known from now on
     b = wb.backend()
@@ -278,7 +278,7 @@ def test_a_language_committed_to_the_other_mode_says_why_in_one_line(on):
 
 def test_importing_the_languages_imports_neither_language():
     code = ("import sys, workbench.languages, workbench as wb\n"
-            "wb.kernel; wb.languages.setup\n"
+            "wb.python_kernel; wb.languages.setup\n"
             "print([m for m in ('numba', 'triton', 'torch') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -287,7 +287,7 @@ def test_importing_the_languages_imports_neither_language():
 
 @pytest.mark.gpu
 def test_gpu_numba_launch_on_a_new_array_at_a_reused_address_writes_the_new_array(on_gpu):
-    k = wb.kernel(kernels(on_gpu, "numba")["scale"])
+    k = wb.python_kernel(kernels(on_gpu, "numba")["scale"])
     host, x, _ = _inputs(1 << 16, seed=8)
     for value in (1.0, 2.0, 3.0):  # each output array new; the pool hands out the same address
         y = wb.xp.zeros(x.size, dtype=np.float32)
@@ -302,7 +302,7 @@ def test_gpu_triton_relaunches_follow_every_specialisation(on_gpu):
     one must still run the specialisation Triton would pick for its arguments
     (sizes divisible by 16 or not, aligned or offset pointers, another dtype,
     another BLOCK), and be logged."""
-    k = wb.kernel(kernels(on_gpu, "triton")["scale"])
+    k = wb.python_kernel(kernels(on_gpu, "triton")["scale"])
     rng = np.random.default_rng(11)
 
     def scale_rows():

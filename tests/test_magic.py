@@ -149,7 +149,7 @@ def test_argument_errors_show_the_users_line_not_the_workbench(shell, backend, c
     out = capsys.readouterr().out
     assert "shown(x64, grid=1, block=1)" in out            # the user's line
     assert "parameter 'x' (float*) takes a device array of float32" in out
-    assert "kernel.py" not in out and "_check" not in out  # no workbench internals
+    assert "kernel.py" not in out and "arguments.py" not in out and "_check" not in out  # no workbench internals
 
 
 def test_backend_and_device_errors_show_the_users_line_not_the_workbench(shell, capsys):
@@ -158,8 +158,8 @@ def test_backend_and_device_errors_show_the_users_line_not_the_workbench(shell, 
     out = capsys.readouterr().out
     assert "wb.backend('tpu')" in out and "WORKBENCH_BACKEND" in out
     assert "session.py" not in out and "create_backend" not in out
-    result = shell.run_cell("wb.use_device(7)\n")
+    result = shell.run_cell("wb.device(7)\n")
     assert isinstance(result.error_in_exec, wb.DeviceError)
     out = capsys.readouterr().out
-    assert "wb.use_device(7)" in out and "No device 7" in out
-    assert "properties.py" not in out
+    assert "wb.device(7)" in out and "No device 7" in out
+    assert "devices.py" not in out

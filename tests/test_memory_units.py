@@ -86,7 +86,7 @@ def test_installed_driver_packages_stop_the_walk_and_notebook_cells_stay_user_co
 
 def test_memory_core_imports_no_gui():
     code = ("import sys, workbench as wb\n"
-            "wb.use_backend('simulator')\n"
+            "wb.backend('simulator')\n"
             "wb.memory.tracking(True)\n"
             "a = wb.allocate((1000,), 'f4')\n"
             "s = wb.memory.stats(); wb.memory.live(); wb.memory.leaks(); wb.memory.timeline()\n"

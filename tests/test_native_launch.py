@@ -190,7 +190,8 @@ _STAND_IN = textwrap.dedent(r'''
     import numpy as np
     from workbench.backends import native_build
     from workbench.backends.gpu import native_launch
-    from workbench.runtime.timing import TimingLog, _cupti_record, WALL
+    from workbench.runtime.records import WALL, cupti_record
+    from workbench.runtime.timing import TimingLog
     lib, source = sys.argv[1], sys.argv[2]
     subprocess.run([*native_build.compiler(), "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", source,
                     "-o", lib], check=True)
@@ -237,7 +238,7 @@ _STAND_IN = textwrap.dedent(r'''
     out["dims"] = list((ctypes.c_uint * 7).in_dll(fake, "fake_dims"))
     out["stream"] = ctypes.c_void_p.in_dll(fake, "fake_stream").value
     rec = log.records[-1]
-    python_made = _cupti_record("k", (4, 1, 1), (128, 1, 1), 0, 3, rec[WALL], "k_sym", b, "cuda", stream, 0)
+    python_made = cupti_record("k", (4, 1, 1), (128, 1, 1), 0, 3, rec[WALL], "k_sym", b, "cuda", stream, 0)
     out["record"] = [rec == python_made, list(log._awaiting)[-1] is rec, gc.is_tracked(rec)]
     import copy  # an equal dtype that is another object (as np.dtype("q") is to "l") is taken too
     out["equal dtype"] = fast((Array(0xABC0, copy.deepcopy(np.dtype(np.float32))), *args[1:]),

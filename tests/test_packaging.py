@@ -51,7 +51,7 @@ def test_environment_yml_lists_the_same_dependencies():
 
 
 @pytest.mark.parametrize("module", ["workbench", "workbench.core.compiler", "workbench.core.kernel",
-                                    "workbench.core.arrays", "workbench.core.seed", "workbench.backends", "workbench.runtime.timing",
+                                    "workbench.core.arrays", "workbench.compat", "workbench.backends", "workbench.runtime.timing",
                                     "workbench.memory.tracker", "workbench.memory.oom",
                                     "workbench.benchmarking.timer", "workbench.benchmarking.sweep",
                                     "workbench.hardware.properties", "workbench.hardware.occupancy",

@@ -84,7 +84,7 @@ def test_a_missing_ncu_says_what_to_install(monkeypatch, tmp_path):
     monkeypatch.setenv("WORKBENCH_NCU", str(tmp_path / "no-ncu"))
     assert tools.find("ncu") is None
     with pytest.raises(wb.ProfilerUnavailable) as info:
-        wb.profile_executable(sys.executable, ["-c", "pass"])
+        wb.profiling.profile_executable(sys.executable, ["-c", "pass"])
     text = _one_line(info.value)
     assert "Nsight Compute (ncu) is not available" in text and "install Nsight Compute" in text
     assert "WORKBENCH_NCU" in text
@@ -220,7 +220,7 @@ def test_a_profiled_kernel_is_a_point_on_the_roofline():
     fig = report.plot_roofline(ceilings=roof)
     offsets = [c.get_offsets() for c in fig.axes[0].collections]
     np.testing.assert_allclose(offsets[-1], [[0.2, 200.0]])
-    bench = wb.BenchResult(name="bench", times=[1e-3, 1e-3], bytes=1e6, flops=4e6)
+    bench = wb.types.BenchResult(name="bench", times=[1e-3, 1e-3], bytes=1e6, flops=4e6)
     ax = plots.plot_roofline([bench, report], roof).axes[0]  # beside benchmark results
     assert len(ax.collections) == 2
 
@@ -572,7 +572,7 @@ def test_ncu_profiles_a_program_built_with_nvcc(gpu, tmp_path):
     build = subprocess.run(["nvcc", f"-arch=sm_{major}{minor}", "-o", str(exe), str(source)],
                            capture_output=True, text=True, timeout=180)
     assert build.returncode == 0, build.stderr
-    report = wb.profile_executable(exe, ["4194304"])
+    report = wb.profiling.profile_executable(exe, ["4194304"])
     (k,) = report.kernels
     assert short_name(k.name) == "vadd" and k.grid == (4194304 // 256, 1, 1)
     assert 0.9 * 2 * 4 * 4194304 <= k.dram_bytes <= 1.1 * 3 * 4 * 4194304  # a, b read; c written

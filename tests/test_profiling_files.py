@@ -47,7 +47,7 @@ def test_the_child_times_launches_with_events_not_cupti():
 def test_a_profiled_cell_leaves_no_files(simulator_profiled):
     x = wb.to_device(np.arange(64, dtype=np.float32))
     user_ns = {"x": x, "copy_kernel": wb.compile(COPY)["copy_kernel"]}
-    report = wb.profile_code("y = wb.allocate(64)\ncopy_kernel(x, y, 64, n=64)", user_ns)
+    report = wb.profiling.profile_code("y = wb.allocate(64)\ncopy_kernel(x, y, 64, n=64)", user_ns)
     assert len(report) >= 1 and report.path is None
     assert _left(simulator_profiled) == []
 
@@ -66,7 +66,7 @@ def test_a_failed_spec_leaves_no_files(simulator_profiled):
     with pytest.raises(wb.WorkbenchError):
         wb.profile(kernel, np.ones(4, np.float32), n=4)  # too few arguments
     with pytest.raises(Exception):
-        wb.profile_code("model.run()", {"model": object()})  # a variable that cannot be sent
+        wb.profiling.profile_code("model.run()", {"model": object()})  # a variable that cannot be sent
     assert _left(simulator_profiled) == []
 
 

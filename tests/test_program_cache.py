@@ -63,10 +63,10 @@ def test_nvcc_rebuilds_when_a_header_in_an_include_folder_changes(tmp_path):
     _header(include, 41)
     options = f"-arch=sm_90 -I {include}"
     source = SOURCE + f"// {tmp_path.name} nvcc\n"
-    first = wb.build_program(source, backend="gpu", options=options)
-    assert wb.build_program(source, backend="gpu", options=options).cache_hit
+    first = wb.programs.build_program(source, backend="gpu", options=options)
+    assert wb.programs.build_program(source, backend="gpu", options=options).cache_hit
     _header(include, 42)
-    changed = wb.build_program(source, backend="gpu", options=options)
+    changed = wb.programs.build_program(source, backend="gpu", options=options)
     assert not changed.cache_hit and changed.executable == first.executable
 
 

@@ -395,10 +395,10 @@ def test_an_invalid_launch_sets_the_last_error_once():
 
 
 def test_the_build_is_cached():
-    first = wb.build_program(TEXTBOOK + "\n// cache test\n", backend="simulator")
-    second = wb.build_program(TEXTBOOK + "\n// cache test\n", backend="simulator")
+    first = wb.programs.build_program(TEXTBOOK + "\n// cache test\n", backend="simulator")
+    second = wb.programs.build_program(TEXTBOOK + "\n// cache test\n", backend="simulator")
     assert second.cache_hit and second.executable == first.executable
-    other = wb.build_program(TEXTBOOK + "\n// cache test\n", backend="simulator", options="-DOTHER=1")
+    other = wb.programs.build_program(TEXTBOOK + "\n// cache test\n", backend="simulator", options="-DOTHER=1")
     assert not other.cache_hit or other.executable != first.executable
 
 
@@ -541,10 +541,10 @@ def test_toolkit_newer_than_the_driver(toolkit, driver, verdict):
 # -- nvcc: the build here, everything on a GPU ------------------------------------------------
 @needs_nvcc
 def test_nvcc_builds_for_the_architecture_given_and_caches():
-    built = wb.build_program(TEXTBOOK, backend="gpu", options="-O2 -arch=sm_90")
+    built = wb.programs.build_program(TEXTBOOK, backend="gpu", options="-O2 -arch=sm_90")
     assert built.executable.exists() and built.compiler.startswith("nvcc")
     assert built.cache_hit or "-arch=sm_90" in built.command
-    again = wb.build_program(TEXTBOOK, backend="gpu", options="-O2 -arch=sm_90")
+    again = wb.programs.build_program(TEXTBOOK, backend="gpu", options="-O2 -arch=sm_90")
     assert again.cache_hit and again.executable == built.executable
 
 
@@ -552,7 +552,7 @@ def test_nvcc_builds_for_the_architecture_given_and_caches():
 def test_nvcc_errors_land_on_the_cells_lines():
     source = "int main() {\n    int x = undefined_name;\n}\n"
     with pytest.raises(wb.CompileError) as info:
-        wb.build_program(source, backend="gpu", options="-arch=sm_90", line_offset=1)
+        wb.programs.build_program(source, backend="gpu", options="-arch=sm_90", line_offset=1)
     (d,) = info.value.errors
     assert d.line == 3 and "undefined_name" in d.message and info.value.compiler == "nvcc"
 

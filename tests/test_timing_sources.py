@@ -199,16 +199,16 @@ def test_event_timed_launches_through_the_c_launcher_keep_their_lengths(gpu):
 
 
 def test_cupti_timed_launches_get_a_place_on_the_timeline():
-    from workbench.runtime import timing
+    from workbench.runtime import records
     log, b = TimingLog(Cell()), RecordsBackend()
     ids = [launch(log, b, "k", 1.0), launch(log, b, "k", 2.0)]
     b.records.finish(*ids)
     log.resolve_all()
     first, second = log.records
     # no cupti.get_timestamp() here: the first record's launch time stands in for its start
-    assert first[timing.T0] == pytest.approx(first[timing.WALL] * 1e3)
-    assert second[timing.T0] == pytest.approx(first[timing.T0])
-    assert first[timing.KIND] == "kernel" and first[timing.DEVICE] == 0
+    assert first[records.T0] == pytest.approx(first[records.WALL] * 1e3)
+    assert second[records.T0] == pytest.approx(first[records.T0])
+    assert first[records.KIND] == "kernel" and first[records.DEVICE] == 0
 
 
 class EventsRecordsBackend(RecordsBackend):
@@ -268,7 +268,7 @@ def test_a_graph_launch_between_launches_takes_none_of_their_records():
 
 def test_cuptis_clock_is_paired_with_the_hosts_when_read():
     import time as _time
-    from workbench.runtime import timing
+    from workbench.runtime import records
     log, b = TimingLog(Cell()), RecordsBackend()
     b.records.timestamp_ns = lambda: 51_000_000     # CUPTI's clock now: 50 ms after the start
     first = launch(log, b, "k", 1.0)
@@ -276,7 +276,7 @@ def test_cuptis_clock_is_paired_with_the_hosts_when_read():
     now = _time.time() * 1e3
     log.resolve_all()
     rec = log.records[0]
-    assert rec[timing.T0] == pytest.approx(now - 50.0, abs=20.0)
+    assert rec[records.T0] == pytest.approx(now - 50.0, abs=20.0)
 
 
 @pytest.mark.gpu

@@ -16,8 +16,9 @@ from ..errors import DeviceError, OutOfMemoryError, WorkbenchError
 from ..memory.kinds import registry as _kinds
 from ..memory.oom import is_out_of_memory, out_of_memory
 from ..present.units import format_bytes
+from ..runtime.devices import check_index
 from ..runtime.session import backend, session
-from .streams import _check_device, queued_on, refuse_in_capture
+from .streams import queued_on, refuse_in_capture
 
 #: Names of the copies in the timing log, by direction.
 DIRECTIONS = {"H2D": "host to device", "D2H": "device to host", "D2D": "device to device",
@@ -165,7 +166,7 @@ def _managed_target(b, array, device, what: str, cannot: str) -> int:
     _managed_only(b, array, what)
     device = b.current_device() if device is None else int(device)
     if device != -1:
-        _check_device(b, device)
+        check_index(b, device)
         if not b.managed_prefetch_supported(device):
             raise DeviceError(f"device {device} {cannot}")
     return device

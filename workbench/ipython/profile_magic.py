@@ -1,6 +1,6 @@
 """``%%ncu`` and ``%%nsys``: profile the kernels a cell launches; NVTX ranges around cells.
 
-The magics are thin: parse the options, call :func:`workbench.profile_code`
+The magics are thin: parse the options, call :func:`workbench.profiling.profile_code`
 or :func:`workbench.profiling.trace_code`, print what the profiled process
 printed, return the report (the cell's value). The cell runs again in a new
 process under the profiler: it sees the kernels of every ``%%cuda`` cell run

@@ -1,5 +1,5 @@
 """Triton kernels (``triton.jit``, with ``triton.autotune``) in the workbench:
-``wb.kernel(triton_fn)``.
+``wb.python_kernel(triton_fn)``.
 
 Triton takes as a pointer anything with ``data_ptr()`` and ``dtype``. On the
 GPU a workbench array (CuPy) is handed over as a small view giving its device
@@ -175,7 +175,7 @@ def _config_text(config) -> str:
 class TritonKernel(PyKernel):
     """A ``triton.jit`` kernel in the workbench::
 
-        k = wb.kernel(triton_fn)          # or give triton_fn to wb.bench / wb.compare
+        k = wb.python_kernel(triton_fn)   # or give triton_fn to wb.bench / wb.compare
         k(x, y, n, grid=(programs,), BLOCK=1024)   # keywords: Triton's meta-parameters
 
     ``grid`` is the number of programs (a tuple, or a function of the

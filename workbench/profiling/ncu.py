@@ -218,7 +218,7 @@ def profile_executable(path, args=(), *, kernel: str | None = None, launch_skip:
     ``launch_skip``/``launch_count``: the launches (of the matching kernels)
     skipped first and profiled at most (``None``: all). ``report_dir``: keep
     the ``.ncu-rep`` file there (else it is removed with its temporary
-    folder). Returns an :class:`~workbench.NcuReport` whose ``output`` holds
+    folder). Returns an :class:`~workbench.profiling.NcuReport` whose ``output`` holds
     what the program printed.
     """
     resolved = resolve_executable(path, cwd)
@@ -247,7 +247,7 @@ def profile(kernel, *args, grid=None, block=None, shared_mem: int = 0, n=None, w
     ``warmup`` times before the one launch ncu measures. Module variables set
     with ``set_global`` are not copied. The child's files (the arguments'
     copies included) are removed at the end; ``report_dir``: keep the
-    ``.ncu-rep`` file there. Returns an :class:`~workbench.NcuReport`.
+    ``.ncu-rep`` file there. Returns an :class:`~workbench.profiling.NcuReport`.
     """
     b = tools.require_gpu_backend("Nsight Compute")
     tools.require("ncu")

@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ..benchmarking.plots import plot_roofline
 from ..present.tables import html_table, pandas
 
 #: Metric names (Nsight Compute 2023 and later) for each field of a :class:`KernelProfile`.
@@ -300,5 +301,4 @@ class NcuReport:
                       title: str | None = None):
         """The device's roofline (measured ceilings) with this report's
         kernels as points, and ``others`` (BenchResults, reports) beside them."""
-        from ..benchmarking.plots import plot_roofline  # lazy: matplotlib only when drawn
         return plot_roofline([self, *others], ceilings, ax=ax, annotate=annotate, title=title)
