@@ -556,6 +556,11 @@ class Backend(abc.ABC):
         """One line saying what this backend runs on."""
         return self.name
 
+    def missing_compiler(self) -> str | None:
+        """None where this backend can build new kernels here; else one line
+        saying what is missing and the command that installs it."""
+        return None
+
     def __repr__(self) -> str:
         why = f" ({self.reason})" if self.reason else ""
         return f"<workbench backend {self.name}: {self.describe()}{why}>"

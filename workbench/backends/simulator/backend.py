@@ -273,6 +273,9 @@ class SimulatorBackend(Backend):
                 f"{'s' if cpus != 1 else ''}, g++ {build.compiler_version() or 'missing'}"
                 f"{', checked' if self.checked else ''}")
 
+    def missing_compiler(self) -> str | None:
+        return build.missing_compiler_message()
+
     # -- compile -------------------------------------------------------------------------
     def compile(self, source: str, options: CompileOptions,
                 kernel_names: Sequence[str]) -> SimModule:
