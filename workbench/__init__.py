@@ -120,6 +120,9 @@ _LAZY = {
     "DevicePanel": "workbench.widgets.device_panel",
     "KernelPanel": "workbench.widgets.kernel_panel",
     "dashboard": "workbench.widgets.dashboard",
+    # this machine, and the tutorials
+    "doctor": "workbench.checkup",
+    "tutorials": "workbench.tutorial_files",
 }
 
 __all__ = sorted([*_LAZY, "xp", "__version__", "load_ipython_extension",
