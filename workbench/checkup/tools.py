@@ -25,6 +25,8 @@ from .result import Check
 
 #: The capability Linux asks of an administrator who reads the counters (CAP_SYS_ADMIN).
 CAP_SYS_ADMIN = 21
+#: The loaded driver's options; ``RmProfilingAdminOnly: 1`` keeps the counters to administrators.
+DRIVER_PARAMS = "/proc/driver/nvidia/params"
 TINY_KERNEL = ('extern "C" __global__ void doctor_axpy(float a, const float* x, float* y, int n) '
                '{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i] + y[i]; }')
 
@@ -85,11 +87,11 @@ def _is_administrator() -> bool:
         return True
 
 
-def counters_restricted() -> bool | None:
+def counters_restricted(params: str = DRIVER_PARAMS) -> bool | None:
     """The driver's setting: True when only administrators may read the
     performance counters, False when everyone may, None where it cannot be read."""
     try:
-        with open("/proc/driver/nvidia/params") as f:
+        with open(params) as f:
             for line in f:
                 if line.startswith("RmProfilingAdminOnly:"):
                     return line.split(":", 1)[1].strip() == "1"

@@ -115,14 +115,21 @@ def install_command() -> str:
     """How to install a C/C++ compiler on this system, as a command: conda's
     compilers in a conda environment, Xcode's command-line tools on macOS,
     else the Linux distribution's package."""
-    if os.environ.get("CONDA_PREFIX") and Path(sys.prefix, "conda-meta").is_dir():
-        return "conda install -c conda-forge cxx-compiler"
-    if sys.platform == "darwin":
-        return "xcode-select --install"
     try:
         release = platform.freedesktop_os_release()
     except OSError:
         release = {}
+    return install_command_for(sys.platform, release, os.environ.get("CONDA_PREFIX")
+                               if Path(sys.prefix, "conda-meta").is_dir() else None)
+
+
+def install_command_for(system: str, release: dict, conda_prefix: str | None) -> str:
+    """:func:`install_command` for ``sys.platform``, ``/etc/os-release``'s
+    fields and the conda environment Python runs in (None: not conda's)."""
+    if conda_prefix:
+        return "conda install -c conda-forge cxx-compiler"
+    if system == "darwin":
+        return "xcode-select --install"
     words = f"{release.get('ID', '')} {release.get('ID_LIKE', '')}".lower().split()
     for systems, command in _INSTALL_BY_SYSTEM:
         if any(word in systems for word in words):
