@@ -1,7 +1,10 @@
 """Which backend runs, and why."""
+import importlib.util
+
 import pytest
 
 import workbench as wb
+from workbench import backends
 from workbench.backends import choose_backend, create_backend, gpu_unavailable_reason
 from workbench.runtime import session
 
@@ -25,7 +28,30 @@ def test_default_choice_follows_the_gpu(monkeypatch):
         assert (b.name, reason) == ("cupy", "CuPy sees a CUDA device")
     else:
         assert b.name == "simulator"
-        assert reason.startswith("no GPU: ") and len(reason) > len("no GPU: ")
+        gpu_reason = gpu_unavailable_reason()
+        assert reason.startswith(f"{gpu_reason}: the CPU simulator runs your kernels")
+        previous = session.active_backend_or_none()
+        try:  # wb.backend()'s repr says it in the same words
+            assert repr(session.use_backend(None)).endswith(f"({reason})>")
+        finally:
+            session.restore_backend(previous)
+
+
+def test_without_a_gpu_the_reason_speaks_to_a_laptop_user(monkeypatch):
+    # the words for a machine with no NVIDIA GPU: what runs, and what to install on one that has
+    monkeypatch.setattr(backends, "nvidia_gpu_present", lambda: False)
+    assert backends.simulator_reason(backends.NO_GPU) == (
+        "no NVIDIA GPU found: the CPU simulator runs your kernels; on a machine with one, "
+        "pip install 'cuda-workbench[cuda13]' ([cuda12] for a driver older than 580)")
+    if importlib.util.find_spec("cupy") is None:
+        assert gpu_unavailable_reason() == "no NVIDIA GPU found"
+
+
+def test_an_old_driver_is_pointed_at_cupy_for_cuda_12(monkeypatch):
+    monkeypatch.setattr(backends, "nvidia_driver_version", lambda: (550, 54, 15))
+    assert backends.gpu_extra() == "pip install 'cuda-workbench[cuda12]'"
+    monkeypatch.setattr(backends, "nvidia_driver_version", lambda: (580, 65, 6))
+    assert backends.gpu_extra() == "pip install 'cuda-workbench[cuda13]'"
 
 
 def test_unknown_backend_name_is_a_clear_error():

@@ -40,6 +40,8 @@ OLD_NAMES = {
     "Timeline": ("wb.types.Timeline", Timeline),
     "BenchResult": ("wb.types.BenchResult", BenchResult),
     "Diagnostic": ("wb.types.Diagnostic", Diagnostic),
+    "prefetch": ("wb.memory.prefetch", wb.memory.prefetch),
+    "advise": ("wb.memory.advise", wb.memory.advise),
     "check_available": ("wb.compat.check_available", compat.check_available),
     "device_name": ("wb.compat.device_name", compat.device_name),
     "compute_capability": ("wb.compat.compute_capability", compat.compute_capability),

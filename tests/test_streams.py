@@ -118,8 +118,8 @@ def test_pinned_and_managed_arrays_round_trip_and_are_tracked(m):
     managed = wb.managed((n,), np.float32)
     wb.copy(managed, d, sync=True)
     if wb.backend().managed_prefetch_supported():
-        wb.prefetch(managed)
-        wb.advise(managed, "read_mostly")
+        wb.memory.prefetch(managed)
+        wb.memory.advise(managed, "read_mostly")
     m["axpb"](managed, 2.0, 1.0, n, n=n)
     wb.synchronize()
     out = wb.pinned((n,), np.float32)

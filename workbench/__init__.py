@@ -65,8 +65,6 @@ _LAZY = {
     "memset": "workbench.core.transfers",
     "pinned": "workbench.core.transfers",
     "managed": "workbench.core.transfers",
-    "prefetch": "workbench.core.transfers",
-    "advise": "workbench.core.transfers",
     "graph": "workbench.core.graphs",
     "timeline": "workbench.benchmarking.timeline",
     "peer_matrix": "workbench.benchmarking.transfers",
@@ -105,6 +103,9 @@ _LAZY = {
     "compat": "workbench.compat:",
     # for the JupyterLab extension's status bar, not for users (absent from __all__)
     "frontend_status": "workbench.ipython.status",
+    # this machine, and the tutorials
+    "doctor": "workbench.checkup",
+    "tutorials": "workbench.tutorial_files",
 }
 
 #: Names of the last release, kept for this one: old name -> (what to use
@@ -128,6 +129,8 @@ _DEPRECATED = {
     "Timeline": ("wb.types.Timeline", "workbench.types:Timeline"),
     "BenchResult": ("wb.types.BenchResult", "workbench.types:BenchResult"),
     "Diagnostic": ("wb.types.Diagnostic", "workbench.types:Diagnostic"),
+    "prefetch": ("wb.memory.prefetch", "workbench.core.transfers:prefetch"),
+    "advise": ("wb.memory.advise", "workbench.core.transfers:advise"),
     **{name: (f"wb.compat.{name}", f"workbench.compat:{name}")
        for name in ("check_available", "device_name", "compute_capability", "get_memory_info",
                     "compile_kernel", "launch_kernel")},

@@ -1,5 +1,5 @@
 """Copies and memory kinds: ``wb.copy``, ``wb.memset``, ``wb.pinned``,
-``wb.managed``, ``wb.prefetch``, ``wb.advise``.
+``wb.managed``, ``wb.memory.prefetch``, ``wb.memory.advise``.
 
 Every copy and memset goes through the timing log (``kind`` "copy" or
 "memset", its bytes and stream; ``wb.timings()`` shows the achieved GB/s),
@@ -130,7 +130,7 @@ def pinned(shape, dtype=np.float32) -> np.ndarray:
 def managed(shape, dtype=np.float32):
     """An uninitialised device array in managed (unified) memory: the host and
     every device address it and the driver moves its pages where they are used
-    (``wb.prefetch`` moves them ahead of time). Never larger than the current
+    (``wb.memory.prefetch`` moves them ahead of time). Never larger than the current
     device has free: oversubscribing makes page migration the bottleneck.
     Listed by ``wb.memory.kinds()`` (kind "managed")."""
     b = backend()
@@ -181,7 +181,7 @@ def prefetch(array, device: int | None = None, *, stream=None):
     device = _managed_target(b, array, device, "prefetch",
                              "cannot prefetch managed memory (no concurrent managed access); "
                              "its pages move on first use instead")
-    with queued_on(b, stream, "wb.prefetch()") as raw:
+    with queued_on(b, stream, "wb.memory.prefetch()") as raw:
         session().timing_log.timed_op(b, "copy", "prefetch", int(array.nbytes), raw, b.prefetch,
                                       array, device, raw, keep=array)
     return array

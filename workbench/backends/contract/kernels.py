@@ -19,6 +19,11 @@ class Kernels(abc.ABC):
         found in it (name expressions are in ``options``). Raises
         :class:`CompileFailed` with the log on error."""
 
+    def missing_compiler(self) -> str | None:
+        """None where this backend can build new kernels here; else one line
+        saying what is missing and the command that installs it."""
+        return None
+
     @abc.abstractmethod
     def launch(self, function, grid: tuple[int, int, int],
                block: tuple[int, int, int], args: tuple,

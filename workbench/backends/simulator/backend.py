@@ -142,6 +142,9 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
                 f"{'s' if cpus != 1 else ''}, g++ {build.compiler_version() or 'missing'}"
                 f"{', checked' if self.checked else ''}")
 
+    def missing_compiler(self) -> str | None:
+        return build.missing_compiler_message()
+
     # -- workers -----------------------------------------------------------------------------
     def worker_for(self, checked: bool) -> Worker:
         """The worker process for plain (or checked) modules, started on first use."""

@@ -15,6 +15,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from ... import subprocesses
 from ...cache import DiskCache, write_atomic
-from ...errors import BackendUnavailable
+from ...errors import CompilerNotFound
 from ..contract import CompileFailed
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -99,13 +100,70 @@ def simulator_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
+#: The command that installs a C and C++ compiler, by the ``ID``/``ID_LIKE``
+#: words of ``/etc/os-release`` (the first that matches).
+_INSTALL_BY_SYSTEM = (
+    (("debian", "ubuntu"), "sudo apt install g++"),
+    (("fedora", "rhel", "centos"), "sudo dnf install gcc-c++"),
+    (("suse", "opensuse"), "sudo zypper install gcc-c++"),
+    (("arch",), "sudo pacman -S gcc"),
+    (("alpine",), "apk add g++"),
+)
+
+
+def install_command() -> str:
+    """How to install a C/C++ compiler on this system, as a command: conda's
+    compilers in a conda environment, Xcode's command-line tools on macOS,
+    else the Linux distribution's package."""
+    try:
+        release = platform.freedesktop_os_release()
+    except OSError:
+        release = {}
+    return install_command_for(sys.platform, release, os.environ.get("CONDA_PREFIX")
+                               if Path(sys.prefix, "conda-meta").is_dir() else None)
+
+
+def install_command_for(system: str, release: dict, conda_prefix: str | None) -> str:
+    """:func:`install_command` for ``sys.platform``, ``/etc/os-release``'s
+    fields and the conda environment Python runs in (None: not conda's)."""
+    if conda_prefix:
+        return "conda install -c conda-forge cxx-compiler"
+    if system == "darwin":
+        return "xcode-select --install"
+    words = f"{release.get('ID', '')} {release.get('ID_LIKE', '')}".lower().split()
+    for systems, command in _INSTALL_BY_SYSTEM:
+        if any(word in systems for word in words):
+            return command
+    return "install g++ with your system's package manager"
+
+
+def missing_compiler_message() -> str | None:
+    """None when the simulator's C++ compiler is here; else one line: what is
+    missing, the command that installs it, and that cached kernels still run."""
+    name = compiler()
+    if shutil.which(name) is not None:
+        return None
+    where = (f"WBSIM_CXX={name} is not an executable" if "WBSIM_CXX" in os.environ
+             else f"{name} is not on PATH")
+    return (f"The CPU simulator needs a C++ compiler to build new kernels and finds none ({where}): "
+            f"install one ({install_command()}) or set WBSIM_CXX to one; kernels built before on "
+            f"this machine still run from the cache.")
+
+
 def _require_compiler() -> str:
     exe = shutil.which(compiler())
     if exe is None:
-        raise BackendUnavailable(
-            "The CPU simulator needs a C++ compiler: install g++ (apt-get install g++) "
-            "or set WBSIM_CXX to one.")
+        raise CompilerNotFound(missing_compiler_message())
     return exe
+
+
+def worker_built(checked: bool = False) -> bool:
+    """True when the worker executable is in the cache (nothing is built)."""
+    return CACHE.path(_worker_name(checked)).exists()
+
+
+def _worker_name(checked: bool) -> str:
+    return f"wbsim-worker-{simulator_fingerprint()}{'-asan' if checked else ''}"
 
 
 def _atomic_build(target: Path, command: list[str], before_replace=None) -> subprocess.CompletedProcess:
@@ -132,7 +190,7 @@ def worker_executable(checked: bool = False) -> Path:
     of ``native/`` compiled on its own (in parallel), then linked with
     link-time optimisation, which gives the code of one translation unit
     (the scheduler's hot paths reach across parts)."""
-    name = f"wbsim-worker-{simulator_fingerprint()}{'-asan' if checked else ''}"
+    name = _worker_name(checked)
     target = CACHE.path(name)
     if target.exists():
         return target
