@@ -124,7 +124,8 @@ def hgemm(a, b, out=None, inputs: str = "float16", out_dtype: str = "float32",
     M, N, K = _operands("hgemm", a, b, ("float16",) if inputs == "float16" else ("uint16",))
     c = _output("hgemm", out, M, N, _OUTPUT_DTYPES[out_dtype])
     types = f"{_INPUT_TYPES[inputs]}, {_OUTPUT_TYPES[out_dtype]}"
-    reason = _sm90_refusal(a, b, c, M, N, K) if variant != "mma" else "asked for mma"
+    reason = "asked for mma" if variant == "mma" else sm90_refusal(
+        compute_capability(), M, N, K, _aligned((a, b), 16) and _aligned((c,), 8))
     if reason is None:
         try:
             return _launch_sm90(f"hgemm_sm90<{types}>", inputs, a, b, c, M, N, K)
@@ -140,9 +141,10 @@ def hgemm(a, b, out=None, inputs: str = "float16", out_dtype: str = "float32",
     return _launch(f"hgemm<{types}>", a, b, c, M, N, K, 8, _HGEMM_TILE, _HGEMM_SHARED)
 
 
-def _sm90_refusal(a, b, c, M: int, N: int, K: int) -> str | None:
-    """Why the Hopper kernel cannot run these operands here (None: it can)."""
-    capability = compute_capability()
+def sm90_refusal(capability, M: int, N: int, K: int, aligned: bool) -> str | None:
+    """Why the Hopper kernel cannot run an M x K @ K x N product on a device of
+    ``capability`` (None: the simulator) with operands ``aligned`` (a and b on
+    16 bytes, the output on 8); None when it can."""
     if capability is None:
         return "the simulator has no tensor cores"
     if capability != (9, 0):
@@ -152,7 +154,7 @@ def _sm90_refusal(a, b, c, M: int, N: int, K: int) -> str | None:
         return "an empty product"
     if K % 8 or N % 8:
         return f"TMA needs K and N multiples of 8 (16-byte rows), got K={K}, N={N}"
-    if not _aligned((a, b), 16) or not _aligned((c,), 8):
+    if not aligned:
         return "TMA needs 16-byte aligned a and b (and an 8-byte aligned out)"
     return None
 
