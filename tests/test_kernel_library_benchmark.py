@@ -13,16 +13,17 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 def test_benchmark_prints_figures_ceilings_and_verdicts(tmp_path):
     report = tmp_path / "kernels.csv"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "kernel_library.py"), "--only", "sum,gelu,relu",
+        [sys.executable, str(ROOT / "benchmarks" / "kernel_library.py"), "--only", "sum,gelu,relu,dropout",
          "--max-time", "0.01", "--report", str(report)],
         capture_output=True, text=True, check=True, cwd=ROOT,
         env={**os.environ, "WORKBENCH_BACKEND": "simulator"})
     lines = done.stdout.splitlines()
     rows = {line.split()[0]: line for line in lines if line.strip() and line.split()[0] in
-            ("sum", "gelu", "relu")}
-    assert set(rows) == {"sum", "gelu", "relu"}
+            ("sum", "gelu", "relu", "dropout")}
+    assert set(rows) == {"sum", "gelu", "relu", "dropout"}
     assert "90%" in rows["sum"] and ("PASS" in rows["sum"] or "below" in rows["sum"])
-    assert "PASS" not in rows["relu"] and "below" not in rows["relu"]  # no target for relu
+    assert "85%" in rows["relu"] and "copy" in rows["relu"]
+    assert "PASS" not in rows["dropout"] and "below" not in rows["dropout"]  # no target
     assert "simulated" in done.stdout
     assert "sum" in report.read_text()
 
