@@ -57,6 +57,15 @@
 #define HP_STAGE_BYTES (HP_A_BYTES + HP_B_BYTES)
 // dynamic shared memory the launch passes: the stages, and 1 KiB to align them to 1024
 #define HP_SHARED_BYTES (HP_STAGES * HP_STAGE_BYTES + 1024)
+// B's descriptor offsets (bytes): from one 64-column box to the next along N, and from
+// one group of 8 K rows to the next (see smem_descriptor); defines, so that a check on
+// a GPU can try another encoding without editing the file
+#ifndef HP_B_LEADING
+#define HP_B_LEADING 8192
+#endif
+#ifndef HP_B_STRIDE
+#define HP_B_STRIDE 1024
+#endif
 #define HP_PRODUCER_REGISTERS 40
 #define HP_CONSUMER_REGISTERS 232
 
@@ -266,7 +275,7 @@ hgemm_sm90(const u64* __restrict__ maps, OUT* __restrict__ C, int M, int N, int 
                 const unsigned char* a = stages + stage * HP_STAGE_BYTES + w * (64 * HP_BK * 2);
                 const unsigned char* b = stages + stage * HP_STAGE_BYTES + HP_A_BYTES;
                 const u64 da = smem_descriptor(a, 16, 1024);
-                const u64 db = smem_descriptor(b, 8192, 1024);
+                const u64 db = smem_descriptor(b, HP_B_LEADING, HP_B_STRIDE);
                 wgmma_fence();
 #pragma unroll
                 for (int k = 0; k < HP_BK / 16; ++k)     // 16 K values: 32 bytes of A, 16 rows of B
