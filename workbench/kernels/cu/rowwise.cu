@@ -194,11 +194,11 @@ template <typename T, int OP, int VPT>
 __global__ void __launch_bounds__(512) rowwise_kernel(
     const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
     const long long* __restrict__ targets, T* __restrict__ y, long long rows, long long cols,
-    int group_, int vec, int prefetch, T eps) {
+    int threads_per_row, int vec, int prefetch, T eps) {
   typedef typename Vec<T>::type V;
   // VPT = 16 is launched with whole blocks of 512 only: a constant keeps the unrolled
   // addresses immediate offsets from one base (fewer registers beside the 64 values)
-  const int group = VPT == 16 ? 512 : group_;
+  const int group = VPT == 16 ? 512 : threads_per_row;
   const int W = Vec<T>::width;
   extern __shared__ __align__(16) unsigned char row_dynamic_shared[];
   V* staged = reinterpret_cast<V*>(row_dynamic_shared);   // group * VPT vectors, with prefetch
