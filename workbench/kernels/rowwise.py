@@ -63,7 +63,7 @@ def _launch_rows(op: int, x, y, rows: int, cols: int, gamma=None, beta=None, tar
         return False
     group, vpt = layout
     b = active_backend()
-    arrays = [a for a in (x, y, gamma, beta) if a is not None and a is not targets]
+    arrays = [a for a in (x, y, gamma, beta) if a is not None]
     vec = int(cols % (16 // x.dtype.itemsize) == 0
               and all(b.device_pointer(a) % 16 == 0 for a in arrays))
     block = _BLOCK if group == 32 else group
