@@ -222,3 +222,54 @@ def test_import_compiles_nothing():
             "from workbench.runtime.session import session; "
             "assert not session().modules and session().backend is None, session().modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("cols", [16400, 32768])
+def test_long_rows_in_registers_with_the_next_row_prefetched(backend, cols):
+    """Rows of 16k to 32k floats: 512 threads a row, the block's next row staged in
+    shared memory while this one is reduced; more rows than blocks, so each block
+    takes several."""
+    rng = np.random.default_rng(4)
+    rows = 2 * library.multiprocessors() + 3
+    x = (rng.standard_normal((rows, cols)) * 3).astype(np.float32)
+    gamma, beta = rng.standard_normal((2, cols)).astype(np.float32)
+    targets = rng.integers(0, cols, rows)
+    cases = (("softmax", (x,)), ("log_softmax", (x,)), ("layer_norm", (x, gamma, beta)),
+             ("cross_entropy", (x, targets)))
+    for name, args in cases:
+        got = wb.to_host(getattr(wb.kernels, name)(*device_args(args)))
+        compare_arrays(got, SPECS[name].reference(*args), rtol=1e-4, atol=1e-5, what=name)
+
+
+@pytest.mark.parametrize("cols", [1, 7, 100, 1023, 4093])
+def test_rows_of_any_width_take_the_element_path(backend, cols):
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((9, cols)) * 2).astype(np.float32)
+    gamma, beta = rng.standard_normal((2, cols)).astype(np.float32)
+    got = wb.to_host(wb.kernels.layer_norm(*device_args((x, gamma, beta))))
+    compare_arrays(got, SPECS["layer_norm"].reference(x, gamma, beta), rtol=1e-4, atol=1e-4,
+                   what="layer_norm")
+    got = wb.to_host(wb.kernels.softmax(wb.to_device(x)))
+    compare_arrays(got, SPECS["softmax"].reference(x), rtol=1e-4, atol=1e-6, what="softmax")
+
+
+def test_argmax_vector_path_keeps_the_first_of_ties_and_of_nans(backend):
+    n = 4 * 3000 + 3
+    x = np.full(n, -np.inf, dtype=np.float32)
+    assert int(wb.to_host(wb.kernels.argmax(wb.to_device(x)))) == 0   # all -inf: the first
+    x[[5001, 9002, 7]] = 2.0                                            # ties in other components
+    assert int(wb.to_host(wb.kernels.argmax(wb.to_device(x)))) == 7
+    x[[11000, 6003]] = np.nan
+    assert int(wb.to_host(wb.kernels.argmax(wb.to_device(x)))) == 6003
+    y = np.random.default_rng(6).standard_normal(n).astype(np.float32)
+    assert int(wb.to_host(wb.kernels.argmax(wb.to_device(y)))) == int(np.argmax(y))
+
+
+@pytest.mark.parametrize("kernel_size,stride,padding", [(2, 2, 0), (3, 2, 1), (3, 1, 1), (2, 1, 1),
+                                                        ((3, 2), (1, 2), (1, 0)), (5, 3, 2)])
+def test_pooling_windows_inside_and_at_the_edges(backend, kernel_size, stride, padding):
+    x = np.random.default_rng(7).standard_normal((2, 3, 37, 45)).astype(np.float32)
+    for name in ("max_pool2d", "avg_pool2d"):
+        got = wb.to_host(getattr(wb.kernels, name)(wb.to_device(x), kernel_size, stride, padding))
+        expected = SPECS[name].reference(x, kernel_size, stride, padding)
+        compare_arrays(got, expected, rtol=1e-5, atol=1e-6, what=f"{name} {kernel_size}")
