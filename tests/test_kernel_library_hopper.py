@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import workbench as wb
-from workbench.backends.base import CompileOptions
+from workbench.backends.contract import CompileOptions
 from workbench.kernels import library, matmul, tensor_maps
 
 rng = np.random.default_rng(20261124)
