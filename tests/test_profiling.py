@@ -67,17 +67,6 @@ def _one_line(exc) -> str:
     return text
 
 
-@pytest.fixture
-def simulator():
-    from workbench.runtime import session as s
-    previous = s.active_backend_or_none()
-    b = s.use_backend("simulator")
-    try:
-        yield b
-    finally:
-        s.restore_backend(previous)
-
-
 # -- where a profiler cannot run: one line that says what to do ------------------------------
 
 def test_a_missing_ncu_says_what_to_install(monkeypatch, tmp_path):
@@ -459,17 +448,6 @@ def test_an_injected_tool_turns_the_ranges_on_in_a_new_process():
 # -- on the GPU, with Nsight Compute ------------------------------------------------------------
 
 needs_ncu = pytest.mark.skipif(tools.find("ncu") is None, reason="Nsight Compute (ncu) is not installed")
-
-
-@pytest.fixture
-def gpu():
-    from workbench.runtime import session as s
-    previous = s.active_backend_or_none()
-    b = s.use_backend("cupy")
-    try:
-        yield b
-    finally:
-        s.restore_backend(previous)
 
 
 WIDE_COPY = r"""

@@ -17,21 +17,15 @@ from test_profiling import COPY, SAMPLE, _fake_ncu  # noqa: F401 (the stand-in n
 
 
 @pytest.fixture
-def simulator_profiled(monkeypatch, tmp_path):
+def simulator_profiled(monkeypatch, tmp_path, simulator):
     """The simulator standing in for the GPU a profiler needs, a stand-in
     ncu, and a private temporary folder to see what is left there."""
-    from workbench.runtime import session as s
-    previous = s.active_backend_or_none()
-    b = s.use_backend("simulator")
-    monkeypatch.setattr(tools, "require_gpu_backend", lambda what: b)
+    monkeypatch.setattr(tools, "require_gpu_backend", lambda what: simulator)
     _fake_ncu(tmp_path, monkeypatch)
     temp = tmp_path / "temp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    try:
-        yield temp
-    finally:
-        s.restore_backend(previous)
+    return temp
 
 
 def _left(temp):
