@@ -59,7 +59,7 @@ def test_a_failed_spec_leaves_no_files(simulator_profiled):
     kernel = wb.compile(COPY)["copy_kernel"]
     with pytest.raises(wb.WorkbenchError):
         wb.profile(kernel, np.ones(4, np.float32), n=4)  # too few arguments
-    with pytest.raises(Exception):
+    with pytest.raises(wb.ProfileFailed, match="cannot re-create model"):
         wb.profiling.profile_code("model.run()", {"model": object()})  # a variable that cannot be sent
     assert _left(simulator_profiled) == []
 
