@@ -36,8 +36,7 @@ from workbench.runtime.session import session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # Nsight Compute's raw-page CSV (ncu --import r.ncu-rep --csv --page raw --print-units base) of
-# a copy kernel and an FMA kernel. Written from the documented format until gpu/profiling.sh's
-# capture ($OUT/ncu_copy_raw.csv) replaces it: the tests below hold for either.
+# a copy kernel and an FMA kernel, as ncu wrote it on an H100.
 SAMPLE = ROOT / "tests" / "data" / "ncu_raw_sample.csv"
 
 COPY = r"""
