@@ -226,7 +226,7 @@ print("backend:", wb.backend().describe(), "| devices:", wb.backend().device_cou
 # (informative lines: a module moved or renamed prints its error here and nothing fails)
 for what, line in (("C words module", "from workbench.backends import native_words as m; "
                     "r = m.module() is not None or m.unavailable_reason()"),
-                   ("C allocator", "from workbench.backends import cupy_allocations as m; "
+                   ("C allocator", "from workbench.backends.gpu import allocations as m; "
                     "r = m.implementation()"),
                    ("profilers", "r = wb.profiling.tools_status()"),
                    ("energy counter (NVML)", "from workbench.tuning.task import energy_available; "
