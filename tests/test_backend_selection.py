@@ -32,11 +32,8 @@ def test_default_choice_follows_the_gpu(monkeypatch):
         assert b.name == "simulator"
         gpu_reason = gpu_unavailable_reason()
         assert reason.startswith(f"{gpu_reason}: the CPU simulator runs your kernels")
-        previous = session.active_backend_or_none()
-        try:  # wb.backend()'s repr says it in the same words
+        with using_backend():  # wb.backend()'s repr says it in the same words
             assert repr(session.use_backend(None)).endswith(f"({reason})>")
-        finally:
-            session.restore_backend(previous)
 
 
 def test_without_a_gpu_the_reason_speaks_to_a_laptop_user(monkeypatch):
