@@ -8,6 +8,8 @@ from workbench import backends
 from workbench.backends import choose_backend, create_backend, gpu_unavailable_reason
 from workbench.runtime import session
 
+from helpers import using_backend
+
 
 def _chosen():
     name, reason = choose_backend()
@@ -30,11 +32,8 @@ def test_default_choice_follows_the_gpu(monkeypatch):
         assert b.name == "simulator"
         gpu_reason = gpu_unavailable_reason()
         assert reason.startswith(f"{gpu_reason}: the CPU simulator runs your kernels")
-        previous = session.active_backend_or_none()
-        try:  # wb.backend()'s repr says it in the same words
+        with using_backend():  # wb.backend()'s repr says it in the same words
             assert repr(session.use_backend(None)).endswith(f"({reason})>")
-        finally:
-            session.restore_backend(previous)
 
 
 def test_without_a_gpu_the_reason_speaks_to_a_laptop_user(monkeypatch):
@@ -73,27 +72,22 @@ def test_asking_for_the_gpu_without_one_says_why_and_what_to_do():
 
 
 def test_switching_backends_through_wb_backend():
-    previous = session.active_backend_or_none()
-    try:
-        b = wb.backend("simulator")
-        assert wb.backend() is b and wb.xp is b.xp
-        assert wb.backend("sim") is b  # the same name and options: the same instance
-        assert wb.backend("simulator", checked=True) is b  # options change in place
-        assert b.checked
-        assert "chosen by the user" in repr(b)
-    finally:
-        wb.backend("simulator", checked=False)
-        session.restore_backend(previous)
+    with using_backend():
+        try:
+            b = wb.backend("simulator")
+            assert wb.backend() is b and wb.xp is b.xp
+            assert wb.backend("sim") is b  # the same name and options: the same instance
+            assert wb.backend("simulator", checked=True) is b  # options change in place
+            assert b.checked
+            assert "chosen by the user" in repr(b)
+        finally:
+            wb.backend("simulator", checked=False)
 
 
 def test_kernels_refuse_to_launch_on_another_backend():
-    previous = session.active_backend_or_none()
-    try:
-        wb.backend("simulator")
+    with using_backend("simulator"):
         k = wb.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }')["k"]
         x = wb.allocate(1, "int32")
         session.use_backend(create_backend("simulator"))  # another simulator instance
         with pytest.raises(wb.LaunchConfigError, match="another simulator backend.*[Rr]un its %%cuda cell"):
             k(x, grid=1, block=1)
-    finally:
-        session.restore_backend(previous)

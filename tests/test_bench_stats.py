@@ -72,17 +72,6 @@ def test_statistics_of_given_times(seed):
     np.testing.assert_array_equal(df["time_s"].to_numpy(), times)
 
 
-@pytest.fixture
-def simulator():
-    """The simulator as the active backend (its events read the CPU's wall clock)."""
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    try:
-        yield session.use_backend("simulator")
-    finally:
-        session.restore_backend(previous)
-
-
 def test_simulator_times_are_wall_clock_seconds(simulator):
     # a 2 ms sleep between the events: the median is 2 ms (plus the sleep's
     # overshoot), stored in seconds, not milliseconds

@@ -8,6 +8,8 @@ import pytest
 import workbench as wb
 from workbench.runtime import session
 
+from helpers import using_backend
+
 SOURCE = r'''
 extern "C" __global__ void add_one(float* x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -18,18 +20,17 @@ extern "C" __global__ void add_one(float* x, int n) {
 
 @pytest.fixture
 def fresh_session():
-    previous = session.active_backend_or_none()
-    saved = dict(session._INSTANCES)
-    session._INSTANCES.clear()
-    try:
-        yield
-    finally:
-        for b in session._INSTANCES.values():
-            if b not in saved.values():
-                b.close()
+    with using_backend():
+        saved = dict(session._INSTANCES)
         session._INSTANCES.clear()
-        session._INSTANCES.update(saved)
-        session.restore_backend(previous)
+        try:
+            yield
+        finally:
+            for b in session._INSTANCES.values():
+                if b not in saved.values():
+                    b.close()
+            session._INSTANCES.clear()
+            session._INSTANCES.update(saved)
 
 
 def test_checked_and_timeout_change_in_place(fresh_session):

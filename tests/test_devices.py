@@ -14,6 +14,8 @@ import workbench as wb
 from workbench.hardware import live
 from workbench.present.na import NA, is_na
 
+from helpers import using_backend
+
 SAXPY = r"""
 extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -416,10 +418,7 @@ extern "C" __global__ void spin(long long cycles, int* out) {
 
 @pytest.mark.gpu
 def test_live_panel_updates_while_a_kernel_runs_in_another_thread():
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    b = session.use_backend("cupy")
-    try:
+    with using_backend("cupy") as b:
         if not live.nvml_available():
             pytest.skip(f"NVML unavailable: {live.nvml_unavailable_reason()}")
         spin = wb.compile(SPIN, name="test-devices-spin")["spin"]
@@ -444,16 +443,11 @@ def test_live_panel_updates_while_a_kernel_runs_in_another_thread():
             assert max(busy) > 50
         finally:
             panel.close()
-    finally:
-        session.restore_backend(previous)
 
 
 @pytest.mark.gpu
 def test_gpu_devices_report_driver_capabilities():
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    session.use_backend("cupy")
-    try:
+    with using_backend("cupy"):
         for info in wb.devices():
             assert info.cooperative_launch in (True, False)
             assert info.managed_memory in (True, False)
@@ -463,5 +457,3 @@ def test_gpu_devices_report_driver_capabilities():
             if live.nvml_available():
                 assert info.pcie_link.startswith("Gen") and info.driver_version is not NA
             assert isinstance(info.peer_access, tuple)
-    finally:
-        session.restore_backend(previous)

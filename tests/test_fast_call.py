@@ -10,6 +10,8 @@ import pytest
 import workbench as wb
 from workbench.errors import KernelArgumentError
 
+from helpers import using_backend
+
 pytestmark = pytest.mark.gpu
 
 SOURCE = r"""
@@ -40,19 +42,16 @@ rng = np.random.default_rng(11)
 
 @pytest.fixture(scope="module")
 def kernels():
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    session.use_backend("cupy")
-    module = wb.compile(SOURCE)
-    if module["saxpy"]._fast is None:
-        from workbench.backends.gpu import native_launch
-        pytest.skip(f"no C whole-call path here: {native_launch.unavailable_reason()}")
-    warm = wb.xp.zeros(1, dtype=np.float32)
-    module["saxpy"](1.0, warm, warm, 1, grid=1, block=32)  # (the log takes its timing source)
-    if _log().source != "CUPTI activity records":  # (events: every timed call is Python's)
-        pytest.skip(f"the C path times by CUPTI only; the log times by {_log().source}")
-    yield module
-    session.restore_backend(previous)
+    with using_backend("cupy"):
+        module = wb.compile(SOURCE)
+        if module["saxpy"]._fast is None:
+            from workbench.backends.gpu import native_launch
+            pytest.skip(f"no C whole-call path here: {native_launch.unavailable_reason()}")
+        warm = wb.xp.zeros(1, dtype=np.float32)
+        module["saxpy"](1.0, warm, warm, 1, grid=1, block=32)  # (the log takes its timing source)
+        if _log().source != "CUPTI activity records":  # (events: every timed call is Python's)
+            pytest.skip(f"the C path times by CUPTI only; the log times by {_log().source}")
+        yield module
 
 
 def _log():

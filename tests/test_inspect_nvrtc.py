@@ -15,7 +15,6 @@ from workbench.backends.contract import CompileOptions
 from workbench.backends.nvrtc import bindings
 from workbench.hardware.inspect import inspect_kernel
 from workbench.present.na import NA
-from workbench.runtime import session
 
 if not nvrtc.nvrtc_available():
     pytest.skip("NVRTC is not installed (pip install cuda-bindings nvidia-cuda-nvrtc)",
@@ -45,15 +44,6 @@ def nvrtc_compiles(monkeypatch):
         return real(self, *args, **kwargs)
     monkeypatch.setattr(wrapper, "compile", counted)
     return calls
-
-
-@pytest.fixture
-def simulator():
-    previous = session.active_backend_or_none()
-    try:
-        yield session.use_backend("simulator")
-    finally:
-        session.restore_backend(previous)
 
 
 def test_inspect_after_a_simulator_compile_does_not_compile_again(simulator, nvrtc_compiles):

@@ -5,6 +5,8 @@ import pytest
 
 import workbench as wb
 
+from helpers import using_backend
+
 rng = np.random.default_rng(7)
 
 CONDITIONAL = r'''
@@ -201,10 +203,7 @@ def test_the_workbench_works_after_every_kind_of_error(backend):
 
 @pytest.mark.gpu
 def test_arch_option_on_the_gpu():
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    try:
-        b = wb.backend("cupy")
+    with using_backend("cupy") as b:
         major, minor = b.device_properties().compute_capability
         src = 'extern "C" __global__ void inc(int* x) { x[threadIdx.x] += 1; }'
         for arch in (f"compute_{major}{minor}", f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"):
@@ -216,5 +215,3 @@ def test_arch_option_on_the_gpu():
         if major >= 9:  # a cubin for an older major version cannot load here: said at compile time
             with pytest.raises(wb.CompileError, match="cannot run on this"):
                 wb.compile(src, arch="sm_80")
-    finally:
-        session.restore_backend(previous)

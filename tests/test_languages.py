@@ -24,6 +24,8 @@ import pytest
 import workbench as wb
 from workbench.memory.tracker import tracker
 
+from helpers import using_backend
+
 LANGUAGES = ["numba", "triton"]
 _KERNELS: dict = {}
 _MODE_VARIABLES = ("NUMBA_ENABLE_CUDASIM", "TRITON_INTERPRET")
@@ -35,15 +37,10 @@ def _numba_follows_the_default_backend():
     where there is one) before any test asks for the other, and give the
     environment back afterwards (notebook kernels started later inherit it)."""
     from workbench.backends import choose_backend
-    from workbench.runtime import session
     saved = {k: os.environ.get(k) for k in _MODE_VARIABLES}
-    previous = session.active_backend_or_none()
-    session.use_backend(choose_backend()[0])
-    try:
+    with using_backend(choose_backend()[0]):
         if wb.languages.setup()["numba"].available:
             import numba.cuda  # noqa: F401
-    finally:
-        session.restore_backend(previous)
     yield
     for k, v in saved.items():
         if v is None:
@@ -52,29 +49,16 @@ def _numba_follows_the_default_backend():
             os.environ[k] = v
 
 
-@pytest.fixture(params=[pytest.param("simulator", id="sim"),
-                        pytest.param("cupy", id="gpu", marks=pytest.mark.gpu)])
-def on(request):
-    """Make the backend active and the languages ready for it; yields the status."""
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    b = session.use_backend(request.param)
-    try:
-        yield wb.languages.setup()
-    finally:
-        session.restore_backend(previous)
+@pytest.fixture
+def on(backend):
+    """Each backend active in turn and the languages ready for it; the status."""
+    return wb.languages.setup()
 
 
 @pytest.fixture
-def on_gpu():
+def on_gpu(gpu):
     """The GPU backend active and the languages ready for it."""
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    session.use_backend("cupy")
-    try:
-        yield wb.languages.setup()
-    finally:
-        session.restore_backend(previous)
+    return wb.languages.setup()
 
 
 def kernels(support, language: str) -> dict:

@@ -5,6 +5,8 @@ import pytest
 import workbench as wb
 from workbench.ipython.cuda_magic import DIAGNOSTICS_MIME, parse_options
 
+from helpers import using_backend
+
 SAXPY = """%%cuda {opts}
 extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {{
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -118,10 +120,7 @@ def test_warnings_are_shown_without_failing(shell, backend, capsys):
 
 
 def test_checked_fault_points_at_the_cells_line(shell):
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    try:
-        wb.backend("simulator")
+    with using_backend("simulator"):
         assert shell.run_cell('%%cuda --check -q --name oob_cell\n'
                               'extern "C" __global__ void oob(float* x, int n) {\n'
                               '    int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
@@ -135,8 +134,6 @@ def test_checked_fault_points_at_the_cells_line(shell):
         assert err.block == (0, 0, 0) and err.thread == (63, 0, 0)
         y = wb.to_device(np.arange(4, dtype=np.float32))       # and the simulator carries on
         np.testing.assert_array_equal(wb.to_host(y), np.arange(4))
-    finally:
-        session.restore_backend(previous)
 
 
 def test_argument_errors_show_the_users_line_not_the_workbench(shell, backend, capsys):

@@ -13,14 +13,7 @@ import pytest
 import workbench as wb
 from workbench.memory.tracker import tracker
 
-
-@pytest.fixture
-def tracking(backend):
-    """Tracking on for the test on a fresh backend, off again afterwards."""
-    wb.memory.tracking(True)
-    assert tracker().backend is backend
-    yield tracker()
-    wb.memory.tracking(False)
+from helpers import using_backend
 
 
 def _pool_used(backend) -> int:
@@ -284,13 +277,10 @@ def small_device(backend, tracking):
     """Device memory that an allocation of 64 MiB cannot fit beside an 8 MiB
     array (but could alone): a small virtual
     device on the simulator, a pool limit on the GPU."""
-    from workbench.runtime import session
     if backend.simulated:
-        previous = session.active_backend_or_none()
-        small = session.use_backend("simulator", memory_bytes=70 << 20)
-        assert tracker().backend is small       # tracking followed the new backend
-        yield small
-        session.restore_backend(previous)
+        with using_backend("simulator", memory_bytes=70 << 20) as small:
+            assert tracker().backend is small       # tracking followed the new backend
+            yield small
     else:
         wb.memory.empty_cache()
         wb.memory.set_limit(bytes=wb.memory.stats().reserved + (48 << 20))
@@ -432,22 +422,19 @@ def test_bad_arguments_say_what_to_write(backend):
 @pytest.mark.gpu
 def test_cupy_limit_by_fraction_and_direct_cupy_arrays_are_tracked():
     import cupy
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    backend = session.use_backend("cupy")
-    wb.memory.tracking(True)
-    try:
-        stats = wb.memory.set_limit(fraction=0.5)
-        assert stats.limit == pytest.approx(stats.device_total * 0.5, rel=0.01)
-        before = tracker().in_use
-        direct = cupy.arange(1 << 20, dtype=cupy.float32)        # not through wb: still tracked
-        assert tracker().in_use - before == 4 << 20
-        live = wb.memory.live()
-        row = live[live["code"].str.contains("direct = cupy.arange", regex=False)].iloc[0]
-        assert row["bytes"] == 4 << 20 and row["held_by"] == "direct"
-        assert wb.memory.stats().pinned_free_blocks is not None
-        del direct
-    finally:
-        wb.memory.set_limit()
-        wb.memory.tracking(False)
-        session.restore_backend(previous)
+    with using_backend("cupy"):
+        wb.memory.tracking(True)
+        try:
+            stats = wb.memory.set_limit(fraction=0.5)
+            assert stats.limit == pytest.approx(stats.device_total * 0.5, rel=0.01)
+            before = tracker().in_use
+            direct = cupy.arange(1 << 20, dtype=cupy.float32)        # not through wb: still tracked
+            assert tracker().in_use - before == 4 << 20
+            live = wb.memory.live()
+            row = live[live["code"].str.contains("direct = cupy.arange", regex=False)].iloc[0]
+            assert row["bytes"] == 4 << 20 and row["held_by"] == "direct"
+            assert wb.memory.stats().pinned_free_blocks is not None
+            del direct
+        finally:
+            wb.memory.set_limit()
+            wb.memory.tracking(False)

@@ -15,13 +15,6 @@ from workbench.memory import tracker as tracker_module
 from workbench.memory.tracker import tracker
 
 
-@pytest.fixture
-def tracking(backend):
-    wb.memory.tracking(True)
-    yield tracker()
-    wb.memory.tracking(False)
-
-
 def _pool_used(backend) -> int:
     return backend.pool_stats()["used_bytes"]
 
@@ -84,17 +77,11 @@ def test_a_burst_of_events_is_counted_once_asked(backend, tracking):
 
 
 @pytest.fixture
-def on_gpu():
+def on_gpu(gpu):
     """The GPU backend active for the test, and tracking off and the previous
     backend back after it."""
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    session.use_backend("cupy")
-    try:
-        yield
-    finally:
-        wb.memory.tracking(False)
-        session.restore_backend(previous)
+    yield
+    wb.memory.tracking(False)
 
 
 @pytest.mark.gpu

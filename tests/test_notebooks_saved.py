@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 
 import pytest
 
-NOTEBOOKS = sorted((pathlib.Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+ROOT = pathlib.Path(__file__).parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 #: The most a shipped notebook may weigh: the largest today (05, two
 #: roofline and speedup plots and a highlighted source) is ~350 KiB.
 MAX_BYTES = 400 * 1024
@@ -31,7 +33,6 @@ def _text(value) -> str:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_saved_outputs_read_without_a_kernel(path):
-    assert NOTEBOOKS, "no notebooks found"
     nb = json.loads(path.read_text())
     assert "widgets" not in nb["metadata"], "saved widget state: run notebooks/save.py"
     for index, output in _outputs(path):
@@ -41,6 +42,12 @@ def test_saved_outputs_read_without_a_kernel(path):
         plain = _text(data.get("text/plain", "")) + _text(output.get("text", ""))
         assert "children=(" not in plain, f"{where}: a widget's raw repr: {plain[:80]}"
         assert "%|" not in plain, f"{where}: a frozen progress bar: {plain[:80]}"
+
+
+def test_the_notebooks_found_are_those_the_readme_names():
+    # (the checks above run once per notebook found: with none found, none would run)
+    named = set(re.findall(r"`(\d\d-[a-z0-9-]+)`", (ROOT / "README.md").read_text()))
+    assert named and {p.stem for p in NOTEBOOKS} == named
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

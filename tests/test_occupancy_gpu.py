@@ -70,15 +70,6 @@ extern "C" __global__ void __launch_bounds__(512) k(const float* x, float* y, in
 }
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    b = session.use_backend("cupy")
-    yield b
-    session.restore_backend(previous)
-
-
 @pytest.mark.parametrize("label", list(KERNELS))
 def test_occupancy_equals_the_cuda_api(gpu, label):
     from cupy.cuda import driver

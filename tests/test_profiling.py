@@ -36,8 +36,7 @@ from workbench.runtime.session import session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # Nsight Compute's raw-page CSV (ncu --import r.ncu-rep --csv --page raw --print-units base) of
-# a copy kernel and an FMA kernel. Written from the documented format until gpu/profiling.sh's
-# capture ($OUT/ncu_copy_raw.csv) replaces it: the tests below hold for either.
+# a copy kernel and an FMA kernel, as ncu wrote it on an H100.
 SAMPLE = ROOT / "tests" / "data" / "ncu_raw_sample.csv"
 
 COPY = r"""
@@ -65,17 +64,6 @@ def _one_line(exc) -> str:
     text = str(exc)
     assert "\n" not in text, text
     return text
-
-
-@pytest.fixture
-def simulator():
-    from workbench.runtime import session as s
-    previous = s.active_backend_or_none()
-    b = s.use_backend("simulator")
-    try:
-        yield b
-    finally:
-        s.restore_backend(previous)
 
 
 # -- where a profiler cannot run: one line that says what to do ------------------------------
@@ -459,17 +447,6 @@ def test_an_injected_tool_turns_the_ranges_on_in_a_new_process():
 # -- on the GPU, with Nsight Compute ------------------------------------------------------------
 
 needs_ncu = pytest.mark.skipif(tools.find("ncu") is None, reason="Nsight Compute (ncu) is not installed")
-
-
-@pytest.fixture
-def gpu():
-    from workbench.runtime import session as s
-    previous = s.active_backend_or_none()
-    b = s.use_backend("cupy")
-    try:
-        yield b
-    finally:
-        s.restore_backend(previous)
 
 
 WIDE_COPY = r"""

@@ -17,21 +17,15 @@ from test_profiling import COPY, SAMPLE, _fake_ncu  # noqa: F401 (the stand-in n
 
 
 @pytest.fixture
-def simulator_profiled(monkeypatch, tmp_path):
+def simulator_profiled(monkeypatch, tmp_path, simulator):
     """The simulator standing in for the GPU a profiler needs, a stand-in
     ncu, and a private temporary folder to see what is left there."""
-    from workbench.runtime import session as s
-    previous = s.active_backend_or_none()
-    b = s.use_backend("simulator")
-    monkeypatch.setattr(tools, "require_gpu_backend", lambda what: b)
+    monkeypatch.setattr(tools, "require_gpu_backend", lambda what: simulator)
     _fake_ncu(tmp_path, monkeypatch)
     temp = tmp_path / "temp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    try:
-        yield temp
-    finally:
-        s.restore_backend(previous)
+    return temp
 
 
 def _left(temp):
@@ -65,7 +59,7 @@ def test_a_failed_spec_leaves_no_files(simulator_profiled):
     kernel = wb.compile(COPY)["copy_kernel"]
     with pytest.raises(wb.WorkbenchError):
         wb.profile(kernel, np.ones(4, np.float32), n=4)  # too few arguments
-    with pytest.raises(Exception):
+    with pytest.raises(wb.ProfileFailed, match="cannot re-create model"):
         wb.profiling.profile_code("model.run()", {"model": object()})  # a variable that cannot be sent
     assert _left(simulator_profiled) == []
 

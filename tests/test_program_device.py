@@ -24,11 +24,5 @@ def test_a_gpu_backend_gives_the_active_device_to_programs(monkeypatch):
     assert Backend.child_environment(gpu) == {"CUDA_VISIBLE_DEVICES": "6"}
 
 
-def test_the_simulator_sets_no_device_for_programs():
-    from workbench.runtime import session as s
-    previous = s.active_backend_or_none()
-    b = s.use_backend("simulator")
-    try:
-        assert b.child_environment() == {}
-    finally:
-        s.restore_backend(previous)
+def test_the_simulator_sets_no_device_for_programs(simulator):
+    assert simulator.child_environment() == {}

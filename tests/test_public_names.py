@@ -21,6 +21,8 @@ from workbench.diagnostics import Diagnostic
 from workbench.hardware.properties import DeviceInfo, use_device
 from workbench.runtime import session
 
+from helpers import using_backend
+
 ADD_ONE = 'extern "C" __global__ void add_one(int* v, int n) { int i = threadIdx.x; if (i < n) v[i] += 1; }'
 
 #: old name -> (the replacement its warning names, what the old name gives, as before)
@@ -111,13 +113,10 @@ def test_the_warning_points_at_the_users_line():
 # -- the old names still work -----------------------------------------------------------------
 
 def test_old_backend_and_device_calls_still_work(backend):
-    previous = session.active_backend_or_none()
-    try:
+    with using_backend():
         assert _old("use_backend")(backend.name) is backend
         info = _old("use_device")(0)
         assert isinstance(info, DeviceInfo) and info.index == 0 and backend.current_device() == 0
-    finally:
-        session.restore_backend(previous)
 
 
 def test_the_seed_names_still_work(backend):

@@ -119,8 +119,8 @@ def test_receives_of_any_size_cross_sends_and_keep_every_figure(backend, host_pa
     # recv(n) need not match the sends: a run of answers taken in C (or in Python) may end
     # inside one send's messages, start inside another's and cross the queue's end; each
     # message counted once
-    ring_module = importlib.import_module("workbench.rings.ring")  # (the module, not wb.ring)
-    monkeypatch.setattr(ring_module, "_SPIN_ROUND_NS", 5_000_000_000)  # (C: every take waits)
+    queues = importlib.import_module("workbench.rings.queues")  # (recv() reads its spin there)
+    monkeypatch.setattr(queues, "SPIN_ROUND_NS", 5_000_000_000)  # (C: every take waits)
     with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, capacity=64, threads=64) as r:
         taken = []
         if host_path == "c":  # count the runs the C path took

@@ -147,16 +147,6 @@ template <typename T> __global__ void fill(T* x, T v, int n) {
 """
 
 
-@pytest.fixture
-def gpu():
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    try:
-        yield session.use_backend("cupy")
-    finally:
-        session.restore_backend(previous)
-
-
 @pytest.mark.gpu
 def test_cupti_times_every_launch_on_the_gpu(gpu):
     from workbench.backends.gpu import cupti

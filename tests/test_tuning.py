@@ -17,6 +17,8 @@ import pytest
 import workbench as wb
 from workbench.errors import MissingExtra, TuneError
 
+from helpers import using_backend
+
 SPIN = r"""
 #ifndef W
 #define W 1
@@ -49,25 +51,7 @@ def expected_spin(out, base):
     return np.arange(4, dtype=np.float32)
 
 
-@pytest.fixture
-def sim():
-    """The simulator as the active backend for one test (the previous one restored after)."""
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    yield session.use_backend("simulator")
-    session.restore_backend(previous)
-
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    """A tuning cache of the test's own (the compile caches stay shared: faster)."""
-    from workbench.cache import DiskCache
-    from workbench.tuning import cache
-
-    class Private(DiskCache):
-        folder = tmp_path / "tuning"
-
-    monkeypatch.setattr(cache, "_cache", Private("tuning"))
+pytestmark = pytest.mark.usefixtures("private_tuning_cache")
 
 
 def test_the_grid_finds_the_known_optimum(backend):
@@ -241,17 +225,14 @@ def test_gbps_objective_and_a_pareto_front(backend):
         wb.tune(SPIN, spin_args(), space=SPACE, grid=4, objective="gflops", progress=False)
 
 
-def test_energy_needs_a_device_that_reports_it(sim):
+def test_energy_needs_a_device_that_reports_it(simulator):
     with pytest.raises(TuneError, match="energy through NVML"):
         wb.tune(SPIN, spin_args(), space=SPACE, grid=4, objective="energy", progress=False)
 
 
 @pytest.mark.gpu
 def test_energy_per_launch_on_the_gpu():
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    session.use_backend("cupy")
-    try:
+    with using_backend("cupy"):
         from workbench.tuning.task import energy_available
         if not energy_available():
             pytest.skip("this GPU does not report its energy counter")
@@ -260,8 +241,6 @@ def test_energy_per_launch_on_the_gpu():
                     progress=False, cache=False, **FAST)
         assert all(row["energy_j"] > 0 for row in r.ok_rows())
         assert r.pareto()
-    finally:
-        session.restore_backend(previous)
 
 
 def test_the_missing_optuna_message(backend, monkeypatch):
@@ -275,7 +254,7 @@ def test_the_missing_optuna_message(backend, monkeypatch):
     assert r.best == {"W": 2}
 
 
-def test_bad_arguments_are_explained(sim):
+def test_bad_arguments_are_explained(simulator):
     with pytest.raises(TuneError, match="strategy="):
         wb.tune(SPIN, spin_args(), space=SPACE, grid=4, strategy="annealing")
     with pytest.raises(ValueError, match="space\\['W'\\] is empty"):
@@ -306,7 +285,7 @@ def _cluster(monkeypatch, **options):
 
 
 @pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
-def test_a_tune_on_a_local_cluster_equals_the_local_tune(processes, monkeypatch, sim):
+def test_a_tune_on_a_local_cluster_equals_the_local_tune(processes, monkeypatch, simulator):
     space = {"block": [64, 128, 4096], "W": [1, 2, 4, 5]}
     options = dict(space=space, restrictions="W != 1 or block == 64", grid=4,
                    progress=False, cache=False, **FAST)
@@ -322,7 +301,7 @@ def test_a_tune_on_a_local_cluster_equals_the_local_tune(processes, monkeypatch,
     assert remote.best == local.best == {"block": 128, "W": 2}
 
 
-def test_a_sweep_on_a_local_cluster_equals_the_local_sweep(monkeypatch, sim):
+def test_a_sweep_on_a_local_cluster_equals_the_local_sweep(monkeypatch, simulator):
     k = wb.compile(SPIN, defines=["W=2"])["spin"]
 
     def setup(size, block):
@@ -376,7 +355,7 @@ def test_a_local_cluster_measures_on_each_virtual_device(monkeypatch, private_si
 
 
 @pytest.mark.parametrize("strategy", ["random", "tpe", "cmaes", "qmc", "nsga2"])
-def test_every_optuna_strategy_keeps_to_its_budget(strategy, sim):
+def test_every_optuna_strategy_keeps_to_its_budget(strategy, simulator):
     pytest.importorskip("optuna")
     objective = ["time", "gbps"] if strategy == "nsga2" else "time"
     try:
@@ -391,7 +370,7 @@ def test_every_optuna_strategy_keeps_to_its_budget(strategy, sim):
     assert r.strategy == strategy and r.best is not None
 
 
-def test_the_notebook_progress_draws_the_best_so_far(sim, capsys):
+def test_the_notebook_progress_draws_the_best_so_far(simulator, capsys):
     from workbench.tuning import set_progress_factory
     from workbench.widgets.progress import TuneProgress
     made = []

@@ -39,25 +39,7 @@ def tune(kernel=SHIFTED, **options):
     return wb.tune(kernel, args(), **options)
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch, sim):
-    """A tuning cache of the test's own, on the simulator."""
-    from workbench.cache import DiskCache
-    from workbench.tuning import cache
-
-    class Private(DiskCache):
-        folder = tmp_path / "tuning"
-
-    monkeypatch.setattr(cache, "_cache", Private("tuning"))
-    return cache
-
-
-@pytest.fixture
-def sim():
-    from workbench.runtime import session
-    previous = session.active_backend_or_none()
-    yield session.use_backend("simulator")
-    session.restore_backend(previous)
+pytestmark = pytest.mark.usefixtures("simulator", "private_tuning_cache")
 
 
 def run_tuned(tk):
@@ -164,27 +146,27 @@ def stored_best(cache):
     return bests
 
 
-def test_an_unchecked_or_worse_tune_does_not_replace_a_checked_better_one(private_cache):
+def test_an_unchecked_or_worse_tune_does_not_replace_a_checked_better_one(private_tuning_cache):
     checked = tune(reference=shifted_by(0))
-    best = stored_best(private_cache)["time"]
+    best = stored_best(private_tuning_cache)["time"]
     assert best["config"] == checked.best and best["value"] == checked.best_time
     # unchecked, and made to look better: never stored as the best
     unchecked = tune(space={"block": [128]}, reference=False)
-    private_cache.store(checked.key, None, _faster(unchecked), when="now",
-                        variant=private_cache.variant((), {}))
-    assert stored_best(private_cache)["time"]["config"] == checked.best
+    private_tuning_cache.store(checked.key, None, _faster(unchecked), when="now",
+                                 variant=private_tuning_cache.variant((), {}))
+    assert stored_best(private_tuning_cache)["time"]["config"] == checked.best
     # checked but slower (a budget-limited tune that found worse): not stored either
     slower = tune(space={"block": [128]}, reference=shifted_by(0))
     slower.rows[0]["median_s"] = checked.best_time * 10
-    private_cache.store(checked.key, "slower", slower, when="now",
-                        variant=private_cache.variant((), {}))
-    assert stored_best(private_cache)["time"]["config"] == checked.best
+    private_tuning_cache.store(checked.key, "slower", slower, when="now",
+                                 variant=private_tuning_cache.variant((), {}))
+    assert stored_best(private_tuning_cache)["time"]["config"] == checked.best
     tk = wb.tuned(wb.compile(SHIFTED)["shifted"], verbose=False)
     run_tuned(tk)
     assert tk.config == checked.best and "best time" in tk.note
     # the same tune measured again replaces its own entry, better or not
     again = tune(reference=shifted_by(0), cache="refresh")
-    assert stored_best(private_cache)["time"]["value"] == again.best_time
+    assert stored_best(private_tuning_cache)["time"]["value"] == again.best_time
 
 
 def _faster(result):
@@ -212,12 +194,12 @@ def test_tuned_says_which_objective(capsys):
 # -- 4. wb.tuned reads shapes where the arrays are, and the cache once per size ----------------
 
 def test_tuned_copies_no_argument_to_the_host_and_reads_the_cache_once(monkeypatch,
-                                                                      private_cache):
+                                                                      private_tuning_cache):
     tune(reference=shifted_by(0))
     tk = wb.tuned(wb.compile(SHIFTED)["shifted"], verbose=False)
     reads = []
-    real = private_cache._cache.get_json
-    monkeypatch.setattr(private_cache._cache, "get_json", lambda k: reads.append(k) or real(k))
+    real = private_tuning_cache._cache.get_json
+    monkeypatch.setattr(private_tuning_cache._cache, "get_json", lambda k: reads.append(k) or real(k))
     from workbench.tuning import arguments
 
     def no_copy(value):
