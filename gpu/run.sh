@@ -60,9 +60,9 @@ export PYTHONUNBUFFERED=1 WORKBENCH_BACKEND=cupy
 # only it has: nvcc's builds, the C allocator and launcher against CuPy's own classes, the CUPTI
 # collector built against its headers, CuPy's NVRTC wrapper, and a ring's handler faulting on the
 # GPU (in a process of its own: the fault ends that CUDA context).
-MACHINE_TESTS=(tests/test_programs.py tests/test_program_cache.py tests/test_native_allocations.py
-               tests/test_native_launch.py tests/test_cupti_native.py tests/test_nvrtc.py
-               tests/test_rings.py::test_a_faulting_handler_raises_kernel_fault)
+MACHINE_TESTS=(tests/capabilities/test_programs.py tests/capabilities/test_program_cache.py tests/backends/test_native_allocations.py
+               tests/backends/test_native_launch.py tests/backends/test_cupti_native.py tests/backends/test_nvrtc.py
+               tests/capabilities/test_rings.py::test_a_faulting_handler_raises_kernel_fault)
 
 # The benchmarks, most wanted first (a part that runs out of time drops the last):
 # name|time limit in s|environment|arguments. BASE reruns the rows with neither.
@@ -291,7 +291,7 @@ run_tests() {
     pytest_step "$log" "gpu-marked" 420 -m gpu tests "${k[@]}"
     pytest_step "$log" "not gpu-marked, using this machine's tools" 120 -m "not gpu" "${MACHINE_TESTS[@]}" "${k[@]}"
     WORKBENCH_TIMING=events pytest_step "$log" "streams timed by events" 150 \
-        -m gpu tests/test_streams.py tests/test_stream_rules.py "${k[@]}"
+        -m gpu tests/core/test_streams.py tests/core/test_stream_rules.py "${k[@]}"
     after=$(profiler_folders)
     if [ "$after" -le "$before" ]; then note "  profilers' temporary folders left in /tmp: none"
     else fail "  profilers' temporary folders left in /tmp: $((after - before))"; fi

@@ -15,7 +15,7 @@ import pytest
 
 from workbench.backends.gpu import native_cupti
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _files(folder: Path, *names: str) -> Path:

@@ -18,7 +18,7 @@ import workbench as wb
 from workbench.backends.simulator import build
 from workbench.errors import CompilerNotFound
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 CACHED = 'extern "C" __global__ void nocc_twice(float* x) { x[threadIdx.x] *= 2.0f; }'
 
 #: Run in a process without a compiler: the notebook's view of it, as JSON.

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-ROOT = pathlib.Path(__file__).parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 #: The most a shipped notebook may weigh: the largest today (05, two
 #: roofline and speedup plots and a highlighted source) is ~350 KiB.

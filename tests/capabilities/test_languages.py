@@ -70,7 +70,7 @@ def kernels(support, language: str) -> dict:
     key = (language, bool(wb.backend().simulated))
     if key in _KERNELS:
         return _KERNELS[key]
-    path = pathlib.Path(__file__).with_name("language_kernels") / f"{language}_kernels.py"
+    path = pathlib.Path(__file__).resolve().parents[1] / "language_kernels" / f"{language}_kernels.py"
     spec = importlib.util.spec_from_file_location(f"_wb_{language}_kernels_{int(key[1])}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,7 +1,7 @@
 """The C words module (workbench/backends/native_words.py): a store, a watch
 on another word with the GIL released, and the copy of an answer, as a ring's
 host side uses them. Another thread plays the device here, writing words while
-the C function watches; rings on both backends use it in tests/test_rings.py,
+the C function watches; rings on both backends use it in tests/capabilities/test_rings.py,
 and ``WORKBENCH_NATIVE_WORDS=0`` is checked there to give the Python path."""
 from __future__ import annotations
 

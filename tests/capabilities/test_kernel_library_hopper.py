@@ -11,6 +11,7 @@ half output adds its rounding (``2e-3``), bfloat16 output ``1e-2``.
 from __future__ import annotations
 
 import ctypes
+import pathlib
 import shutil
 import subprocess
 
@@ -81,7 +82,7 @@ def fake_driver(tmp_path_factory):
         pytest.skip("no C compiler to build the stand-in driver")
     folder = tmp_path_factory.mktemp("fake_driver")
     path = folder / "libfakecuda.so"
-    source = __file__.rsplit("/", 1)[0] + "/fake_tensor_map.c"
+    source = str(pathlib.Path(__file__).resolve().parents[1] / "fake_tensor_map.c")
     subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(path), source], check=True)
     return ctypes.CDLL(str(path))
 

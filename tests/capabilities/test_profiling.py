@@ -34,7 +34,7 @@ from workbench.profiling.report import KernelProfile, NcuReport, number, read_cs
 from workbench.runtime import nvtx  # noqa: E402
 from workbench.runtime.session import session  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Nsight Compute's raw-page CSV (ncu --import r.ncu-rep --csv --page raw --print-units base) of
 # a copy kernel and an FMA kernel, as ncu wrote it on an H100.
 SAMPLE = ROOT / "tests" / "data" / "ncu_raw_sample.csv"

@@ -22,7 +22,7 @@ from workbench.checkup import STATUSES, gpu, host, tools
 from workbench.profiling import tools as profilers
 from workbench.programs import toolkit
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROWS = ["backend", "GPU and driver", "MIG", "clocks", "CuPy", "NVRTC", "CUDA toolkit (nvcc)",
         "CUPTI", "Nsight Compute (ncu)", "performance counters", "Nsight Systems (nsys)",
         "compute-sanitizer", "C++ compiler (simulator)", "C compiler (C modules)",

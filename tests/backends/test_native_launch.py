@@ -156,7 +156,7 @@ def test_a_compiler_failure_that_passes_is_not_remembered(tmp_path, monkeypatch)
 
 
 def test_the_whole_call_object_refuses_checks_it_cannot_make(built):
-    """FastCall (the whole-call path, run on the GPU by tests/test_fast_call.py)
+    """FastCall (the whole-call path, run on the GPU by tests/backends/test_fast_call.py)
     takes one test per parameter of the kind its code says, and slots inside
     the record template; anything else is a clear error at construction."""
     from workbench.runtime.timing import TimingLog
@@ -290,7 +290,7 @@ def test_the_whole_call_packs_logs_and_declines_as_python_would(tmp_path):
         pytest.skip("no C compiler here")
     if os.environ.get("WORKBENCH_NATIVE_LAUNCH", "").strip() == "0":
         pytest.skip("WORKBENCH_NATIVE_LAUNCH=0: the C launcher is off")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", _STAND_IN, str(tmp_path / "libcuda.so.1"), str(root / "tests" / "fake_cuda.c")],
         capture_output=True, text=True, timeout=180,
