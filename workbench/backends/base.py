@@ -559,3 +559,22 @@ class Backend(abc.ABC):
     def __repr__(self) -> str:
         why = f" ({self.reason})" if self.reason else ""
         return f"<workbench backend {self.name}: {self.describe()}{why}>"
+
+    # -- counted launches ----------------------------------------------------------------
+    # (the lead moves this block into the interface's right place)
+    def count_launches(self, kernel: str | None = None, skip: int = 0, count: int | None = None,
+                       max_blocks: int | None = None):
+        """A context manager: the kernel launches made inside it run from an
+        instrumented build that counts every memory access (grouped into
+        warp-level instructions) and basic block, and each one's
+        :class:`~workbench.backends.counting.LaunchCounts` is appended to the
+        list it yields. The kernels really run. ``kernel``: only kernels of
+        this name (``"regex:..."``: a regular expression); ``skip``: so many
+        matching launches run plainly first; ``count``: at most so many are
+        counted; ``max_blocks``: count at most about so many blocks of a
+        launch (evenly spaced; the rest run uncounted).
+
+        Backends that cannot count raise NotImplementedError (on a GPU,
+        Nsight Compute measures instead)."""
+        raise NotImplementedError(f"the {self.name} backend does not count memory accesses; "
+                                  "Nsight Compute measures them on a GPU")

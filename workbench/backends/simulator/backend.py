@@ -40,7 +40,7 @@ from ... import cxx
 from ..base import (Backend, CompileFailed, CompileOptions, DeviceProperties, KernelResources,
                     normalise_arch)
 from ..nvrtc import check_with_nvrtc, nvrtc_available, nvrtc_version
-from . import build, persistent
+from . import build, instrumented, persistent
 from .arena import Arena
 from .devices import virtual_device
 from .faults import kernel_fault, worker_fault
@@ -444,6 +444,10 @@ class SimulatorBackend(Backend):
     def _run(self, function, grid, block, shared_mem: int, arguments: bytes,
              cooperative: bool) -> None:
         """Send the launch to the worker, wait for its end and print its output."""
+        observer = self.launch_observer
+        if observer is not None and observer(function, grid, block, shared_mem, arguments,
+                                             cooperative):
+            return  # counted (instrumented.py)
         module = function.module
         checked = module.checked
         with self.lock:
@@ -708,6 +712,13 @@ class SimulatorBackend(Backend):
 
     def suggest_block_size(self, function, shared_mem: int = 0) -> int:
         return 256
+
+    # -- counted launches (instrumented.py) ---------------------------------------------
+    #: While count_launches() is active: takes each launch first (True: it ran it).
+    launch_observer = None
+
+    def count_launches(self, kernel=None, skip: int = 0, count=None, max_blocks=None):
+        return instrumented.count_launches(self, kernel, skip, count, max_blocks)
 
     def __repr__(self) -> str:
         return f"<SimulatorBackend {self.describe()}{f' ({self.reason})' if self.reason else ''}>"

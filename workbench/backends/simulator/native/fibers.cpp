@@ -8,6 +8,7 @@
 
 #include <sys/mman.h>
 
+#include "access.h"
 #include "runtime.h"
 
 size_t g_stack_bytes = 128 * 1024;
@@ -179,6 +180,7 @@ static void release_barrier(BlockState* b) {
     for (unsigned w = 0; w < b->nwarps; ++w) b->warp_at_barrier[w] = 0;
     b->bar_arrived = 0;
     b->bar_true = 0;
+    if (g_access_on) access_barrier_released();
 }
 
 void switch_away(BlockState* b, void** save) {
