@@ -56,8 +56,10 @@ class SiteCount:
     ``ideal``: the fewest units those instructions could have taken (global:
     the sectors their distinct bytes fill; shared: one wavefront per phase of
     the warp); ``worst``: the most units of one instruction. A basic block's
-    ``weight`` is its instruction count (the divergence estimate's weight) and
-    ``flops`` the floating-point operations one lane does in it.
+    ``instructions`` estimate the GPU instructions it stands for (the CPU's,
+    without moves between registers and the counting's own calls: the
+    divergence estimate's weight) and ``flops32`` / ``flops64`` the
+    floating-point operations one lane does in it (an FMA is two).
     """
 
     kind: str
@@ -73,8 +75,9 @@ class SiteCount:
     ideal: int
     worst: int
     sample: AccessSample | None = None
-    weight: float = 1.0
-    flops: float = 0.0
+    instructions: float = 1.0
+    flops32: float = 0.0
+    flops64: float = 0.0
 
 
 @dataclass

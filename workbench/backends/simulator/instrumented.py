@@ -58,7 +58,7 @@ class InstrumentedLibrary:
     shared: tuple[tuple[str, int, int], ...]  # (name, offset in the segment, bytes)
     accessors: tuple[str, ...]           # of the __device__ variables
     lines: dict = field(default_factory=dict)  # address -> (line or None, function)
-    blocks: dict | None = None           # basic-block site -> (instructions, flops, addresses)
+    blocks: dict | None = None           # basic-block site -> (instructions, flops32, flops64, addresses)
 
     def shared_variables(self) -> tuple[SharedVariable, ...]:
         return tuple(SharedVariable(name, SHARED_STATIC_BASE + offset, size)
@@ -184,7 +184,7 @@ def site_lines(lib: InstrumentedLibrary, sites, blocks: dict) -> dict:
     wanted = {}
     for site, kind in sites:
         if kind == 3:
-            wanted[site, kind] = [site, *blocks.get(site, (0, 0, ()))[2]]
+            wanted[site, kind] = [site, *blocks.get(site, (0, 0, 0, ()))[3]]
         else:
             wanted[site, kind] = [site - 1]
     lines = address_lines(lib, [a for candidates in wanted.values() for a in candidates])
@@ -202,67 +202,96 @@ _FP_X86 = (("vfmadd", 2), ("vfmsub", 2), ("vfnmadd", 2), ("vfnmsub", 2), ("vadd"
            ("div", 1))
 _FP_ARM = (("fmadd", 2), ("fmsub", 2), ("fnmadd", 2), ("fnmsub", 2), ("fadd", 1), ("fsub", 1),
            ("fmul", 1), ("fnmul", 1), ("fdiv", 1))
-#: Library calls that are floating-point operations (no FMA instruction in the build).
-_FP_CALLS = {"fmaf": 2, "fma": 2}
+#: Library calls that are one floating-point instruction on a GPU (the
+#: build has no FMA instruction): (flops, double precision).
+_FP_CALLS = {"fmaf": (2, False), "fma": (2, True)}
+#: Instructions a GPU spends on a call of the C library's math (expf, sinf...):
+#: a few special-function and FMA instructions.
+_MATH_CALL = 8
+_MATH = re.compile(r"(?:exp|exp2|expm1|log|log2|log10|log1p|sin|cos|tan|sinh|cosh|tanh|asin|acos|"
+                   r"atan|atan2|erf|erfc|pow|sqrt|cbrt|hypot|sincos)f?$")
+_SKIPPED = ("nop", "endbr", "push", "pop", "xchg")
 _INSTRUCTION = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
 _CALLEE = re.compile(r"<([A-Za-z_][\w.]*)")
 #: Instructions of a basic block whose lines are looked up to place it.
 _LINE_CANDIDATES = 16
 
 
-def _flops(mnemonic: str) -> int:
+def _flops(mnemonic: str) -> tuple[int, bool]:
+    """FLOPs per lane of a CPU instruction and whether they are double precision."""
     if mnemonic.endswith(("ss", "sd")):  # x86 scalar single / double
         for prefix, ops in _FP_X86:
             if mnemonic.startswith(prefix):
-                return ops
-        return 0
+                return ops, mnemonic.endswith("sd")
+        return 0, False
     if mnemonic.startswith("f"):
         for prefix, ops in _FP_ARM:
             if mnemonic.startswith(prefix):
-                return ops
-    return 0
+                return ops, False
+    return 0, False
+
+
+def _gpu_like(mnemonic: str, operands: str) -> bool:
+    """False for CPU instructions a GPU's code has no counterpart of: moves
+    between registers (the GPU's instructions take three operands),
+    prologues, padding."""
+    if mnemonic.startswith(_SKIPPED):
+        return False
+    if "mov" in mnemonic and "(" not in operands and "[" not in operands and "$" not in operands:
+        return False
+    return True
 
 
 def block_figures(lib: InstrumentedLibrary) -> dict:
-    """``basic-block site -> (instructions, flops per lane)`` from objdump: the
-    instructions from one coverage call to the next, each call of an access
-    hook counted as the one memory instruction it stands for (the set-up of
-    its argument not counted)."""
+    """``basic-block site -> (instructions, flops32, flops64, addresses)``
+    from objdump: the instructions from one coverage call to the next that a
+    GPU would execute too (see :func:`_gpu_like`; each access hook counted as
+    the one memory instruction it stands for, the set-up of its argument
+    not counted), the FLOPs one lane does, the first addresses (their lines
+    place the block)."""
     if lib.blocks is not None:
         return lib.blocks
     text = _binutils("objdump", ["-d", "--no-show-raw-insn", lib.path])
     figures: dict[int, tuple] = {}
-    site, count, flops, starting, previous, addresses = None, 0, 0.0, False, "", []
+    site, count, f32, f64, starting, previous, addresses = None, 0, 0, 0, False, "", []
+
+    def close():
+        if site is not None:
+            figures[site] = (max(count, 1), f32, f64, tuple(addresses))
+
     for line in text.splitlines():
         m = _INSTRUCTION.match(line)
         if not m:
             if line.endswith(">:"):  # the next function
-                if site is not None:
-                    figures[site] = (max(count, 1), flops, tuple(addresses))
+                close()
                 site, starting = None, False
             continue
         address, mnemonic, operands = int(m[1], 16), m[2], m[3]
         if starting:
-            site, count, flops, starting, addresses = address, 0, 0.0, False, []
+            site, count, f32, f64, starting, addresses = address, 0, 0, 0, False, []
         if site is not None and len(addresses) < _LINE_CANDIDATES:
             addresses.append(address)
         if mnemonic.startswith("call") or mnemonic == "bl":
             callee = _CALLEE.search(operands)
             name = callee.group(1) if callee else ""
             if name == "__sanitizer_cov_trace_pc":
-                if site is not None:
-                    figures[site] = (max(count, 1), flops, tuple(addresses))
+                close()
                 site, starting, previous = None, True, ""
                 continue
             if name.startswith("__tsan_") and (previous.endswith("%rdi") or previous.startswith("x0,")):
                 count -= 1  # the address set-up belongs to the access
-            flops += _FP_CALLS.get(name, 0)
-        if site is not None:
+            if site is not None:
+                if name in _FP_CALLS:
+                    ops, double = _FP_CALLS[name]
+                    f64, f32 = (f64 + ops, f32) if double else (f64, f32 + ops)
+                elif _MATH.match(name):
+                    count += _MATH_CALL - 1
+        if site is not None and _gpu_like(mnemonic, operands):
             count += 1
-            flops += _flops(mnemonic)
+            ops, double = _flops(mnemonic)
+            f64, f32 = (f64 + ops, f32) if double else (f64, f32 + ops)
         previous = operands
-    if site is not None:
-        figures[site] = (max(count, 1), flops, tuple(addresses))
+    close()
     lib.blocks = figures
     return figures
 
@@ -348,9 +377,9 @@ def parse_reply(reply: bytes, lib: InstrumentedLibrary, kernel: str, grid, block
     sites = []
     for site, kind, space, piece, (execs, lanes, nbytes, units, ideal, worst), sample in raw:
         line, function = lines.get((site, kind), (None, ""))
-        weight, flops = blocks.get(site, (1.0, 0.0))[:2] if kind == 3 else (1.0, 0.0)
+        instructions, f32, f64 = blocks.get(site, (1, 0, 0))[:3] if kind == 3 else (1, 0, 0)
         sites.append(SiteCount(_KINDS[kind], _SPACES[space], line, function, site, piece, execs,
-                               lanes, nbytes, units, ideal, worst, sample, weight, flops))
+                               lanes, nbytes, units, ideal, worst, sample, instructions, f32, f64))
     sites.sort(key=lambda s: (s.line is None, s.line or 0, s.site, s.piece, s.kind))
     return LaunchCounts(kernel, tuple(grid), tuple(block), int(shared_mem), sites, total,
                         recorded, fp_read, fp_write, fp_any, cut, elapsed_ns / 1e9,
