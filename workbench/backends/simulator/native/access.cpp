@@ -38,6 +38,19 @@ struct EventBuffer {
     }
 };
 
+// A warp's basic blocks since its last delivery: site -> each lane's count,
+// open addressing (allocated for the warps a block has).
+static const unsigned kBlockSlots = 512;  // a power of two
+struct BlockTable {
+    BlockCount* slots = nullptr;     // site 0: free (sites are site + 1 here)
+    std::vector<uint16_t> used;
+    ~BlockTable() { free(slots); }
+    __attribute__((noinline, cold)) void allocate() {
+        slots = (BlockCount*)calloc(kBlockSlots, sizeof(BlockCount));
+        if (!slots) fault_now(WBSIM_FAULT_ERROR, "out of memory while counting accesses");
+    }
+};
+
 // -- one OS thread's recorder ----------------------------------------------------
 struct Recorder {
     // address ranges: [lo, lo + span)
@@ -51,10 +64,14 @@ struct Recorder {
     uintptr_t base = 0;            // the kernel library's load address
     bool on = false;               // this block is recorded
     unsigned last_warp = ~0u;      // direct mode: the warp whose lanes ran last
+    unsigned tid = 0;              // the thread running (linear in the block)
+    EventBuffer* buffer = nullptr; // its warp's
+    BlockTable* table = nullptr;
     uint32_t stride = 1;
     BlockContext ctx{};
     EventBuffer warps[kMaxThreads / 32];
-    uint32_t lane_syncs[kMaxThreads];
+    BlockTable blocks[kMaxThreads / 32];
+    std::vector<BlockCount> delivered;  // a warp's block counts, contiguous
     std::vector<AccessConsumer*> consumers;
 
     bool in_static(uintptr_t a) const {
@@ -83,17 +100,52 @@ static uintptr_t g_base = 0;
 // -- delivery ------------------------------------------------------------------
 __attribute__((noinline)) static void deliver(Recorder* r, unsigned w) {
     EventBuffer& v = r->warps[w];
-    if (!v.n) return;
-    for (AccessConsumer* c : r->consumers) c->warp_events(r->ctx, w, v.data, v.n);
-    v.n = 0;
+    if (v.n) {
+        for (AccessConsumer* c : r->consumers) c->warp_events(r->ctx, w, v.data, v.n);
+        v.n = 0;
+    }
+    BlockTable& t = r->blocks[w];
+    if (!t.used.empty()) {
+        r->delivered.clear();
+        for (uint16_t i : t.used) {
+            BlockCount& c = t.slots[i];
+            r->delivered.push_back(c);
+            r->delivered.back().site = c.site - 1;
+            memset(&c, 0, sizeof c);
+        }
+        t.used.clear();
+        for (AccessConsumer* c : r->consumers)
+            c->warp_blocks(r->ctx, w, r->delivered.data(), r->delivered.size());
+    }
 }
 
 static void deliver_all(Recorder* r) {
     for (unsigned w = 0; w < r->ctx.nwarps; ++w) deliver(r, w);
 }
 
-static inline unsigned current_tid() {
-    return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+static inline void runs(Recorder* r, unsigned tid) {
+    r->tid = tid;
+    r->buffer = &r->warps[tid >> 5];
+    r->table = &r->blocks[tid >> 5];
+}
+
+static inline __attribute__((always_inline)) void append(Recorder* r, unsigned tid, uint64_t addr,
+                                                          unsigned size, unsigned kind,
+                                                          unsigned space, uint32_t site,
+                                                          unsigned piece) {
+    unsigned w = tid >> 5;
+    EventBuffer& v = r->warps[w];
+    if (__builtin_expect(v.n == v.cap, 0)) v.grow();
+    // whole words, not the fields one by one: the event is read back soon,
+    // and narrow stores read as a wide load stall the CPU
+    uint64_t* e = (uint64_t*)(v.data + v.n++);
+    e[0] = addr;
+    e[1] = site | (uint64_t)(tid | piece << 10) << 32 | (uint64_t)size << 48 |
+           (uint64_t)(kind | space << 4) << 56;
+    if (__builtin_expect(v.n >= kMaxWarpEvents, 0)) {
+        g_cuts.fetch_add(1, std::memory_order_relaxed);
+        deliver(r, w);
+    }
 }
 
 // Out of line: the hooks' common path (an address outside every space) then
@@ -101,25 +153,43 @@ static inline unsigned current_tid() {
 __attribute__((noinline)) static void push(Recorder* r, uintptr_t addr, unsigned size,
                                            unsigned kind, unsigned space, void* pc,
                                            unsigned piece) {
-    unsigned tid = current_tid();
-    unsigned w = tid >> 5;
-    if (!__wbsim_fiber_mode && w != r->last_warp) {
-        // direct mode runs a block's threads one after another: the lanes of
-        // the previous warp are done
-        if (r->last_warp != ~0u) deliver(r, r->last_warp);
-        r->last_warp = w;
-    }
-    EventBuffer& v = r->warps[w];
+    EventBuffer& v = *r->buffer;
     if (__builtin_expect(v.n == v.cap, 0)) v.grow();
-    // whole words, not the fields one by one: the event is read back soon,
-    // and narrow stores read as a wide load stall the CPU
-    uint64_t* e = (uint64_t*)(v.data + v.n++);
+    uint64_t* e = (uint64_t*)(v.data + v.n++);  // (two words: see append)
     e[0] = addr;
-    e[1] = (uint32_t)((uintptr_t)pc - r->base) | (uint64_t)r->lane_syncs[tid] << 32;
-    e[2] = tid | size << 16 | kind << 24 | (uint64_t)space << 32 | (uint64_t)piece << 40;
+    e[1] = (uint32_t)((uintptr_t)pc - r->base) | (uint64_t)(r->tid | piece << 10) << 32 |
+           (uint64_t)size << 48 | (uint64_t)(kind | space << 4) << 56;
     if (__builtin_expect(v.n >= kMaxWarpEvents, 0)) {
         g_cuts.fetch_add(1, std::memory_order_relaxed);
-        deliver(r, w);
+        deliver(r, r->tid >> 5);
+    }
+}
+
+// A basic block entered: its count for this lane, in the warp's table.
+__attribute__((noinline)) static void count_block(Recorder* r, void* pc) {
+    unsigned tid = r->tid, w = tid >> 5;
+    BlockTable& t = *r->table;
+    if (__builtin_expect(!t.slots, 0)) t.allocate();
+    uint32_t key = (uint32_t)((uintptr_t)pc - r->base) + 1;
+    unsigned i = (key * 0x9E3779B1u) >> 23;  // 9 bits: kBlockSlots
+    for (;;) {
+        BlockCount& c = t.slots[i];
+        if (c.site == key) {
+            c.lanes[tid & 31]++;
+            return;
+        }
+        if (c.site == 0) {
+            if (__builtin_expect(t.used.size() >= kBlockSlots * 3 / 4, 0)) {  // full: deliver
+                g_cuts.fetch_add(1, std::memory_order_relaxed);
+                deliver(r, w);
+                return count_block(r, pc);
+            }
+            c.site = key;
+            c.lanes[tid & 31] = 1;
+            t.used.push_back((uint16_t)i);
+            return;
+        }
+        i = (i + 1) & (kBlockSlots - 1);
     }
 }
 
@@ -175,7 +245,7 @@ static void record_range(const volatile void* p, size_t size, unsigned kind, voi
     while (piece > 1 && ((size | a) & (piece - 1))) piece >>= 1;
     size_t n = size / piece;
     uint64_t c = canonical(r, a, space);
-    for (size_t i = 0; i < n && i < 255; ++i)
+    for (size_t i = 0; i < n && i < 64; ++i)  // (a piece's index has 6 bits)
         push(r, c + i * piece, (unsigned)piece, kind, space, pc, (unsigned)i);
 }
 
@@ -248,6 +318,24 @@ void access_enter_grid(size_t shared_bytes) {
 
 void access_leave_grid() { t_rec = nullptr; }
 
+// Direct mode runs a block's threads one after another: when a thread of
+// another warp starts, the lanes of the previous warp are done.
+extern "C" __attribute__((visibility("default"))) void wbsim_access_thread(unsigned tid) {
+    Recorder* r = t_rec;
+    if (!r || !r->on) return;
+    unsigned w = tid >> 5;
+    if (w != r->last_warp) {
+        if (r->last_warp != ~0u) deliver(r, r->last_warp);
+        r->last_warp = w;
+    }
+    runs(r, tid);
+}
+
+void access_thread_runs(unsigned tid) {
+    Recorder* r = t_rec;
+    if (r && r->on) runs(r, tid);
+}
+
 void access_block_begins() {
     Recorder* r = t_rec;
     if (!r) return;
@@ -259,7 +347,7 @@ void access_block_begins() {
     c.barrier_epoch = 0;
     r->on = c.linear % r->stride == 0;
     r->last_warp = ~0u;
-    memset(r->lane_syncs, 0, sizeof(uint32_t) * c.nthreads);
+    runs(r, 0);
 }
 
 void access_block_ends() {
@@ -280,8 +368,9 @@ void access_barrier_released() {
 void access_warp_synced(unsigned warp, uint32_t lanes, int op) {
     Recorder* r = t_rec;
     if (!r || !r->on) return;
-    if (op == WBSIM_SYNCWARP)
-        for (uint32_t m = lanes; m; m &= m - 1) r->lane_syncs[warp * 32 + __builtin_ctz(m)]++;
+    if (op == WBSIM_SYNCWARP)  // an event of each lane, in its place among its accesses
+        for (uint32_t m = lanes; m; m &= m - 1)
+            append(r, warp * 32 + __builtin_ctz(m), 0, 0, ACCESS_SYNC, SPACE_NONE, 0, 0);
     for (AccessConsumer* c : r->consumers) c->warp_sync(r->ctx, warp, lanes, op);
 }
 
@@ -346,7 +435,7 @@ WBSIM_HOOK void __tsan_write_range(void* p, unsigned long n) { record_range(p, n
 WBSIM_HOOK void __sanitizer_cov_trace_pc(void) {
     Recorder* r = t_rec;
     if (!r || !r->on) return;
-    push(r, 0, 0, ACCESS_BLOCK, SPACE_NONE, PC, 0);
+    count_block(r, PC);
 }
 
 // Atomics do what they say and count once: read-modify-writes, exchanges and

@@ -15,7 +15,11 @@
 // on to the next warp, and at the block's end. A consumer sees one warp's
 // events in the order its lanes ran them (each lane's own in program order);
 // it groups the k-th execution of a site by each lane into one warp-level
-// instruction, as a GPU's lanes run one instruction together (SIMT).
+// instruction, as a GPU's lanes run one instruction together (SIMT). A
+// completed __syncwarp is an event of each lane that took part (ACCESS_SYNC).
+// Basic blocks (__sanitizer_cov_trace_pc, for the divergence estimate) are
+// not events: each warp's count per block and lane is delivered with its
+// events (BlockCount), which keeps loops cheap.
 //
 // Consumers are per OS thread (no locks on the hot path); at the launch's end
 // each one is merged into the first of its kind, which writes the reply.
@@ -34,7 +38,8 @@ enum AccessKind : uint8_t {
     ACCESS_LOAD = 0,
     ACCESS_STORE = 1,
     ACCESS_ATOMIC = 2,  // one atomic operation (a CAS loop of the prelude counts once)
-    ACCESS_BLOCK = 3,   // a basic block entered (no address): divergence
+    ACCESS_BLOCK = 3,   // (sites of basic blocks in the counters' results; never an event)
+    ACCESS_SYNC = 4,    // the lane completed a __syncwarp (no address, no site)
 };
 enum AccessSpace : uint8_t { SPACE_GLOBAL = 0, SPACE_SHARED = 1, SPACE_NONE = 2 };
 
@@ -48,17 +53,25 @@ const uint64_t kSharedStatic = 1ull << 40;
 const uint64_t kSharedDynamic = 2ull << 40;
 
 struct AccessEvent {
-    uint64_t addr;        // 0 for ACCESS_BLOCK
+    uint64_t addr;        // 0 for ACCESS_SYNC
     uint32_t site;        // return address of the hook, minus the library's base
-    uint32_t warp_syncs;  // __syncwarp groups this lane completed in this block so far
-    uint16_t tid;         // linear thread index in the block (lane = tid % 32)
+    uint16_t tid_piece;   // linear thread index in the block (10 bits: lane = tid % 32),
+                          // then which piece of a wider access (6 bits; 0 for most)
     uint8_t size;         // bytes (1 to 16; a wider access is split into pieces)
-    uint8_t kind;         // AccessKind
-    uint8_t space;        // AccessSpace
-    uint8_t piece;        // which piece of a wider access (0 for most)
-    uint16_t reserved;
+    uint8_t kind_space;   // AccessKind, then AccessSpace << 4
+    unsigned tid() const { return tid_piece & 1023u; }
+    unsigned piece() const { return tid_piece >> 10; }
+    unsigned kind() const { return kind_space & 15u; }
+    unsigned space() const { return kind_space >> 4; }
 };
-static_assert(sizeof(AccessEvent) == 24, "access.cpp writes events as three words");
+static_assert(sizeof(AccessEvent) == 16, "access.cpp writes events as two words");
+
+// How often each lane of a warp entered one basic block since the warp's
+// last delivery.
+struct BlockCount {
+    uint32_t site;
+    uint32_t lanes[32];
+};
 
 // The block whose events are delivered.
 struct BlockContext {
@@ -80,11 +93,17 @@ struct AccessLaunch {
 class AccessConsumer {
 public:
     virtual ~AccessConsumer() {}
-    // One warp's events since its last delivery.
+    // One warp's events since its last delivery, then its basic blocks'
+    // counts over the same time.
     virtual void warp_events(const BlockContext& b, unsigned warp, const AccessEvent* ev, size_t n) = 0;
+    virtual void warp_blocks(const BlockContext& b, unsigned warp, const BlockCount* counts,
+                             size_t n) {
+        (void)b; (void)warp; (void)counts; (void)n;
+    }
     // Every warp of the block was delivered; the next barrier epoch starts.
     virtual void barrier(const BlockContext& b) { (void)b; }
-    // The lanes `lanes` of warp `warp` completed a warp operation (op: wbsim_warp_opcode).
+    // The lanes `lanes` of warp `warp` completed a warp operation (op:
+    // wbsim_warp_opcode); a __syncwarp is also an ACCESS_SYNC event of each.
     virtual void warp_sync(const BlockContext& b, unsigned warp, uint32_t lanes, int op) {
         (void)b; (void)warp; (void)lanes; (void)op;
     }
@@ -125,4 +144,6 @@ void access_block_begins();
 void access_block_ends();
 void access_barrier_released();
 void access_warp_synced(unsigned warp, uint32_t lanes, int op);
+// The fiber of thread `tid` (linear, in the block) runs from now on.
+void access_thread_runs(unsigned tid);
 #endif

@@ -114,10 +114,10 @@ public:
         pool_used_ = 0;
         for (size_t i = 0; i < n; ++i) {
             const AccessEvent& e = ev[i];
+            if (e.kind() == ACCESS_SYNC) continue;
             Slot& s = slot(e);
-            unsigned lane = e.tid & 31u;
+            unsigned lane = e.tid_piece & 31u;
             uint32_t k = s.count[lane]++;
-            if (e.kind == ACCESS_BLOCK) continue;  // its lane counts are enough
             if (k == s.instances.size()) {
                 if (pool_used_ == pool_.size()) pool_.emplace_back();
                 Instance& fresh = pool_[pool_used_];
@@ -133,20 +133,23 @@ public:
         for (unsigned u = 0; u < used_; ++u) {
             Slot& s = *used_slots_[u];
             unsigned kind = (unsigned)(s.key >> 32 & 0xff), space = (unsigned)(s.key >> 40 & 0xff);
-            if (kind == ACCESS_BLOCK) {
-                // the k-th instruction has the lanes that ran the block k times or more:
-                // as many instructions as the most any lane ran it, every run a lane
-                uint32_t most = 0;
-                uint64_t runs = 0;
-                for (unsigned l = 0; l < 32; ++l) {
-                    most = std::max(most, s.count[l]);
-                    runs += s.count[l];
-                }
-                s.totals->execs += most;
-                s.totals->lanes += runs;
-                continue;
-            }
             for (uint32_t idx : s.instances) evaluate(*s.totals, kind, space, pool_[idx], b, warp);
+        }
+    }
+
+    void warp_blocks(const BlockContext&, unsigned, const BlockCount* counts, size_t n) override {
+        // the k-th instruction has the lanes that ran the block k times or more: as many
+        // instructions as the most any lane ran it, and every run of a lane one active lane
+        for (size_t i = 0; i < n; ++i) {
+            uint32_t most = 0;
+            uint64_t runs = 0;
+            for (unsigned l = 0; l < 32; ++l) {
+                most = std::max(most, counts[i].lanes[l]);
+                runs += counts[i].lanes[l];
+            }
+            SiteTotals& t = totals_[(uint64_t)counts[i].site | (uint64_t)ACCESS_BLOCK << 32];
+            t.execs += most;
+            t.lanes += runs;
         }
     }
 
@@ -203,8 +206,8 @@ private:
     }
 
     Slot& slot(const AccessEvent& e) {
-        uint64_t key = (uint64_t)e.site | (uint64_t)e.kind << 32 | (uint64_t)e.space << 40 |
-                       (uint64_t)e.piece << 48;
+        uint64_t key = (uint64_t)e.site | (uint64_t)e.kind() << 32 | (uint64_t)e.space() << 40 |
+                       (uint64_t)e.piece() << 48;
         uint64_t h = key * 0x9E3779B97F4A7C15ull;
         unsigned i = (unsigned)(h >> 52) & (kSlots - 1);
         for (;;) {

@@ -145,6 +145,7 @@ static inline void switch_to(BlockState* b, void** save, int next) {
     Fiber& f = b->fibers[next];
     b->cur = next;
     threadIdx = f.tid;
+    if (g_access_on) access_thread_runs((unsigned)next);
     if (f.state == NOT_STARTED) {
         init_fiber_stack(b, next);
         f.state = READY;

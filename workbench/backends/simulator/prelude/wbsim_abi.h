@@ -98,6 +98,8 @@ void wbsim_trap(const char* what) __attribute__((noreturn));
 void wbsim_yield(void);
 unsigned long long wbsim_clock64(void);
 unsigned long long wbsim_globaltimer(void);
+/* A build that counts accesses: the block loop says which thread runs next. */
+void wbsim_access_thread(unsigned tid);
 
 #ifdef __cplusplus
 }

@@ -464,6 +464,9 @@ template <class Call> static inline __attribute__((always_inline)) void __wbsim_
         for (unsigned y = 0; y < by; ++y)
             for (unsigned x = 0; x < bx; ++x) {
                 tid.x = x; tid.y = y; tid.z = z;
+#ifdef __SANITIZE_THREAD__
+                wbsim_access_thread(x + bx * (y + by * z));
+#endif
                 call();
                 if (__builtin_expect(__wbsim_fiber_mode, 0)) { wbsim_finish_block(); return; }
             }
