@@ -15,8 +15,8 @@ plus a fixed launch cost. The resources:
   executed instructions, :data:`.counters.INSTRUCTIONS`);
 * floating point: the FLOPs at the FP32 / FP64 peak;
 * latency: each wave of resident warps (occupancy on the chosen device)
-  waits for its warps' chains of global loads (two in flight), shared
-  accesses and dependent instructions.
+  takes as long as one warp's own path: its instructions, one a clock, and
+  its waits for global loads (two in flight) and shared memory (four).
 
 With fewer blocks than SMs only that many SMs work. The limiter is the
 group of the slowest resource: memory (DRAM, L2, L1/shared), compute
@@ -39,7 +39,7 @@ L2_RESIDENT = 0.75               # a footprint up to this much of L2 stays there
 SM_L2_BYTES_PER_CLOCK = 64       # one SM's share of the L2 / DRAM path
 LOADS_IN_FLIGHT = 2              # global loads a warp overlaps
 SHARED_LATENCY_CLOCKS = 30
-DEPENDENT_ISSUE_CLOCKS = 4       # an instruction waiting for the one before
+SHARED_IN_FLIGHT = 4             # shared-memory accesses a warp overlaps
 L2_LATENCY_FRACTION = 0.5        # an L2 hit's latency, of a DRAM access's
 
 _GROUP = {"DRAM bandwidth": "memory", "L2 bandwidth": "memory", "L1/shared throughput": "memory",
@@ -146,9 +146,12 @@ def predict(counts: LaunchCounts, metrics: dict, gpu: GpuFigures,
     total_warps = blocks * warps_per_block
     waves = blocks / (blocks_per_sm * gpu.multiprocessors)
     latency = gpu.dram_latency_ns * gpu.clock_ghz * (L2_LATENCY_FRACTION if resident else 1.0)
+    # one warp's path: its instructions issued one a clock, and its waits for
+    # memory that nothing else of it can fill (other warps hide them: the
+    # issue limit above covers that case)
     per_warp = ((loads / total_warps) / LOADS_IN_FLIGHT * latency
-                + shared_requests / total_warps * SHARED_LATENCY_CLOCKS
-                + instructions / total_warps * DEPENDENT_ISSUE_CLOCKS)
+                + shared_requests / total_warps / SHARED_IN_FLIGHT * SHARED_LATENCY_CLOCKS
+                + instructions / total_warps)
     limits["latency"] = math.ceil(waves) * per_warp / clock
     bound = max(limits, key=limits.get)
     notes = []

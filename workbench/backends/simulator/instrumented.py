@@ -211,6 +211,9 @@ _MATH_CALL = 8
 _MATH = re.compile(r"(?:exp|exp2|expm1|log|log2|log10|log1p|sin|cos|tan|sinh|cosh|tanh|asin|acos|"
                    r"atan|atan2|erf|erfc|pow|sqrt|cbrt|hypot|sincos)f?$")
 _SKIPPED = ("nop", "endbr", "push", "pop", "xchg")
+#: A GPU's compiler unrolls loops and folds address arithmetic that the CPU
+#: build keeps: the CPU's other instructions count this much each.
+OTHER_WEIGHT = 0.15
 _INSTRUCTION = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
 _CALLEE = re.compile(r"<([A-Za-z_][\w.]*)")
 #: Instructions of a basic block whose lines are looked up to place it.
@@ -244,20 +247,23 @@ def _gpu_like(mnemonic: str, operands: str) -> bool:
 
 def block_figures(lib: InstrumentedLibrary) -> dict:
     """``basic-block site -> (instructions, flops32, flops64, addresses)``
-    from objdump: the instructions from one coverage call to the next that a
-    GPU would execute too (see :func:`_gpu_like`; each access hook counted as
-    the one memory instruction it stands for, the set-up of its argument
-    not counted), the FLOPs one lane does, the first addresses (their lines
-    place the block)."""
+    from objdump, over the instructions from one coverage call to the next:
+    an estimate of the GPU instructions the block stands for (its memory
+    accesses, one per access hook, and floating-point instructions, one each,
+    then :data:`OTHER_WEIGHT` for each other instruction a GPU would execute
+    too, see :func:`_gpu_like`), the FLOPs one lane does, and the block's first
+    addresses (their lines place the block)."""
     if lib.blocks is not None:
         return lib.blocks
     text = _binutils("objdump", ["-d", "--no-show-raw-insn", lib.path])
     figures: dict[int, tuple] = {}
     site, count, f32, f64, starting, previous, addresses = None, 0, 0, 0, False, "", []
+    core = 0  # memory and floating-point instructions of the block
 
     def close():
         if site is not None:
-            figures[site] = (max(count, 1), f32, f64, tuple(addresses))
+            other = max(count - core, 0)
+            figures[site] = (max(core + OTHER_WEIGHT * other, 0.1), f32, f64, tuple(addresses))
 
     for line in text.splitlines():
         m = _INSTRUCTION.match(line)
@@ -268,7 +274,7 @@ def block_figures(lib: InstrumentedLibrary) -> dict:
             continue
         address, mnemonic, operands = int(m[1], 16), m[2], m[3]
         if starting:
-            site, count, f32, f64, starting, addresses = address, 0, 0, 0, False, []
+            site, count, f32, f64, starting, addresses, core = address, 0, 0, 0, False, [], 0
         if site is not None and len(addresses) < _LINE_CANDIDATES:
             addresses.append(address)
         if mnemonic.startswith("call") or mnemonic == "bl":
@@ -281,15 +287,19 @@ def block_figures(lib: InstrumentedLibrary) -> dict:
             if name.startswith("__tsan_") and (previous.endswith("%rdi") or previous.startswith("x0,")):
                 count -= 1  # the address set-up belongs to the access
             if site is not None:
-                if name in _FP_CALLS:
+                if name.startswith("__tsan_") and "func_" not in name:
+                    core += 1
+                elif name in _FP_CALLS:
                     ops, double = _FP_CALLS[name]
                     f64, f32 = (f64 + ops, f32) if double else (f64, f32 + ops)
+                    core += 1
                 elif _MATH.match(name):
-                    count += _MATH_CALL - 1
+                    core += _MATH_CALL
         if site is not None and _gpu_like(mnemonic, operands):
             count += 1
             ops, double = _flops(mnemonic)
             f64, f32 = (f64 + ops, f32) if double else (f64, f32 + ops)
+            core += ops > 0
         previous = operands
     close()
     lib.blocks = figures
