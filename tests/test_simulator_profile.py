@@ -311,3 +311,22 @@ def test_the_gpu_is_asked_for_the_same_metrics():
     from workbench.profiling.report import ALL_METRICS
     assert set(counters.COUNTED) <= set(ALL_METRICS)
     assert counters.LANES_PER_INSTRUCTION in ALL_METRICS
+
+
+def test_the_kernel_panel_shows_the_latest_profiles_lines(sim):
+    from workbench.widgets.kernel_panel import KernelPanel
+    b, m = sim
+    n = 64
+    a, out = wb.to_device(np.ones((n, n), np.float32)), wb.allocate((n, n))
+    kernel = m["transpose_naive"]
+    panel = KernelPanel(kernel)
+    try:
+        assert "wb.profile(kernel, ...)" in panel.snapshot()
+        p = counted(kernel, a, out, n, grid=(2, 2), block=(32, 32))
+        assert wb.profiling.latest_profile(kernel) is p
+        panel.refresh_lines()
+        snapshot = panel.snapshot()
+        assert "out[x * n + y] = in[y * n + x];" in snapshot and "32.00 sectors" in snapshot
+        assert "not a measurement" in snapshot
+    finally:
+        panel.close()

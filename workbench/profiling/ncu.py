@@ -21,6 +21,7 @@ from pathlib import Path
 from .. import subprocesses
 from ..errors import ProfileFailed
 from ..runtime.session import backend as active_backend
+from ..runtime.session import session
 from . import ship, simulated, tools
 from .report import ALL_METRICS, METRICS, NcuReport
 
@@ -331,6 +332,7 @@ def _count_in_child(code, user_ns, b, *, kernel, launch_skip, launch_count, devi
                                 f"{_tail(result.stdout or '')}")
         report = pickle.loads(found.read_bytes())
         report.output = result.stdout or ""
+        simulated.remember(report, [m for m in session().modules.values() if m.backend is b])
         return report
     finally:
         _remove(folder)

@@ -10,6 +10,8 @@ runs the cell in a child process, as on a GPU, whose launches are counted.
 """
 from __future__ import annotations
 
+import weakref
+
 from ..backends.counting import LaunchCounts
 from ..core.kernel import Kernel, KernelTemplate
 from ..errors import KernelArgumentError, ProfilerUnavailable
@@ -19,6 +21,30 @@ from . import counters
 from .gpus import gpu_figures
 from .predict import predict
 from .report import KernelProfile, NcuReport
+
+
+#: The latest profile counted on the simulator of each kernel (the kernel panel shows its lines).
+_LATEST: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def latest_profile(kernel) -> KernelProfile | None:
+    """The latest :class:`KernelProfile` counted on the simulator of
+    ``kernel`` (by ``wb.profile`` or ``%%ncu`` in this session), or None."""
+    try:
+        return _LATEST.get(kernel)
+    except TypeError:
+        return None
+
+
+def remember(report: NcuReport, modules) -> None:
+    """Keep each counted launch of ``report`` as its kernel's latest profile."""
+    for k in report:
+        if not k.simulated:
+            continue
+        for m in modules:
+            found = [kern for kern in m.kernels.values() if kern.name == k.name]
+            for kern in found:
+                _LATEST[kern] = k
 
 
 def default_device(b) -> str:
@@ -64,6 +90,8 @@ def profile_launch(kernel, args, *, grid=None, block=None, shared_mem: int = 0, 
     with b.count_launches(max_blocks=max_blocks) as launches:
         kernel(*copies, grid=grid, block=block, shared_mem=shared_mem, n=n)
     profiles = [kernel_profile(c, kernel, i, gpu, tuple(arrays)) for i, c in enumerate(launches)]
+    if profiles:
+        _LATEST[kernel] = profiles[-1]
     return NcuReport(profiles, target=f"{kernel.name} (one launch, counted on the simulator)")
 
 
