@@ -318,7 +318,7 @@ def test_the_kernel_panel_shows_the_latest_profiles_lines(sim):
     b, m = sim
     n = 64
     a, out = wb.to_device(np.ones((n, n), np.float32)), wb.allocate((n, n))
-    kernel = m["transpose_naive"]
+    kernel = wb.compile(SOURCE, name="profile_panel")["transpose_naive"]  # never profiled yet
     panel = KernelPanel(kernel)
     try:
         assert "wb.profile(kernel, ...)" in panel.snapshot()
@@ -330,3 +330,22 @@ def test_the_kernel_panel_shows_the_latest_profiles_lines(sim):
         assert "not a measurement" in snapshot
     finally:
         panel.close()
+
+
+def test_a_templates_static_shared_variable_is_counted(sim):
+    # a template's static __shared__ is a unique symbol: the counting build keeps its own
+    m = wb.compile(r"""
+template <int PAD>
+__device__ void stage(const float* in, float* out) {
+    __shared__ float tile[32][32 + PAD];
+    tile[threadIdx.y][threadIdx.x] = in[threadIdx.y * 32 + threadIdx.x];
+    __syncthreads();
+    out[threadIdx.y * 32 + threadIdx.x] = tile[threadIdx.x][threadIdx.y];
+}
+template <int PAD> __global__ void staged(const float* in, float* out) { stage<PAD>(in, out); }
+""", name="profile_template", instantiate=["staged<0>", "staged<1>"])
+    a, out = wb.to_device(np.ones(1024, np.float32)), wb.allocate(1024)
+    plain = counted(m.templates["staged"]["staged<0>"], a, out, grid=1, block=(32, 32))
+    padded = counted(m.templates["staged"]["staged<1>"], a, out, grid=1, block=(32, 32))
+    assert plain.metrics[SH_LD_WAVES] == 32 * 32 and plain.metrics[SH_ST_WAVES] == 32
+    assert padded.metrics[SH_LD_WAVES] == 32 and padded.metrics[SH_LD_CONFLICTS] == 0

@@ -49,10 +49,12 @@ CHECKED_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 #: neighbouring accesses into one) and no scalar replacement of aggregates
 #: (which would split a float4 copy into four loads). -gdwarf-4: sites become
 #: lines (binutils 2.40's addr2line misplaces DWARF 5's first file in functions
-#: that are not inlined).
+#: that are not inlined). -fno-gnu-unique: a template's static __shared__
+#: variable is the library's own, not the one of the module's plain build
+#: loaded before it (a unique symbol is one per process).
 INSTRUMENT_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
                     "-fsanitize-coverage=trace-pc", "-gdwarf-4", "-fno-tree-vectorize",
-                    "-fno-tree-slp-vectorize", "-fno-tree-sra", "-Wno-tsan")
+                    "-fno-tree-slp-vectorize", "-fno-tree-sra", "-fno-gnu-unique", "-Wno-tsan")
 
 
 def compiler() -> str:

@@ -147,7 +147,8 @@ public:
                 most = std::max(most, counts[i].lanes[l]);
                 runs += counts[i].lanes[l];
             }
-            SiteTotals& t = totals_[(uint64_t)counts[i].site | (uint64_t)ACCESS_BLOCK << 32];
+            SiteTotals& t = totals_[(uint64_t)counts[i].site | (uint64_t)ACCESS_BLOCK << 32 |
+                                    (uint64_t)SPACE_NONE << 40];
             t.execs += most;
             t.lanes += runs;
         }

@@ -480,18 +480,20 @@ template <class Call> static inline __attribute__((always_inline)) void __wbsim_
 
 template <auto F, class... A> struct __wbsim_kernel_impl {
     typedef std::tuple<A...> Tuple;
+#ifndef __SANITIZE_THREAD__
     static void run_thread(void* p) {
         __wbsim_call<F>(*static_cast<Tuple*>(p), std::index_sequence_for<A...>{});
     }
-#ifndef __SANITIZE_THREAD__
     static void run_block(void* p) {
         Tuple& t = *static_cast<Tuple*>(p);
         __wbsim_block_loop([&t] { __wbsim_call<F>(t, std::index_sequence_for<A...>{}); });
     }
 #else
-    /* Counting: the kernel is called once per thread with its arguments in
-     * registers (their addresses are taken once: std::get is not inlined
-     * into uninstrumented code). */
+    /* Counting: the kernel is called, never inlined, once per thread with its
+     * arguments in registers, from the block loop and from a fiber's start
+     * alike (one copy of its code: one site per access). The arguments'
+     * addresses are taken first (std::get is not inlined into uninstrumented
+     * code). */
     WBSIM_UNCOUNTED static void run_block(void* p) {
         run_block_with(*static_cast<Tuple*>(p), std::index_sequence_for<A...>{});
     }
@@ -499,6 +501,14 @@ template <auto F, class... A> struct __wbsim_kernel_impl {
         void* at[] = {(void*)&std::get<I>(t)..., nullptr};
         (void)at;
         __wbsim_block_loop([&at]() WBSIM_UNCOUNTED { F(*static_cast<A*>(at[I])...); });
+    }
+    WBSIM_UNCOUNTED static void run_thread(void* p) {
+        run_thread_with(*static_cast<Tuple*>(p), std::index_sequence_for<A...>{});
+    }
+    template <size_t... I> WBSIM_UNCOUNTED static void run_thread_with(Tuple& t, std::index_sequence<I...>) {
+        void* at[] = {(void*)&std::get<I>(t)..., nullptr};
+        (void)at;
+        F(*static_cast<A*>(at[I])...);
     }
 #endif
     template <size_t... I> static Tuple unpack(const wbsim_launch* L, std::index_sequence<I...>) {
