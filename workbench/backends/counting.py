@@ -86,6 +86,10 @@ class LaunchCounts:
 
     ``footprint_read`` / ``footprint_written`` / ``footprint``: distinct
     32-byte sectors of global memory read, written, and either, at least once.
+    ``reuse_loads`` / ``reuse_stores``: how many times a sector was accessed
+    again (by loads; by stores and atomics), by the distance in blocks since
+    its last access: bucket 0 the same block, bucket k from 2^(k-1) to
+    2^k - 1 blocks before (a cache model decides which came from L2).
     ``blocks_recorded`` of ``blocks`` were counted (all, unless sampled: then
     every figure is scaled by the profiling layer). ``cut``: warp buffers
     delivered early (very long loops between barriers: instructions there may
@@ -105,4 +109,5 @@ class LaunchCounts:
     cut: int = 0
     cpu_seconds: float = 0.0
     shared_variables: tuple[SharedVariable, ...] = ()
-    arguments: tuple = field(default=(), repr=False)  # what the launch was given, for names
+    reuse_loads: tuple = field(default=(), repr=False)
+    reuse_stores: tuple = field(default=(), repr=False)

@@ -5,9 +5,12 @@ takes as long as its slowest resource would need at its published peak,
 plus a fixed launch cost. The resources:
 
 * DRAM: the global memory the launch touches (its footprint, counted
-  sector by sector) crosses DRAM once, at 90% of the peak bandwidth, unless
-  the footprint fits in three quarters of L2: then a launch in a loop (as
-  ``wb.bench`` times it) finds it there and DRAM is idle;
+  sector by sector) crosses DRAM once, at 90% of the peak bandwidth, and so
+  does every access of a sector that comes back after more data than three
+  quarters of L2 holds passed (its reuse distance in blocks, times the
+  footprint per block; blocks resident together share their data); unless
+  the whole footprint fits in three quarters of L2: then a launch in a loop
+  (as ``wb.bench`` times it) finds it there and DRAM is idle;
 * L2: every sector the warps' global requests touch (no L1 hits assumed);
 * L1 / shared memory: one wavefront a clock per SM, a global request's
   sectors four a clock;
@@ -132,7 +135,13 @@ def predict(counts: LaunchCounts, metrics: dict, gpu: GpuFigures,
 
     footprint = counts.footprint * 32 * k
     resident = footprint <= L2_RESIDENT * gpu.l2_bytes
-    dram = 0.0 if resident else (counts.footprint_read + counts.footprint_written) * 32 * k
+    dram = 0.0
+    if not resident:
+        per_block = footprint / blocks  # the data one block brings, in the launch's order
+        together = blocks_per_sm * gpu.multiprocessors
+        dram = (counts.footprint_read + counts.footprint_written) * 32 * k
+        for histogram in (counts.reuse_loads, counts.reuse_stores):
+            dram += 32 * k * _misses(histogram, per_block, together, L2_RESIDENT * gpu.l2_bytes)
     l2_bytes = sectors * 32
     limits = {
         "DRAM bandwidth": dram / min(gpu.dram_gbps * 1e9 * DRAM_EFFICIENCY,
@@ -163,3 +172,17 @@ def predict(counts: LaunchCounts, metrics: dict, gpu: GpuFigures,
     return Prediction(gpu.key, LAUNCH_SECONDS + limits[bound], bound, limits, dram, l2_bytes,
                       flops32 + flops64, instructions, min(occupancy, 1.0) if occupancy else None,
                       waves, tuple(notes))
+
+
+def _misses(histogram, per_block: float, together: int, capacity: float) -> float:
+    """Re-accesses of sectors (a reuse-distance histogram in blocks) that
+    miss L2: those further than the blocks resident together and than
+    ``capacity`` bytes of data passing."""
+    missed = 0.0
+    for bucket, count in enumerate(histogram):
+        if bucket == 0 or not count:
+            continue
+        distance = 2 ** (bucket - 1) * math.sqrt(2)  # the bucket's middle, in blocks
+        if distance > together and distance * per_block > capacity:
+            missed += count
+    return missed

@@ -404,6 +404,13 @@ def _count(value) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
 
 
+def _bound(k: KernelProfile) -> str:
+    p = k.predicted
+    if p.bound == "latency":
+        return "latency-bound (too few warps in flight to hide their waits)"
+    return f"{k.limiter}-bound ({p.bound})"
+
+
 def _simulated_row(k: KernelProfile) -> dict:
     p = k.predicted
     return {"kernel": k.name, "device": p.device, "predicted_us": p.seconds * 1e6,
@@ -412,8 +419,8 @@ def _simulated_row(k: KernelProfile) -> dict:
 
 def _simulated_text(k: KernelProfile) -> str:
     p = k.predicted
-    out = [f"{k.name}: predicted {p.seconds * 1e6:.4g} µs on {p.device} ({k.limiter}: {p.bound}; "
-           f"a model, not a measurement)"]
+    out = [f"{k.name}: predicted {p.seconds * 1e6:.4g} µs on {p.device}, {_bound(k)} (a model, "
+           f"not a measurement)"]
     out += [f"  {label}: {_count(k.metrics.get(name))}" for label, name in _SUMMARY]
     worst = [r for r in k.lines if r.advice][:3]
     out += [f"  line {r.line} ({r.what}): {r.advice}" for r in worst]
@@ -422,8 +429,7 @@ def _simulated_text(k: KernelProfile) -> str:
 
 def _simulated_html(report: NcuReport) -> str:
     header = ["kernel", "predicted time (µs)", "on", "limiter"] + [label for label, _ in _SUMMARY]
-    rows = [[k.name, round(k.predicted.seconds * 1e6, 3), k.predicted.device,
-             f"{k.limiter} ({k.predicted.bound})"]
+    rows = [[k.name, round(k.predicted.seconds * 1e6, 3), k.predicted.device, _bound(k)]
             + [None if k.metrics.get(name) is None else round(k.metrics[name], 2) for _, name in _SUMMARY]
             for k in report.kernels]
     notes = ["counted on the CPU simulator as Nsight Compute counts them (.metrics has every figure "

@@ -41,7 +41,9 @@ SLOWDOWN = 10
 
 _KINDS = ("load", "store", "atomic", "block")
 _SPACES = ("global", "shared", "")
-_HEAD = struct.Struct("<5QII")
+_HEAD = struct.Struct("<5Q")
+_REUSE = struct.Struct("<68Q")   # two histograms of 34 buckets (native/access_counts.cpp)
+_SITES = struct.Struct("<II")
 _SITE = struct.Struct("<IBBBB6Q")
 _SAMPLE = struct.Struct("<QII32Q")
 _ACCESSOR = re.compile(r'^extern "C" void\* (__wbsim_global_\d+)\(unsigned long long\* __wbsim_n\) '
@@ -366,8 +368,10 @@ def parse_reply(reply: bytes, lib: InstrumentedLibrary, kernel: str, grid, block
         if i == 0:
             counter = reply[pos + 4:pos + 4 + n]
         pos += 4 + n
-    recorded, total, fp_read, fp_write, fp_any, nsites, cut = _HEAD.unpack_from(counter)
-    pos = _HEAD.size
+    recorded, total, fp_read, fp_write, fp_any = _HEAD.unpack_from(counter)
+    reuse = _REUSE.unpack_from(counter, _HEAD.size)
+    nsites, cut = _SITES.unpack_from(counter, _HEAD.size + _REUSE.size)
+    pos = _HEAD.size + _REUSE.size + _SITES.size
     raw = []
     for _ in range(nsites):
         site, kind, space, piece, size, *figures = _SITE.unpack_from(counter, pos)
@@ -393,7 +397,7 @@ def parse_reply(reply: bytes, lib: InstrumentedLibrary, kernel: str, grid, block
     sites.sort(key=lambda s: (s.line is None, s.line or 0, s.site, s.piece, s.kind))
     return LaunchCounts(kernel, tuple(grid), tuple(block), int(shared_mem), sites, total,
                         recorded, fp_read, fp_write, fp_any, cut, elapsed_ns / 1e9,
-                        lib.shared_variables())
+                        lib.shared_variables(), reuse_loads=reuse[:34], reuse_stores=reuse[34:])
 
 
 # -- counting the launches of a block of code ---------------------------------------

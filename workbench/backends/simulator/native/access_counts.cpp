@@ -13,7 +13,9 @@
 //   basic blocks (divergence): one execution and its active lanes.
 // Per site the sums go back with one sample instruction (the first one of the
 // lowest block and warp: its lanes' addresses, for the access map), and the
-// global sectors the launch read and wrote at least once (the footprint).
+// global sectors the launch read and wrote at least once (the footprint),
+// and how far apart, in blocks, a sector's accesses came (the reuse
+// distances: a cache model tells which came back from L2).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -74,15 +76,23 @@ inline void sort_small(uint64_t* v, int n) {  // insertion sort: lanes often com
 
 // The footprint: one bit per 32-byte sector of the arena's allocated part,
 // shared by every OS thread of the launch.
+// Reuse distances: bucket 0 the same block, bucket k a distance of 2^(k-1)
+// to 2^k - 1 blocks.
+const int kReuseBuckets = 34;
+
 struct Footprint {
     uintptr_t lo = 0;
     size_t words = 0;
     std::vector<std::atomic<uint64_t>> read, write;
+    // each sector's last block (its linear index + 1; 0: not yet), racy on
+    // purpose: a distance may be off by the blocks another thread ran meanwhile
+    std::vector<std::atomic<uint32_t>> last;
     void reset(uintptr_t l, uintptr_t h) {
         lo = l;
         words = ((h - l) / 32 + 63) / 64;
         std::vector<std::atomic<uint64_t>>(words).swap(read);
         std::vector<std::atomic<uint64_t>>(words).swap(write);
+        std::vector<std::atomic<uint32_t>>(words * 64).swap(last);
     }
     static void mark(std::vector<std::atomic<uint64_t>>& map, size_t sector) {
         std::atomic<uint64_t>& w = map[sector >> 6];
@@ -159,6 +169,8 @@ public:
     void merge(AccessConsumer& other) override {
         Counter& o = static_cast<Counter&>(other);
         blocks_ += o.blocks_;
+        for (int k = 0; k < 2; ++k)
+            for (int b = 0; b < kReuseBuckets; ++b) reuse_[k][b] += o.reuse_[k][b];
         for (auto& kv : o.totals_) {
             SiteTotals& t = totals_[kv.first];
             const SiteTotals& x = kv.second;
@@ -174,6 +186,8 @@ public:
         put<uint64_t>(out, Footprint::count(g_footprint.read));
         put<uint64_t>(out, Footprint::count(g_footprint.write));
         put<uint64_t>(out, g_footprint.count_either());
+        for (int k = 0; k < 2; ++k)
+            for (int b = 0; b < kReuseBuckets; ++b) put<uint64_t>(out, reuse_[k][b]);
         put<uint32_t>(out, (uint32_t)totals_.size());
         put<uint32_t>(out, (uint32_t)std::min<uint64_t>(access_cut_deliveries(), 0xffffffffu));
         for (auto& kv : totals_) {
@@ -238,7 +252,7 @@ private:
         t.bytes += bytes;
         uint64_t units = 0, ideal = 0;
         if (space == SPACE_GLOBAL) {
-            units = global_sectors(in, kind, bytes, &ideal);
+            units = global_sectors(in, kind, bytes, b.linear, &ideal);
         } else if (kind != ACCESS_ATOMIC) {
             units = shared_wavefronts(in, &ideal);
         }
@@ -256,7 +270,8 @@ private:
         }
     }
 
-    uint64_t global_sectors(const Instance& in, unsigned kind, uint64_t bytes, uint64_t* ideal) {
+    uint64_t global_sectors(const Instance& in, unsigned kind, uint64_t bytes, uint64_t block,
+                            uint64_t* ideal) {
         uint64_t sec[64], addr[32];
         int n = 0;
         for (uint32_t m = in.mask; m; m &= m - 1) {
@@ -274,6 +289,14 @@ private:
             if (s < g_footprint.words * 64) {
                 if (kind != ACCESS_STORE) Footprint::mark(g_footprint.read, s);
                 if (kind != ACCESS_LOAD) Footprint::mark(g_footprint.write, s);
+                uint32_t now = (uint32_t)block + 1;
+                uint32_t then = g_footprint.last[s].load(std::memory_order_relaxed);
+                if (then != now) g_footprint.last[s].store(now, std::memory_order_relaxed);
+                if (then) {
+                    uint32_t d = now > then ? now - then : then - now;
+                    int bucket = d ? 32 - __builtin_clz(d) : 0;
+                    reuse_[kind == ACCESS_LOAD ? 0 : 1][bucket]++;
+                }
             }
         }
         if (unique <= (bytes + 31) / 32) {  // no sector more than the bytes need
@@ -331,6 +354,7 @@ private:
     std::vector<Instance> pool_;
     size_t pool_used_ = 0;
     uint64_t blocks_ = 0;
+    uint64_t reuse_[2][kReuseBuckets] = {};  // re-accesses of a sector: loads, stores and atomics
 };
 
 AccessConsumer* make_counter(const AccessLaunch& L) {
