@@ -270,34 +270,50 @@ private:
         }
     }
 
+    // The footprint and the reuse distance of one distinct sector.
+    void touch(uint64_t sector, unsigned kind, uint64_t block) {
+        size_t s = (size_t)(sector - (g_footprint.lo >> 5));
+        if (s >= g_footprint.words * 64) return;  // a __device__ variable
+        if (kind != ACCESS_STORE) Footprint::mark(g_footprint.read, s);
+        if (kind != ACCESS_LOAD) Footprint::mark(g_footprint.write, s);
+        uint32_t now = (uint32_t)block + 1;
+        uint32_t then = g_footprint.last[s].load(std::memory_order_relaxed);
+        if (then != now) g_footprint.last[s].store(now, std::memory_order_relaxed);
+        if (then) {
+            uint32_t d = now > then ? now - then : then - now;
+            int bucket = d ? 32 - __builtin_clz(d) : 0;
+            reuse_[kind == ACCESS_LOAD ? 0 : 1][bucket]++;
+        }
+    }
+
     uint64_t global_sectors(const Instance& in, unsigned kind, uint64_t bytes, uint64_t block,
                             uint64_t* ideal) {
         uint64_t sec[64], addr[32];
         int n = 0;
+        // the common case first: the active lanes read one contiguous range in order
+        uint64_t next = 0, first = 0;
+        bool contiguous = true;
         for (uint32_t m = in.mask; m; m &= m - 1) {
             int l = __builtin_ctz(m);
-            uint64_t a = in.addr[l], end = a + (in.size[l] ? in.size[l] : 1) - 1;
+            uint64_t a = in.addr[l], end = a + (in.size[l] ? in.size[l] : 1);
+            if (n == 0) first = a;
+            else if (a != next) contiguous = false;
+            next = end;
             sec[n++] = a >> 5;
-            if ((end >> 5) != (a >> 5)) sec[n++] = end >> 5;
+            if (((end - 1) >> 5) != (a >> 5)) sec[n++] = (end - 1) >> 5;
+        }
+        if (contiguous && n) {
+            uint64_t lo = first >> 5, hi = (next - 1) >> 5;
+            for (uint64_t s = lo; s <= hi; ++s) touch(s, kind, block);
+            *ideal = std::min<uint64_t>(hi - lo + 1, (bytes + 31) / 32);  // (no byte twice)
+            return hi - lo + 1;
         }
         sort_small(sec, n);
         uint64_t unique = 0;
         for (int i = 0; i < n; ++i) {
             if (i && sec[i] == sec[i - 1]) continue;
             ++unique;
-            size_t s = (size_t)(sec[i] - (g_footprint.lo >> 5));
-            if (s < g_footprint.words * 64) {
-                if (kind != ACCESS_STORE) Footprint::mark(g_footprint.read, s);
-                if (kind != ACCESS_LOAD) Footprint::mark(g_footprint.write, s);
-                uint32_t now = (uint32_t)block + 1;
-                uint32_t then = g_footprint.last[s].load(std::memory_order_relaxed);
-                if (then != now) g_footprint.last[s].store(now, std::memory_order_relaxed);
-                if (then) {
-                    uint32_t d = now > then ? now - then : then - now;
-                    int bucket = d ? 32 - __builtin_clz(d) : 0;
-                    reuse_[kind == ACCESS_LOAD ? 0 : 1][bucket]++;
-                }
-            }
+            touch(sec[i], kind, block);
         }
         if (unique <= (bytes + 31) / 32) {  // no sector more than the bytes need
             *ideal = unique;
