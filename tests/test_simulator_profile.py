@@ -349,3 +349,22 @@ template <int PAD> __global__ void staged(const float* in, float* out) { stage<P
     padded = counted(m.templates["staged"]["staged<1>"], a, out, grid=1, block=(32, 32))
     assert plain.metrics[SH_LD_WAVES] == 32 * 32 and plain.metrics[SH_ST_WAVES] == 32
     assert padded.metrics[SH_LD_WAVES] == 32 and padded.metrics[SH_LD_CONFLICTS] == 0
+
+
+def test_device_variables_are_global_memory_and_keep_their_values(sim):
+    m = wb.compile(r"""
+__device__ float table[64];
+extern "C" __global__ void lookup(float* out) {
+    out[threadIdx.x] = table[threadIdx.x] + table[0];
+}
+""", name="profile_globals")
+    m.set_global("table", np.arange(64, dtype=np.float32))
+    out = wb.to_device(np.zeros(64, np.float32))
+    p = counted(m["lookup"], out, grid=1, block=64)
+    # two loads a warp: its 64 bytes-per-8-lanes row (4 sectors) and a broadcast (1 sector)
+    assert p.metrics[LD_REQ] == 4 and p.metrics[LD_SEC] == 2 * (4 + 1)
+    assert p.metrics[ST_REQ] == 2
+    with sim[0].count_launches() as launches:  # the counted launch writes its results
+        m["lookup"](out, grid=1, block=64)
+    np.testing.assert_array_equal(wb.to_host(out), np.arange(64, dtype=np.float32))
+    assert len(launches) == 1
