@@ -368,3 +368,44 @@ extern "C" __global__ void lookup(float* out) {
         m["lookup"](out, grid=1, block=64)
     np.testing.assert_array_equal(wb.to_host(out), np.arange(64, dtype=np.float32))
     assert len(launches) == 1
+
+
+# -- on a GPU with Nsight Compute: the same names hold ncu's values, equal to the counts -----
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not wb.profiling.tools_status()["ncu"], reason="Nsight Compute (ncu) is not installed")
+@pytest.mark.parametrize("kernel, args, within", [
+    ("copy", (), 0.02), ("strided", (8,), 0.02), ("shared_stride", (32,), 0.02),
+    ("shared_stride", (33,), 0.02), ("count", (), 0.02)])
+def test_the_counts_equal_ncus_on_the_gpu(private_simulator, kernel, args, within):
+    """On the GPU, wb.profile's metrics are ncu's; the simulator's counts of the
+    same launch equal them (within 2%; load-side shared counters: plus ncu's
+    excess of up to 0.002 per thread)."""
+    from workbench.runtime import session as s
+    n = 1 << 16
+
+    def launch_args(m):
+        x, y = wb.to_device(np.ones(n, np.float32)), wb.allocate(n)
+        if kernel in ("copy", "strided"):
+            return (m[kernel], x, y, n, *args), dict(grid=n // 256, block=256)
+        if kernel == "shared_stride":
+            return (m[kernel], y, *args), dict(grid=n // 32, block=32)
+        counter = wb.to_device(np.zeros(2, np.int32))
+        return (m[kernel], counter, wb.to_device(np.zeros(1, np.int32))), dict(grid=n // 256, block=256)
+
+    gpu_backend = s.use_backend("cupy")
+    m = wb.compile(SOURCE, name="profile_gpu")
+    call, launch = launch_args(m)
+    measured = wb.profile(*call, **launch)[0].metrics
+    private_simulator()
+    m = wb.compile(SOURCE, name="profile_gpu_sim")
+    call, launch = launch_args(m)
+    counted_metrics = wb.profile(*call, **launch)[0].metrics
+    assert gpu_backend is not None
+    threads = n
+    for name in counters.COUNTED:
+        got, want = counted_metrics[name], measured.get(name)
+        if want is None:
+            continue
+        slack = within * want + (0.002 * threads if "shared_op_ld" in name and "data" in name else 0)
+        assert abs(got - want) <= max(slack, 0.5), f"{name}: simulator {got}, ncu {want}"
