@@ -24,6 +24,7 @@ def simulator_profiled(monkeypatch, tmp_path):
     previous = s.active_backend_or_none()
     b = s.use_backend("simulator")
     monkeypatch.setattr(tools, "require_gpu_backend", lambda what: b)
+    monkeypatch.setattr(b, "simulated", False)  # (else wb.profile counts on the simulator itself)
     _fake_ncu(tmp_path, monkeypatch)
     temp = tmp_path / "temp"
     temp.mkdir()

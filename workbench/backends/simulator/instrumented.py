@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ... import subprocesses
 from ...errors import KernelArgumentError, WorkbenchError
+from ..base import CompileFailed
 from ..counting import (SHARED_STATIC_BASE, AccessSample, LaunchCounts, SharedVariable,
                         SiteCount)
 from . import build
@@ -96,8 +97,13 @@ def instrumented_library(module) -> InstrumentedLibrary:
         raise WorkbenchError("this module was compiled before the workbench was imported again; "
                              "run its cell (or wb.compile) again to count its accesses")
     generated, flags = inputs
-    built = build.build_library(instrumented_source(generated), list(flags), checked=False,
-                                warnings=False, instrumented=True)
+    try:
+        built = build.build_library(instrumented_source(generated), list(flags), checked=False,
+                                    warnings=False, instrumented=True)
+    except CompileFailed as exc:  # the module itself compiled: this is the simulator's failure
+        first = "\n".join(exc.log.strip().splitlines()[:6])
+        raise WorkbenchError(f"the simulator could not build this module for counting (g++ "
+                             f"with ThreadSanitizer's instrumentation):\n{first}") from None
     path = str(built.path)
     anchor, shared = _thread_locals(path, set(_FILE_SCOPE_DYNAMIC.findall(generated)))
     device = _device_variables(generated)
