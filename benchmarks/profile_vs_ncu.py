@@ -4,6 +4,7 @@ machine with a GPU and Nsight Compute.
     python benchmarks/profile_vs_ncu.py                  # every case (a few minutes on an H200)
     python benchmarks/profile_vs_ncu.py --quick          # smaller sizes, to try it out
     python benchmarks/profile_vs_ncu.py --only probes,sum,sgemm --device H200
+    python benchmarks/profile_vs_ncu.py --max-blocks 2048    # the simulator samples big launches
 
 Every case of ``profile_cases.py`` (kernels written for one access pattern
 each, and every kernel of the kernel library at its benchmark size) runs
@@ -56,7 +57,7 @@ ASKED = (METRICS["duration"], *counters.ALL, "dram__bytes_read.sum", "dram__byte
 
 
 # -- the child processes ------------------------------------------------------------------
-def count_cases(path: str, quick: bool, only, device: str) -> None:
+def count_cases(path: str, quick: bool, only, device: str, max_blocks: int | None) -> None:
     """``--count``: on the simulator, count every case's launches; write JSON."""
     from workbench.profiling.simulated import report
     from workbench.runtime.session import session
@@ -64,7 +65,7 @@ def count_cases(path: str, quick: bool, only, device: str) -> None:
     records = []
     for group, name, call in profile_cases.cases(quick, only):
         start = time.perf_counter()
-        with b.count_launches() as launches:
+        with b.count_launches(max_blocks=max_blocks) as launches:
             call()
         modules = [m for m in session().modules.values() if m.backend is b]
         for k in report(launches, modules, name, device):
@@ -237,12 +238,15 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=20, help="timed calls per case")
     parser.add_argument("--timeout", type=float, default=900, help="seconds for ncu")
     parser.add_argument("--out", default=os.environ.get("OUT"), help="folder for the tables")
+    parser.add_argument("--max-blocks", type=int, default=None,
+                        help="the simulator counts about so many blocks of a launch and scales "
+                             "(faster, an estimate; default: every block)")
     parser.add_argument("--count", help=argparse.SUPPRESS)  # the simulator child
     parser.add_argument("--run", action="store_true", help=argparse.SUPPRESS)  # the ncu child
     args = parser.parse_args(argv)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     if args.count:
-        count_cases(args.count, args.quick, only, args.device)
+        count_cases(args.count, args.quick, only, args.device, args.max_blocks)
         return 0
     if args.run:
         run_cases(args.quick, only)
@@ -257,6 +261,7 @@ def main(argv=None) -> int:
         counts = os.path.join(tmp, "counts.json")
         child = [sys.executable, str(Path(__file__).resolve()), "--count", counts, "--device", device]
         child += (["--quick"] if args.quick else []) + (["--only", args.only] if only else [])
+        child += ["--max-blocks", str(args.max_blocks)] if args.max_blocks else []
         sim_proc = subprocess.Popen(child, env={**os.environ, "WORKBENCH_BACKEND": "simulator"})
         gpu = ncu_launches(args.quick, only, args.timeout)
         print(f"ncu: {len(gpu)} launches in {time.perf_counter() - started:.0f} s", flush=True)
