@@ -59,9 +59,10 @@ ASKED = (METRICS["duration"], *counters.ALL, "dram__bytes_read.sum", "dram__byte
 # -- the child processes ------------------------------------------------------------------
 def count_cases(path: str, quick: bool, only, device: str, max_blocks: int | None) -> None:
     """``--count``: on the simulator, count every case's launches; write JSON."""
-    from workbench.profiling.simulated import report
+    from workbench.profiling.simulated import default_device, report
     from workbench.runtime.session import session
     b = wb.backend()
+    device = device or default_device(b)
     records = []
     for group, name, call in profile_cases.cases(quick, only):
         start = time.perf_counter()
