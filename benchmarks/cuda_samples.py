@@ -48,10 +48,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _table import print_table  # noqa: E402
-
-import workbench as wb  # noqa: E402
+import workbench as wb
 
 REPOSITORY = "https://github.com/NVIDIA/cuda-samples"
 COMMIT = "c94ff366aed18c797b8a85dfaac7817b0228b420"  # 2025-09-05, "Merge pull request #379"
@@ -80,7 +77,8 @@ class Sample:
 
 SAMPLES = (
     Sample("0_Introduction/asyncAPI",
-           varying=((r"CPU executed (\d+) iterations", "host iterations while the GPU works"),)),
+           varying=((r"CPU executed (\d+) iterations", "host iterations while the GPU works"),
+                    (r"time spent (?:executing by the GPU|by CPU in CUDA calls): ([\d.]+)", "milliseconds"))),
     Sample("0_Introduction/clock", varying=((r"Average clocks/block = ([\d.]+)", "clock cycles"),)),
     Sample("0_Introduction/cudaOpenMP", options="-Xcompiler -fopenmp"),
     Sample("0_Introduction/fp16ScalarProduct",
@@ -106,7 +104,8 @@ SAMPLES = (
     Sample("0_Introduction/simpleP2P"),
     Sample("0_Introduction/simplePitchLinearTexture"),
     Sample("0_Introduction/simplePrintf", unordered="device printf of blocks that run at once"),
-    Sample("0_Introduction/simpleStreams"),
+    Sample("0_Introduction/simpleStreams",
+           varying=((r"^(?:memcopy|kernel|non-streamed|\d+ streams):\s*([\d.]+)", "milliseconds"),)),
     Sample("0_Introduction/simpleSurfaceWrite"),
     Sample("0_Introduction/simpleTemplates"),
     Sample("0_Introduction/simpleTexture"),
@@ -125,7 +124,8 @@ SAMPLES = (
     Sample("6_Performance/LargeKernelParameter"),
     Sample("6_Performance/alignedTypes"),
     Sample("6_Performance/cudaGraphsPerfScaling",
-           varying=((r"^(\d+, \d+, \d+, (?:[-\d.]+, )+)", "every figure is a measured time"),)),
+           varying=((r"^\d+, \d+, \d+, ((?:[-\d.]+, )+)", "every figure after the shape is a measurement: "
+                     "times, and whether a wait timed out"),)),
     Sample("6_Performance/transpose"),
 )
 
@@ -150,11 +150,14 @@ LEFT_OUT = {
 
 #: What differs between runs or devices, masked in every program's output (see the docstring).
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_UNIT = (r"(?:ms|msec|msecs|milliseconds?|s|sec|secs|seconds?|us|usec|µs|microseconds?|ns|nanoseconds?|"
-         r"[KMGT]?B/s(?:ec)?|[KMGT]?Bytes/s|[KMGTP]?[Ff]lop/?s|[KMGT]?[Ff]lops|[KMG]?Ops/s|"
-         r"[KMG]?Elements/s|[KMG]?elements/s|clocks?|cycles?|Hz|[KMG]Hz)\b")
+_TIME_UNIT = r"(?:ms|msec|msecs|milliseconds?|s|sec|secs|seconds?|us|usec|µs|microseconds?|ns|nanoseconds?)"
+_UNIT = (rf"(?:{_TIME_UNIT}|[A-Za-z]*/s(?:ec)?|[KMGTP]?[Ff]lops|clocks?|cycles?|[KMG]?Hz)\b")
 MASKS = (
-    (re.compile(rf"({_NUMBER})(?=\s*\(?\s*{_UNIT})"), "<measured>"),  # 1.23 ms, 45 GB/s, (ms)
+    # a number and its unit: 1.23 ms, 0.5s, 45 GB/s, 11.48 Mpixels/sec, 3 GFlops, (ms) after it
+    (re.compile(rf"(?<![\w.]){_NUMBER}(?=\s*\(?\s*{_UNIT})"), "<measured>"),
+    # a unit, then the number: "time (us):11.34", "Time (ms): 15.68"
+    (re.compile(rf"(\(\s*{_TIME_UNIT}\s*\)\s*[=:]\s*){_NUMBER}"), r"\1<measured>"),
+    # what a program calls a time, a throughput, a bandwidth or a performance
     (re.compile(rf"((?:[Tt]ime|[Tt]hroughput|[Bb]andwidth|[Pp]erformance)\s*[=:]\s*){_NUMBER}"),
      r"\1<measured>"),
     (re.compile(r"0x[0-9a-fA-F]{6,}"), "<address>"),
@@ -274,6 +277,14 @@ def compare(sample: Sample, sim: Outcome | None, gpu: Outcome | None, names: dic
     return f"no ({len(a)} lines vs {len(b)})"
 
 
+def format_table(header: list[str], rows: list[list[str]]) -> str:
+    """Columns aligned left, one line a row."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
 def _outcome_json(o: Outcome | None) -> dict | None:
     return None if o is None else o.__dict__
 
@@ -357,8 +368,10 @@ def main(argv=None) -> int:
                      f"{sim.run_s:.2f}" if sim and sim.run_s is not None else "-",
                      f"{gpu.run_s:.2f}" if gpu and gpu.run_s is not None else "-"])
     title = f"CUDA samples ({REPOSITORY} at {COMMIT[:12]}) through wb.program"
-    print_table(title, ["program", "simulator", "GPU", "same result lines", "sim build s", "cached s",
-                        "sim run s", "GPU run s"], rows)
+    header = ["program", "simulator", "GPU", "same result lines", "sim build s", "cached s", "sim run s",
+              "GPU run s"]
+    table = format_table(header, rows)
+    print(f"\n{title}\n{table}")
     what = "printed the GPU's result lines" if have_gpu else "ran on the simulator (exit 0 or waived)"
     of = "of those that ran on the GPU" if have_gpu else "listed"
     summary = [f"\n{matched} of {counted} programs {what} ({of})"]
@@ -377,12 +390,7 @@ def main(argv=None) -> int:
     out = os.environ.get("OUT")
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
-        with open(Path(out) / "cuda_samples.txt", "w") as f:
-            f.write(title + "\n")
-            for row in [["program", "simulator", "GPU", "same", "sim build s", "cached s", "sim run s",
-                         "GPU run s"], *rows]:
-                f.write(" | ".join(map(str, row)) + "\n")
-            f.write("\n".join(summary) + "\n")
+        (Path(out) / "cuda_samples.txt").write_text(f"{title}\n{table}\n" + "\n".join(summary) + "\n")
         payload = {"repository": REPOSITORY, "commit": COMMIT, "programs": {
             name: {b: _outcome_json(o) for b, o in r.items()} for name, r in results.items()}}
         (Path(out) / "cuda_samples.json").write_text(json.dumps(payload, indent=1))

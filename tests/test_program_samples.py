@@ -52,7 +52,7 @@ def test_helper_header_finds_the_runtime_through_its_include_guards():
 
 
 def _attribute_names():
-    header = (sim_programs.RUNTIME_DIR / "wbsim_runtime_types.h").read_text()
+    header = (sim_programs.RUNTIME_DIR / "wbsim_device_types.h").read_text()
     enum = re.search(r"enum cudaDeviceAttr \{(.*?)\};", header, re.S).group(1)
     return [n for n in re.findall(r"(cudaDevAttr\w+) = \d+", enum)]
 

@@ -46,8 +46,11 @@ HOST_SUFFIXES = (".cpp", ".cc", ".cxx", ".c")
 PROGRAM_FLAGS = ("-O2", "-fno-strict-aliasing", "-fno-delete-null-pointer-checks", "-fno-finite-loops",
                  "-pthread", "-fdiagnostics-column-unit=byte")
 #: CUDA libraries a program may link on a GPU; the simulator has none of them.
-GPU_LIBRARIES = ("cublas", "cublasLt", "curand", "cufft", "cusparse", "cusolver", "cudnn", "nvToolsExt",
-                 "nvtx3", "nccl", "nvjpeg", "npp", "cuda")
+GPU_LIBRARIES = ("cublas", "cublasLt", "curand", "cufft", "cusparse", "cusolver", "cudnn", "nccl", "nvjpeg",
+                 "npp", "nppc", "nppial", "nppif", "nppig", "nppim", "nppist", "nppisu", "nppitc", "npps",
+                 "nvrtc", "cuda", "cufile", "cutensor", "nvidia-ml")
+#: Libraries a program may link on a GPU that the simulator's runtime itself stands for.
+PROVIDED_LIBRARIES = ("cudart", "cudart_static", "cudadevrt", "nvToolsExt", "nvtx3interop")
 
 
 def is_source(name: str) -> bool:

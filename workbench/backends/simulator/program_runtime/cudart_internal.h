@@ -2,10 +2,12 @@
 // cudart*.cpp file is one part, linked with the worker runtime's parts (../native/,
 // every one but worker.cpp):
 //
-//   cudart.cpp         start and exit, errors (the last one, the sticky one), the device
-//                      and its attributes, device output (printf, failed asserts), profiler
-//   cudart_memory.cpp  device, managed and host memory, copies (1D, 2D, 3D, peer,
-//                      symbols), memsets, stream-ordered allocation
+//   cudart.cpp         start and exit, faults, the last and the sticky error, device
+//                      output (printf, failed asserts), the profiler
+//   cudart_errors.cpp  every error's name and words
+//   cudart_device.cpp  the device's properties and attributes, device-wide calls
+//   cudart_memory.cpp  device, managed and host memory, stream-ordered allocation, IPC
+//   cudart_copies.cpp  copies (1D, 2D, 3D, peer, symbols) and memsets
 //   cudart_arrays.cpp  CUDA arrays, texture and surface objects
 //   cudart_streams.cpp streams, events, callbacks, stream capture and graphs
 //   cudart_launch.cpp  launches (<<<>>>, cudaLaunchKernel, cooperative), function
@@ -36,6 +38,8 @@ cudaError_t fail(cudaError_t e, const char* fmt = nullptr, ...) __attribute__((f
 // The error that every later call returns (a failed device assert), or cudaSuccess.
 extern cudaError_t g_sticky;
 extern cudaDeviceProp g_prop;
+// The virtual device's properties: $WBSIM_DEVICE ("key=value;..."), else an H100's.
+void load_properties();
 // Device printf and failed asserts of the last launch, written at the next
 // synchronising call (or the next launch, or exit).
 void flush_device_output();
@@ -61,6 +65,8 @@ size_t device_memory_used();
 // Where [p, p+n) lies; false (with a message) when it starts in device or managed
 // memory but does not fit one live allocation.
 bool locate(const void* p, size_t n, Side* side, const char* api, const char* role);
+// Pinned or registered host memory (a kernel reaches it at its own address).
+bool is_pinned(const void* p);
 // An allocation of device memory for the runtime's own use (arrays), or nullptr.
 void* device_alloc(size_t bytes, const char* api);
 bool device_free(void* p);
