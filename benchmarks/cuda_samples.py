@@ -2,6 +2,7 @@
 
     python benchmarks/cuda_samples.py SAMPLES_DIR                      # the simulator
     python benchmarks/cuda_samples.py SAMPLES_DIR --backend both       # and nvcc on the GPU
+    python benchmarks/cuda_samples.py SAMPLES_DIR --save sim.json                # keep the outputs
     python benchmarks/cuda_samples.py SAMPLES_DIR --backend gpu --simulator-results sim.json
     python benchmarks/cuda_samples.py SAMPLES_DIR --only vectorAdd simpleAssert
     python benchmarks/cuda_samples.py SAMPLES_DIR --export .samples    # copy what it needs
@@ -68,7 +69,7 @@ class Sample:
     options: str = ""
     varying: tuple[tuple[str, str], ...] = ()
     unordered: str = ""  # why the order of its lines is not the program's (compared as sorted)
-    timeout: float = 600.0
+    timeout: float | None = None  # seconds; None: the --timeout given
 
     @property
     def name(self) -> str:
@@ -80,7 +81,7 @@ SAMPLES = (
            varying=((r"CPU executed (\d+) iterations", "host iterations while the GPU works"),
                     (r"time spent (?:executing by the GPU|by CPU in CUDA calls): ([\d.]+)", "milliseconds"))),
     Sample("0_Introduction/clock", varying=((r"Average clocks/block = ([\d.]+)", "clock cycles"),)),
-    Sample("0_Introduction/cudaOpenMP", options="-Xcompiler -fopenmp"),
+    Sample("0_Introduction/cudaOpenMP", options="-Xcompiler -fopenmp -lgomp"),
     Sample("0_Introduction/fp16ScalarProduct",
            varying=((r"Result \w+ operators?\s*: ([-\d.e+]+)", "inputs from rand() seeded by time()"),
                     (r"Result intrinsics\s*: ([-\d.e+]+)", "inputs from rand() seeded by time()"))),
@@ -213,7 +214,7 @@ def _status(returncode: int) -> str:
     return {0: "ok", 2: "waived"}.get(returncode, f"exit {returncode}")
 
 
-def run_sample(root: Path, sample: Sample, backend: str, time_builds: bool) -> Outcome:
+def run_sample(root: Path, sample: Sample, backend: str, time_builds: bool, timeout: float) -> Outcome:
     folder = root / "Samples" / sample.path
     common = root / "Common"
     files = _files(folder, common, sample)
@@ -224,7 +225,7 @@ def run_sample(root: Path, sample: Sample, backend: str, time_builds: bool) -> O
     try:
         try:
             run = wb.program(files=files, options=options + nonce, backend=backend, echo=False,
-                             check=False, timeout=sample.timeout)
+                             check=False, timeout=sample.timeout or timeout)
         except wb.CompileError as exc:
             first = next((d.message for d in exc.errors), str(exc)).splitlines()[0]
             return Outcome("build failed", first[:160])
@@ -315,6 +316,9 @@ def main(argv=None) -> int:
                         help="simulator results of an earlier run (its cuda_samples.json) to compare with")
     parser.add_argument("--no-build-times", action="store_true",
                         help="let the simulator's builds come from the cache (faster; no build times)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds a program may run (default 300)")
+    parser.add_argument("--save", type=Path, metavar="JSON", help="write every run's output to JSON too "
+                        "(besides $OUT/cuda_samples.json), for --simulator-results")
     parser.add_argument("--export", type=Path, metavar="DEST", help="copy what the runs need to DEST and stop")
     args = parser.parse_args(argv)
     root = args.samples_dir.resolve()
@@ -335,7 +339,7 @@ def main(argv=None) -> int:
         for backend in backends:
             start = time.perf_counter()
             outcome = run_sample(root, sample, backend, time_builds=backend == "simulator"
-                                 and not args.no_build_times)
+                                 and not args.no_build_times, timeout=args.timeout)
             results[sample.name][backend] = outcome
             print(f"{sample.name:28s} {backend:9s} {outcome.status:12s} {time.perf_counter() - start:7.1f} s "
                   f"{outcome.detail[:80]}", flush=True)
@@ -387,13 +391,15 @@ def main(argv=None) -> int:
                        for s in samples if s.varying or s.unordered))
     summary.append("left out: " + "; ".join(f"{why}: {which}" for why, which in LEFT_OUT.items()))
     print("\n".join(summary))
+    payload = json.dumps({"repository": REPOSITORY, "commit": COMMIT, "programs": {
+        name: {b: _outcome_json(o) for b, o in r.items()} for name, r in results.items()}}, indent=1)
+    if args.save:
+        args.save.write_text(payload)
     out = os.environ.get("OUT")
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "cuda_samples.txt").write_text(f"{title}\n{table}\n" + "\n".join(summary) + "\n")
-        payload = {"repository": REPOSITORY, "commit": COMMIT, "programs": {
-            name: {b: _outcome_json(o) for b, o in r.items()} for name, r in results.items()}}
-        (Path(out) / "cuda_samples.json").write_text(json.dumps(payload, indent=1))
+        (Path(out) / "cuda_samples.json").write_text(payload)
     return 0
 
 
