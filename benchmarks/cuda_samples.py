@@ -62,7 +62,7 @@ TEXT_SUFFIXES = SOURCE_SUFFIXES + (".cuh", ".h", ".hpp", ".hxx", ".inl")
 class Sample:
     """A program of the samples: its folder under ``Samples/``, the ``Common/`` sources
     its CMakeLists.txt compiles in, options beyond OPTIONS, and the parts of its output
-    that vary from run to run on any device (regex whose first group is masked, why)."""
+    that vary from run to run on any device (regex whose groups are masked, why)."""
 
     path: str
     common: tuple[str, ...] = ()
@@ -97,13 +97,15 @@ SAMPLES = (
     Sample("0_Introduction/simpleCooperativeGroups"),
     Sample("0_Introduction/simpleCubemapTexture"),
     Sample("0_Introduction/simpleHyperQ"),
-    Sample("0_Introduction/simpleIPC", common=("helper_multiprocess.cpp",)),
+    Sample("0_Introduction/simpleIPC", common=("helper_multiprocess.cpp",),
+           varying=((r"lshmName = simpleIPCshm(\d+)", "a process id"),)),
     Sample("0_Introduction/simpleLayeredTexture"),
     Sample("0_Introduction/simpleMultiCopy"),
     Sample("0_Introduction/simpleMultiGPU"),
     Sample("0_Introduction/simpleOccupancy"),
     Sample("0_Introduction/simpleP2P"),
-    Sample("0_Introduction/simplePitchLinearTexture"),
+    Sample("0_Introduction/simplePitchLinearTexture",
+           varying=((r"\((?:GB|Mpix)/s\) for pitch linear: (\S+); for array: (\S+)", "rates"),)),
     Sample("0_Introduction/simplePrintf", unordered="device printf of blocks that run at once"),
     Sample("0_Introduction/simpleStreams",
            varying=((r"^(?:memcopy|kernel|non-streamed|\d+ streams):\s*([\d.]+)", "milliseconds"),)),
@@ -176,7 +178,8 @@ def mask(text: str, sample: Sample, names: dict[str, str]) -> list[str]:
         for pattern, why in sample.varying:
             m = re.search(pattern, line)
             if m:
-                line = line[:m.start(1)] + f"<varies: {why}>" + line[m.end(1):]
+                for g in range(m.lastindex or 0, 0, -1):  # from the last group: offsets stay right
+                    line = line[:m.start(g)] + f"<varies: {why}>" + line[m.end(g):]
         for pattern, replacement in MASKS:
             line = pattern.sub(replacement, line)
         lines.append(line.rstrip())
@@ -387,7 +390,7 @@ def main(argv=None) -> int:
                        f"(target < 5 s); cached rebuilds: max {max(cached):.3f} s (target < 0.5 s)")
     summary.append("masked before comparing: timings and rates, device names, the executable's path, "
                    "hex addresses; per program: " + "; ".join(
-                       f"{s.name} ({', '.join([why for _, why in s.varying] + ([f'line order: {s.unordered}'] if s.unordered else []))})"
+                       f"{s.name} ({', '.join(dict.fromkeys([why for _, why in s.varying] + ([f'line order: {s.unordered}'] if s.unordered else [])))})"
                        for s in samples if s.varying or s.unordered))
     summary.append("left out: " + "; ".join(f"{why}: {which}" for why, which in LEFT_OUT.items()))
     print("\n".join(summary))

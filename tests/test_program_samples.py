@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import workbench as wb
+from workbench.backends.simulator import program_source
 from workbench.backends.simulator import programs as sim_programs
 from workbench.programs import find_nvcc
 
@@ -207,11 +208,12 @@ def test_texture_and_surface_objects():
     w, h = 8, 4
     data = np.array([(i * 7) % 11 for i in range(w * h)], dtype=np.float32).reshape(h, w)
     xs, ys = np.meshgrid(np.arange(w), np.arange(h))
-    u = ((xs + 0.25) / w + 0.1).astype(np.float32)
-    v = ((ys + 0.5) / h - 0.3).astype(np.float32)
+    u = ((xs + 0.25) / w + 0.0625).astype(np.float32)
+    v = ((ys + 0.5) / h - 0.375).astype(np.float32)
     expected = _sample_linear_wrap(data, u.astype(np.float64), v.astype(np.float64))
     got = np.array([[float(x) for x in line.split()] for line in lines[:h]])
     np.testing.assert_allclose(got, expected, atol=1e-4)
+    assert len(np.unique(got)) > 8  # the samples fall between texels, at wrapped edges too
     assert lines[h] == f"surface: 0 103 {(h - 1) * 100 + w - 1}"
 
 
@@ -237,6 +239,18 @@ def test_inline_ptx_that_reads_special_registers():
         printf("%u %u %u %u\n", out[0], out[31], out[32], out[63]);
     }"""
     assert sim_source(source).stdout == "10000 10031 10100 10131\n"
+
+
+def test_source_rewrites_keep_every_line_where_it_was():
+    source = ('int main() {\n  unsigned l; asm volatile(\n    "mov.u32 %0, %%laneid;"\n    : "=r"(l));\n'
+              '  cudaLaunchCooperativeKernel((void *)\n    reduce, grid, block, args);\n'
+              '  asm("bar.sync 0;");\n}\n')
+    out = program_source.rewrite(source)
+    assert out.count("\n") == source.count("\n")
+    lines = out.split("\n")
+    assert lines[1] == "  unsigned l; ((l) = __wbsim_ptx_laneid())"
+    assert lines[4:6] == ["  cudaLaunchCooperativeKernel(reduce", ", grid, block, args);"]
+    assert lines[6] == '  asm("bar.sync 0;");'  # any other PTX is left, and refused
 
 
 def test_directed_rounding_intrinsics_round_the_way_they_say():

@@ -6,7 +6,9 @@
 
 __global__ void sample(cudaTextureObject_t tex, float* out, int w, int h) {
     int x = threadIdx.x, y = blockIdx.x;
-    float u = (x + 0.25f) / w + 0.1f, v = (y + 0.5f) / h - 0.3f;  // wraps past the edges
+    // past the edges (wrapped), a quarter and a half of a texel off the centres: weights
+    // that the GPU's 8 fractional bits hold exactly
+    float u = (x + 0.25f) / w + 0.0625f, v = (y + 0.5f) / h - 0.375f;
     out[y * w + x] = tex2D<float>(tex, u, v);
 }
 __global__ void writeSurface(cudaSurfaceObject_t surf, int w) {

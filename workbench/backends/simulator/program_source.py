@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ... import cxx
 
+
 # -- the launch syntax -------------------------------------------------------------------
 def _skip_back(code: str, j: int) -> int:
     while j >= 0 and code[j].isspace():

@@ -37,7 +37,6 @@ from .source import find_unsupported, rewrite_dynamic_shared
 __all__ = ["ProgramBinary", "build_program", "explain_log", "generate", "rewrite_launches", "supported_api"]
 
 RUNTIME_DIR = build.PACKAGE_DIR / "program_runtime"
-HEADER = RUNTIME_DIR / "wbsim_program.h"
 #: Files compiled into a program; any other file is a header to include.
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 #: Source files nvcc compiles with the host compiler alone.
