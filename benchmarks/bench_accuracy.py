@@ -72,7 +72,7 @@ def main() -> int:
     import cupyx.profiler
 
     import workbench as wb
-    b = wb.use_backend("cupy")
+    b = wb.backend("cupy")
     props = b.device_properties()
     print(f"device: {props.name}, L2 {props.l2_cache_bytes / 2**20:.0f} MiB; "
           f"versions: {b.versions()}; workbench {wb.__version__}")

@@ -241,7 +241,7 @@ def run_sample(root: Path, sample: Sample, backend: str, time_builds: bool, time
         outcome = Outcome(_status(run.returncode), "", run.returncode, run.stdout, run.stderr,
                           str(run.command[0]), run.build.seconds, None, run.seconds, active_device_name())
         if time_builds:
-            again = wb.build_program(files=files, options=options + nonce, backend=backend)
+            again = wb.programs.build_program(files=files, options=options + nonce, backend=backend)
             outcome.cached_build_s = again.seconds
         if run.returncode not in (0, 2):
             tail = [line for line in run.stderr.splitlines() if line.strip()]

@@ -185,8 +185,8 @@ def main() -> None:
                                               "count later", "on/off", "target"], table)
     if not simulated:
         try:
-            from workbench.backends import cupy_allocations
-            print(f"the allocator around the pool: {cupy_allocations.implementation()}")
+            from workbench.backends.gpu import allocations
+            print(f"the allocator around the pool: {allocations.implementation()}")
         except ImportError:   # a GPU backend other than CuPy's
             pass
     for r in rows:

@@ -1,5 +1,5 @@
 """Host cost per launch of a Numba and a Triton kernel through the workbench
-(``wb.kernel(fn)(...)``: checks, two timing events, the log record) next to
+(``wb.python_kernel(fn)(...)``: checks, two timing events, the log record) next to
 calling the kernel directly.
 
 Target (on a GPU): the workbench call costs at most 1.2x the direct call.
@@ -48,7 +48,7 @@ def numba_rows(x, y, n, calls, gpu):
         if i < n:
             y[i] = a * x[i]
 
-    k = wb.kernel(touch)
+    k = wb.python_kernel(touch)
     grid, block = 1, 32
     for _ in range(20):
         k(x, y, 2.0, n, grid=grid, block=block)
@@ -86,7 +86,7 @@ def triton_rows(x, y, n, calls, gpu):
         m = offs < n
         tl.store(y_ptr + offs, a * tl.load(x_ptr + offs, mask=m), mask=m)
 
-    k = wb.kernel(touch)
+    k = wb.python_kernel(touch)
     for _ in range(20):
         k(x, y, 2.0, n, grid=(1,), BLOCK=256)
     wb.timings()

@@ -44,7 +44,7 @@ import workbench as wb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _table import print_table  # noqa: E402
-from workbench.backends.persistent import MappedBuffer, PersistentLaunch  # noqa: E402
+from workbench.backends.contract import MappedBuffer, PersistentLaunch  # noqa: E402
 
 SOURCE = r"""
 struct Request { float a; float b; int id; int pad; };

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 import workbench as wb
-from workbench.backends.base import CompileOptions
+from workbench.backends.contract import CompileOptions
 from workbench.backends.simulator import SimulatorBackend
 
 KERNELS = r'''
@@ -146,7 +146,7 @@ def round_trip_rows(sim, empty, rounds: int = 7, calls: int = 2000) -> list:
     ``wb.Kernel`` (timing log on), measured in alternating rounds: the median
     of the rounds' medians, their range, and the ratio of the two."""
     from workbench.runtime.session import session
-    wb.use_backend(sim)
+    wb.backend(sim)
     kernel = wb.compile(EMPTY)["empty"]
     log = session().timing_log
     assert log.enabled, "the timing log should be on"

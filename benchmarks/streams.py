@@ -1,4 +1,4 @@
-"""Streams, pinned memory and graphs against their targets (issue 14).
+"""Streams, pinned memory and graphs against their targets.
 
 Rows, measured side by side on the active backend:
 

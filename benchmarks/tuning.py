@@ -4,7 +4,7 @@
     python benchmarks/tuning.py --quick    # a smaller space for the strategy race
     WORKBENCH_SIM_DEVICES=2 python benchmarks/tuning.py   # the 2-device row on the simulator
 
-Targets (issue 18; PASS/MISS printed beside each on a GPU):
+Targets (PASS/MISS printed beside each on a GPU):
 
     TPE vs random search, budget 40, space >= 500 configurations, 5 seeds:
         TPE's best within 5% of the exhaustive best more often than random's

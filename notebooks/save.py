@@ -9,7 +9,7 @@ one-line ``text/plain`` but loses the widget view, and the notebook's saved
 widget state is dropped. A copied notebook is untrusted and has no live
 kernel, so the view could only show "Loading widget..." or the raw repr;
 the snapshot reads the same in JupyterLab, exported HTML, GitHub and
-nbviewer, and the files stay small. ``tests/test_notebooks_saved.py``
+nbviewer, and the files stay small. ``tests/notebook/test_notebooks_saved.py``
 checks the result.
 """
 from __future__ import annotations

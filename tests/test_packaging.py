@@ -1,4 +1,5 @@
 """The package's metadata and layering promises."""
+import os
 import pathlib
 import re
 import subprocess
@@ -51,7 +52,7 @@ def test_environment_yml_lists_the_same_dependencies():
 
 
 @pytest.mark.parametrize("module", ["workbench", "workbench.core.compiler", "workbench.core.kernel",
-                                    "workbench.core.arrays", "workbench.core.seed", "workbench.backends", "workbench.runtime.timing",
+                                    "workbench.core.arrays", "workbench.compat", "workbench.backends", "workbench.runtime.timing",
                                     "workbench.memory.tracker", "workbench.memory.oom",
                                     "workbench.benchmarking.timer", "workbench.benchmarking.sweep",
                                     "workbench.hardware.properties", "workbench.hardware.occupancy",
@@ -72,3 +73,57 @@ def test_import_does_no_work():
             "print(s.active_backend_or_none() is None, 'cupy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["True", "False"], out.stderr
+
+
+def test_licence_authors_and_urls():
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert meta["license"] == "BSD-3-Clause" and meta["license-files"] == ["LICENSE"]
+    licence = (ROOT / "LICENSE").read_text()
+    assert licence.startswith("BSD 3-Clause License") and "the cuda-workbench authors" in licence
+    assert meta["authors"] == [{"name": "the cuda-workbench authors"}]
+    assert "example.invalid" not in (ROOT / "pyproject.toml").read_text()
+
+
+def test_the_lab_extra_gives_a_notebook_environment():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {_name(r) for r in extras["lab"]} == {"jupyterlab", "ipykernel"}
+
+
+def test_the_wheel_ships_every_tutorial_and_document():
+    # one force-include entry per file (a folder would ship whatever lies in it)
+    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"][
+        "targets"]["wheel"]["force-include"]
+    wanted = {f"notebooks/{p.name}": f"workbench/shipped/notebooks/{p.name}"
+              for p in (ROOT / "notebooks").glob("*.ipynb")}
+    wanted |= {f"docs/{p.name}": f"workbench/shipped/docs/{p.name}" for p in (ROOT / "docs").glob("*.md")}
+    assert shipped == wanted
+
+
+def test_tutorials_copies_the_notebooks_and_documents_and_keeps_changes(tmp_path):
+    import workbench as wb
+    target = tmp_path / "mine"
+    first = wb.tutorials(target)
+    names = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert sorted(p.name for p in target.glob("*.ipynb")) == names
+    assert sorted(p.name for p in (target / "docs").glob("*.md")) == \
+        sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    assert len(first.copied) == len(names) + len(list((ROOT / "docs").glob("*.md")))
+    assert (target / names[0]).read_bytes() == (ROOT / "notebooks" / names[0]).read_bytes()
+    assert f"jupyter lab {target}" in repr(first) and "<li>" in first._repr_html_()
+    edited = target / names[0]
+    edited.write_text("my own notes")
+    again = wb.tutorials(target)
+    assert again.copied == [] and edited in again.kept and edited.read_text() == "my own notes"
+    assert again.to_pandas()["copied"].sum() == 0
+    assert wb.tutorials(target, overwrite=True).copied and edited.read_text() != "my own notes"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(wb.WorkbenchError, match="is a file, not a folder"):
+        wb.tutorials(tmp_path / "file")
+
+
+def test_the_command_line_copies_the_tutorials(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "workbench", "tutorials", str(tmp_path / "t")],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert "files copied to" in out.stdout and (tmp_path / "t" / "01-first-kernel.ipynb").exists()

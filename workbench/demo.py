@@ -11,19 +11,23 @@ from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 
 from .backends import gpu_unavailable_reason
+from .tutorial_files import folders
 
-DEFAULT_NOTEBOOK = pathlib.Path(__file__).resolve().parent.parent / "notebooks" / "01-first-kernel.ipynb"
+
+def _first_notebook() -> str:
+    """The first tutorial, where this installation keeps it (a checkout's or the wheel's)."""
+    return str(folders()[0] / "01-first-kernel.ipynb")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("notebook", nargs="?", default=str(DEFAULT_NOTEBOOK),
-                        help="notebook to run (default: %(default)s)")
+    parser.add_argument("notebook", nargs="?", default=None,
+                        help="notebook to run (default: the first tutorial, 01-first-kernel)")
     parser.add_argument("--output", "-o", default="build/demo-report.html", help="HTML report to write")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
     args = parser.parse_args(argv)
 
-    path = pathlib.Path(args.notebook)
+    path = pathlib.Path(args.notebook or _first_notebook())
     nb = nbformat.read(path, as_version=4)
     reason = gpu_unavailable_reason()
     print(f"running {path.name} on the {'GPU' if reason is None else 'simulator (' + reason + ')'}")

@@ -88,11 +88,31 @@ class DeviceBusy(WorkbenchError, RuntimeError):
     """The device cannot do this while a persistent kernel (a ring) runs on it."""
 
 
-class BackendUnavailable(WorkbenchError, RuntimeError):
+#: How every message about something this machine lacks ends.
+DOCTOR_HINT = "wb.doctor() checks this machine"
+
+
+class _PointsToDoctor:
+    """An error about what this machine has or lacks: its message ends by
+    pointing to ``wb.doctor()`` (once, however often it is re-created)."""
+
+    def __init__(self, message: str = "", *args):
+        if message and "wb.doctor()" not in message:
+            message = f"{message.rstrip()} ({DOCTOR_HINT})"
+        super().__init__(message, *args)
+
+
+class BackendUnavailable(_PointsToDoctor, WorkbenchError, RuntimeError):
     """The requested backend cannot run here (no GPU, CuPy missing...)."""
 
 
-class ProfilerUnavailable(WorkbenchError, RuntimeError):
+class CompilerNotFound(BackendUnavailable):
+    """The CPU simulator has no C++ compiler for a new build (kernels built
+    before still run from its cache). The message is one line that names the
+    package to install for this system; a notebook shows that line alone."""
+
+
+class ProfilerUnavailable(_PointsToDoctor, WorkbenchError, RuntimeError):
     """A profiler (Nsight Compute ``ncu``, Nsight Systems ``nsys``) cannot run
     here: not installed, no GPU (the simulator backend), or the driver does
     not let this user read the performance counters. The message is one line

@@ -1,4 +1,4 @@
-"""Numba kernels of tests/test_languages.py (a module: Numba's simulator
+"""Numba kernels of tests/capabilities/test_languages.py (a module: Numba's simulator
 swaps the ``cuda`` global of a kernel's module, so it must be a global)."""
 import numpy as np
 from numba import cuda

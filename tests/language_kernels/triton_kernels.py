@@ -1,4 +1,4 @@
-"""Triton kernels of tests/test_languages.py (loaded once per mode: the
+"""Triton kernels of tests/capabilities/test_languages.py (loaded once per mode: the
 interpreter or the GPU is chosen when a kernel is decorated)."""
 import triton
 import triton.language as tl

@@ -1,6 +1,8 @@
-"""C extension modules of the backends (``native/*.c``), built once per
-machine with the system's C compiler and Python's headers, and kept in the
-disk cache (``DiskCache("native")``).
+"""C extension modules of the backends, built once per machine with the
+system's C compiler and Python's headers, and kept in the disk cache
+(``DiskCache("native")``): the words module both backends use
+(``native/words.c``, :mod:`.native_words`) and the GPU backend's own
+(``gpu/native/*.c``). It sits beside both backends for that reason.
 
 A build is keyed by the source, the Python version and the compiler, so a
 change to any of them builds again. Where no compiler or no ``Python.h`` is
@@ -26,6 +28,7 @@ from pathlib import Path
 from .. import subprocesses
 from ..cache import DiskCache
 
+#: The C sources shared by both backends (the GPU backend's are in ``gpu/native``).
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 CACHE = DiskCache("native")
 
@@ -89,18 +92,15 @@ def compile_source(cc: list[str], source: Path, target: Path, libs: tuple[str, .
     return None
 
 
-def build(source: Path, name: str, switch: str, libs: tuple[str, ...] = (),
-          flags: tuple[str, ...] = (), depends: tuple[Path, ...] = ()):
-    """``(module, None)``: the extension ``name`` built from ``source`` (once
-    per machine) and loaded; or ``(None, why)`` where it cannot be (the
-    environment variable ``switch`` set to ``0`` turns it off). ``flags`` (for
-    example ``-I`` folders) and the contents of ``depends`` (headers outside
-    Python's) are part of the build's key."""
+def _target(source: Path, name: str, switch: str, flags: tuple[str, ...] = (),
+            depends: tuple[Path, ...] = ()):
+    """``(the built file's path in the cache, its refusal marker, None)``, or
+    ``(None, None, why)`` where no build can be made here."""
     if os.environ.get(switch, "").strip() == "0":
-        return None, f"{switch}=0"
+        return None, None, f"{switch}=0"
     cc = compiler()
     if cc is None:
-        return None, "no C compiler (set $CC)"
+        return None, None, "no C compiler (set $CC)"
     try:  # (the compiler by what it is: a gcc upgraded in place is another compiler)
         st = os.stat(os.path.realpath(cc[0]))
         identity = f"{os.path.realpath(cc[0])}:{st.st_size}:{st.st_mtime_ns}"
@@ -112,21 +112,57 @@ def build(source: Path, name: str, switch: str, libs: tuple[str, ...] = (),
         try:
             digest.update(path.read_bytes())
         except OSError as exc:  # (a broken install: the Python path does the work)
-            return None, f"cannot read {path} ({exc})"
+            return None, None, f"cannot read {path} ({exc})"
     key = digest.hexdigest()[:16]
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     try:
         path = CACHE.path(f"{name}-{key}{suffix}")
     except OSError as exc:  # a cache folder that cannot be made: only costs speed
-        return None, f"the disk cache cannot keep it ({exc})"
-    # a build the compiler refused is not tried again by every process (the
-    # key holds all that could change its mind: source, flags, headers, compiler)
-    refused = path.with_name(path.name + ".refused")
+        return None, None, f"the disk cache cannot keep it ({exc})"
+    return path, path.with_name(path.name + ".refused"), None
+
+
+def state(source: Path, name: str, switch: str, flags: tuple[str, ...] = (),
+          depends: tuple[Path, ...] = ()) -> tuple[str, str]:
+    """What :func:`build` would give now, found without building: ``("built",
+    path)``, ``("not built", "")`` (the next use builds it), ``("refused",
+    the compiler's complaint)`` or ``("unavailable", why)`` (switched off, no
+    compiler...)."""
+    path, refused, why = _target(source, name, switch, flags, depends)
+    if path is None:
+        return "unavailable", why
+    if path.exists():
+        return "built", str(path)
+    complaint = _refusal(refused)
+    return ("refused", complaint) if complaint is not None else ("not built", "")
+
+
+def _refusal(marker: Path) -> str | None:
+    """The compiler's complaint when it refused this build lately, else None:
+    a refused build is not tried again by every process (its key holds all
+    that could change the compiler's mind: source, flags, headers, compiler)."""
     try:
-        if time.time() - refused.stat().st_mtime < REFUSAL_DAYS * 86400:
-            return None, refused.read_text()
+        if time.time() - marker.stat().st_mtime < REFUSAL_DAYS * 86400:
+            return marker.read_text()
     except OSError:
         pass
+    return None
+
+
+def build(source: Path, name: str, switch: str, libs: tuple[str, ...] = (),
+          flags: tuple[str, ...] = (), depends: tuple[Path, ...] = ()):
+    """``(module, None)``: the extension ``name`` built from ``source`` (once
+    per machine) and loaded; or ``(None, why)`` where it cannot be (the
+    environment variable ``switch`` set to ``0`` turns it off). ``flags`` (for
+    example ``-I`` folders) and the contents of ``depends`` (headers outside
+    Python's) are part of the build's key."""
+    path, refused, why = _target(source, name, switch, flags, depends)
+    if path is None:
+        return None, why
+    cc = compiler()
+    complaint = _refusal(refused)
+    if complaint is not None:
+        return None, complaint
     for attempt in range(2):
         if not path.exists():
             complaint = compile_source(cc, source, path, libs, flags)

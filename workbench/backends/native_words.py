@@ -9,7 +9,7 @@ of what the words mean. It is built once per machine by :mod:`.native_build`
 ``WORKBENCH_NATIVE_WORDS=0``, :func:`module` gives None and callers do the same
 work in Python (:func:`unavailable_reason` says why). It is the same on every
 backend: the words are plain host memory (mapped into a GPU, or the
-simulator's shared arena).
+simulator's shared arena), so it sits beside both backends, not in either.
 
 The functions (addresses are ints; the caller keeps the memory alive):
 

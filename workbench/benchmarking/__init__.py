@@ -9,7 +9,8 @@ The public functions are reached through the top-level package::
 
 Modules: :mod:`.engine` (the measuring shared by ``bench``, ``compare``
 and ``sweep``), :mod:`.timer` (``bench``, ``BenchResult``), :mod:`.sweep`,
-:mod:`.compare`, :mod:`.ceilings`, :mod:`.report`, :mod:`.plots`
+:mod:`.compare`, :mod:`.points` (one sweep point), :mod:`.ceilings` (and
+:mod:`.ceiling_figures`, the record), :mod:`.report`, :mod:`.plots`
 (matplotlib, imported only when a plot is drawn), :mod:`.result` and
 :mod:`.checks` (results and their checks) and :mod:`.history` (the
 session's results).

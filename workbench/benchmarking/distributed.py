@@ -24,6 +24,8 @@ import time
 from typing import Any, Callable, Iterator
 
 from ..errors import MissingExtra
+from ..runtime.devices import device
+from ..runtime.session import backend as active_backend
 
 #: Times a task whose worker died is submitted again by the pool itself
 #: (after the scheduler's own ``allowed-failures`` reschedules).
@@ -185,8 +187,6 @@ def worker_device(name, count: int) -> int | None:
 def on_worker_device(fn, *args):
     """``fn(*args)`` on this worker's own device (see :func:`worker_device`)."""
     from distributed import get_worker  # lazy: runs on a Dask worker only
-    from ..core.streams import device
-    from ..runtime.session import backend as active_backend
     try:
         name = get_worker().name
     except ValueError:       # not on a worker (a synchronous scheduler): the current device
@@ -208,7 +208,6 @@ def local_cluster(n_workers: int | None = None, *, processes: bool = True, **opt
     measuring on device ``k``; each worker process runs its own backend.
     Use it as ``with local_cluster() as cluster, Client(cluster) as client``.
     """
-    from ..runtime.session import backend as active_backend
     distributed = require_dask()
     b = active_backend()
     n = n_workers or b.device_count()
@@ -237,20 +236,3 @@ def _worker_lost(exc: BaseException, distributed) -> bool:
     from asyncio import CancelledError  # a future cancelled when its worker left
     return isinstance(exc, (killed, CancelledError)) or type(exc).__name__ == "FutureCancelledError"
 
-
-# -- wb.sweep over a cluster ---------------------------------------------------------------
-
-def measure_point(fn, setup, check, point: dict, label: str, plan, check_options: dict,
-                  bytes, flops, sweep_id: str):
-    """One sweep point on a worker: its inputs made there (``setup``), the
-    reference computed there (``check``), then measured on the worker's
-    backend. Returns the :class:`~workbench.benchmarking.result.BenchResult`."""
-    from ..runtime.session import backend as active_backend
-    from .engine import measure
-    from .sweep import _per_point, point_call
-
-    b = active_backend()
-    inputs_args, call_kwargs, expected = point_call(setup, check, point)
-    return measure(b, fn, [inputs_args], call_kwargs, name=label, plan=plan, check=expected,
-                   bytes=_per_point(bytes, point, "bytes"), flops=_per_point(flops, point, "flops"),
-                   params=point, sweep=sweep_id, ceilings=None, record=False, **check_options)

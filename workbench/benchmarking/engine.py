@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..backends.base import CompileOptions
+from ..backends.contract import CompileOptions
 from ..core.kernel import Kernel
 from ..runtime.session import session
 from . import history

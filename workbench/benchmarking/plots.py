@@ -277,7 +277,7 @@ def plot_roofline(results=None, ceilings=None, *, ax=None, annotate: bool = Fals
 
 
 def plot_times(result, *, ax=None, bins: int = 40, title: str | None = None):
-    """Histogram of one :class:`~workbench.BenchResult`'s times with its
+    """Histogram of one :class:`~workbench.types.BenchResult`'s times with its
     median and quartiles marked."""
     fig, ax = figure_axes(ax)
     unit, scale = time_unit(result.median)

@@ -4,14 +4,13 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..present.tables import html_fields, pandas, plain_value
+from .ceiling_figures import Ceilings
 
-if TYPE_CHECKING:  # the annotation only: ceilings.py imports the engine, which makes results
-    from .ceilings import Ceilings
 
 #: Version of the dictionaries written by :meth:`BenchResult.to_dict`.
 RESULT_SCHEMA = "workbench.bench-result/1"

@@ -10,7 +10,9 @@ from ..core.adapters import as_launchable
 from ..present.tables import pandas
 from ..runtime.session import backend as active_backend
 from . import ceilings as ceilings_module, history
+from .distributed import Pool
 from .engine import Plan, default_name, measure
+from .points import measure_point, per_point, point_call
 from .result import SUMMARY_COLUMNS
 
 #: Options of :func:`workbench.bench` that a sweep passes on: those of the
@@ -131,8 +133,8 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
             for label, variant in variants:
                 result = measure(
                     b, variant, [inputs_args], call_kwargs, name=label, plan=plan,
-                    check=expected, bytes=_per_point(bytes, point, "bytes"),
-                    flops=_per_point(flops, point, "flops"), params=point, sweep=run.id,
+                    check=expected, bytes=per_point(bytes, point, "bytes"),
+                    flops=per_point(flops, point, "flops"), params=point, sweep=run.id,
                     ceilings=result_ceilings, **check_options)
                 run.results.append(result)
                 history.sweep_updated(run)
@@ -155,7 +157,6 @@ def _sweep_on_cluster(client, run, variants, points, setup, check, plan, check_o
                       bytes, flops, result_ceilings, bar) -> None:
     """The sweep's points measured on a Dask cluster's workers, appended to
     ``run`` as they finish, then put in the grid's order."""
-    from .distributed import Pool, measure_point  # lazy: Dask is imported only with a client
     pool = Pool(client)
     tags = iter(range(len(points) * len(variants)))
     for point in points:
@@ -227,17 +228,6 @@ def _as_list(values, what: str) -> list:
     return out
 
 
-def _inputs(setup, point) -> tuple[tuple, dict]:
-    if setup is None:
-        return (), {}
-    made = setup(**point)
-    if isinstance(made, tuple):
-        return made, {}
-    if isinstance(made, dict):
-        return (), made
-    return (made,), {}
-
-
 def _check_takes_point(value, point, what: str) -> None:
     """Raise a TypeError that says how ``what=`` is called when ``value``
     cannot take the point's parameters as keywords."""
@@ -252,30 +242,6 @@ def _check_takes_point(value, point, what: str) -> None:
                         "(or lambda **point: ...)") from None
     except ValueError:   # no signature to read (some builtins): the call itself will tell
         pass
-
-
-def point_call(setup, check, point: dict):
-    """``(positional inputs, keyword arguments, expected output or None)`` of
-    one sweep point: its inputs from ``setup`` (or the point itself) and the
-    reference from ``check``."""
-    inputs_args, inputs_kwargs = _inputs(setup, point)
-    expected = None
-    if check is not None:
-        expected = check(*inputs_args, **inputs_kwargs) if setup is not None else check(**point)
-        if expected is None:
-            raise ValueError("check() returned None; it must return the expected "
-                             "output for the point's inputs")
-    call_kwargs = dict(inputs_kwargs) if setup is not None else dict(point)
-    return inputs_args, call_kwargs, expected
-
-
-def _per_point(value, point, what: str):
-    if value is None or not callable(value):
-        return value
-    out = value(**point)
-    if out is None:
-        raise ValueError(f"{what}(**point) returned None for {point}; return a number")
-    return out
 
 
 def _resolve_ceilings(ceilings, bytes, flops):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..present.figures import figure_axes
 from ..present.tables import html_table, pandas
-from ..runtime import timing as _t
+from ..runtime.records import CELL, DEVICE, KERNEL, KIND, MS, NBYTES, STREAM, T0, WALL
 from ..runtime.session import session
 
 #: Colours by kind (matplotlib's tab10).
@@ -178,30 +178,30 @@ def timeline(cell=None, *, since=None, until=None, last: int | None = None) -> T
     records = s.timing_log.resolved()
     if cell is None and since is None and until is None and last is None and records:
         # the cell being run if it queued work, else the last cell that did
-        cells = [r[_t.CELL] for r in records if r[_t.CELL] is not None]
+        cells = [r[CELL] for r in records if r[CELL] is not None]
         if s.cell is not None and s.cell in cells:
             cell = s.cell
         elif cells:
             cell = cells[-1]
     lo, hi = _as_seconds(since), _as_seconds(until)
     chosen = [r for r in records
-              if (cell is None or r[_t.CELL] == cell)
-              and (lo is None or r[_t.WALL] >= lo) and (hi is None or r[_t.WALL] <= hi)]
+              if (cell is None or r[CELL] == cell)
+              and (lo is None or r[WALL] >= lo) and (hi is None or r[WALL] <= hi)]
     if last is not None:
         chosen = chosen[-int(last):] if last > 0 else []
-    chosen = [r for r in chosen if r[_t.T0] is not None and r[_t.MS] == r[_t.MS]]
+    chosen = [r for r in chosen if r[T0] is not None and r[MS] == r[MS]]
     b = s.backend
     log = s.timing_log
     if not chosen:
         return Timeline([], simulated=bool(b and b.simulated))
-    several = len({r[_t.DEVICE] for r in chosen}) > 1  # lanes say their device when two are in it
-    origin = min(r[_t.T0] for r in chosen)
+    several = len({r[DEVICE] for r in chosen}) > 1  # lanes say their device when two are in it
+    origin = min(r[T0] for r in chosen)
     intervals = []
     for r in chosen:
-        label = log.stream_label(b, r[_t.STREAM])
-        lane = f"GPU {r[_t.DEVICE]} · {label}" if several else label
-        start = r[_t.T0] - origin
-        intervals.append(Interval(lane, r[_t.KERNEL], r[_t.KIND], start, start + r[_t.MS],
-                                  r[_t.DEVICE] or 0, label, r[_t.NBYTES]))
+        label = log.stream_label(b, r[STREAM])
+        lane = f"GPU {r[DEVICE]} · {label}" if several else label
+        start = r[T0] - origin
+        intervals.append(Interval(lane, r[KERNEL], r[KIND], start, start + r[MS],
+                                  r[DEVICE] or 0, label, r[NBYTES]))
     title = f"Timeline of cell {cell}" if cell is not None else "Timeline"
     return Timeline(intervals, simulated=bool(b and b.simulated), title=title)

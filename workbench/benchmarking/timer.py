@@ -28,7 +28,7 @@ def bench(fn: Callable, *args, name: str | None = None, repeat: int | None = Non
     """Time ``fn(*args, **kwargs)``, a callable that launches GPU work.
 
     Works with a :class:`workbench.Kernel` call (``wb.bench(k, x, y, n,
-    grid=g, block=b)``), a Numba or Triton kernel (``wb.kernel(fn)``, or the
+    grid=g, block=b)``), a Numba or Triton kernel (``wb.python_kernel(fn)``, or the
     ``numba.cuda.jit`` / ``triton.jit`` function itself once
     ``workbench.languages`` is loaded), CuPy: anything that enqueues work
     on the current stream (or on ``stream=`` when that is one of ``kwargs``).

@@ -14,10 +14,11 @@ import statistics
 
 import numpy as np
 
-from ..core.streams import Event, Stream, device as on_device
+from ..core.streams import Event, Stream
 from ..core.transfers import copy, pinned
 from ..present.figures import figure_axes
 from ..present.tables import html_table, pandas
+from ..runtime.devices import device
 from ..runtime.session import backend, session
 
 MIB = 1 << 20
@@ -112,7 +113,7 @@ def peer_bandwidth(nbytes: int = 64 * MIB, repeat: int = 5) -> Matrix:
     buffers = []
     with session().timing_log.paused():
         for i in range(n):
-            with on_device(i):
+            with device(i):
                 buffers.append((b.allocate((count,), np.float32), b.allocate((count,), np.float32)))
         for i in range(n):
             for j in range(n):
@@ -120,7 +121,7 @@ def peer_bandwidth(nbytes: int = 64 * MIB, repeat: int = 5) -> Matrix:
                     b.enable_peer_access(i, j)
         values = [[None] * n for _ in range(n)]
         for i in range(n):
-            with on_device(i):
+            with device(i):
                 stream = Stream(device=i, name=f"bandwidth {i}")
                 for j in range(n):
                     values[i][j] = _timed_copies(buffers[j][1], buffers[i][0], stream, repeat)
@@ -167,7 +168,7 @@ def host_bandwidth(nbytes: int = 256 * MIB, repeat: int = 5) -> HostBandwidth:
         locked = pinned((count,), np.float32)
         locked[...] = 1
         for d in range(b.device_count()):
-            with on_device(d):
+            with device(d):
                 stream = Stream(device=d, name=f"bandwidth {d}")
                 dev = b.allocate((count,), np.float32)
                 for direction, pairs in (("H2D", ((dev, pageable), (dev, locked))),

@@ -1,6 +1,7 @@
 """The workbench's core: kernel signatures, compile, checked launches, device
-arrays and the seed API's aliases.
+arrays, streams, copies and graphs.
 
-Above the runtime, hardware and memory layers, below benchmarking; it imports
-no IPython, ipywidgets or matplotlib (see docs/architecture.md).
+One layer with :mod:`workbench.memory`, :mod:`workbench.hardware` and
+:mod:`workbench.runtime`, below benchmarking; it imports no IPython,
+ipywidgets or matplotlib (see docs/architecture.md).
 """

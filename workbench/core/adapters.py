@@ -5,7 +5,7 @@ wrapper for the kernel objects of its language (a Numba dispatcher, a Triton
 ``JITFunction``); :func:`as_launchable` gives ``wb.bench``, ``wb.compare``
 and ``wb.sweep`` the wrapped kernel, which checks, launches and logs like a
 :class:`workbench.Kernel`. The core imports no capability: the registration
-runs when the capability is imported (``wb.kernel``, ``wb.languages``).
+runs when the capability is imported (``wb.python_kernel``, ``wb.languages``).
 """
 from __future__ import annotations
 

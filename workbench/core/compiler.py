@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import cxx
 
-from ..backends.base import CompileFailed, CompileOptions, normalise_arch
+from ..backends.contract import CompileFailed, CompileOptions, normalise_arch
 from ..errors import CompileError, Diagnostic
 from ..diagnostics import parse_log
 from .kernel import Kernel, KernelTemplate
@@ -79,6 +79,17 @@ class Module:
 
     def __iter__(self):
         return iter(self.kernel_names())
+
+    def reduce_kernel(self, kernel: Kernel):
+        """``pickle`` support for one of this module's kernels
+        (:meth:`Kernel.__reduce__`): the source, options and name, from which
+        the receiving process compiles the kernel again on its own active
+        backend (a device function cannot travel between processes)."""
+        key = kernel.name
+        if self.kernels.get(key) is not kernel:
+            key = next((e for t in self.templates.values() for e, k in t.instances.items()
+                        if k is kernel), key)
+        return (rebuild_kernel, (self.source, self.options, self.name, self.line_offset, key))
 
     # -- module variables ---------------------------------------------------------------
     @property
@@ -302,18 +313,6 @@ def compile(source: str, *, name: str | None = None, arch: str | None = None,
 
 #: Modules rebuilt in this process from a pickled kernel: (backend id, source, options) -> Module.
 _rebuilt: dict = {}
-
-
-def kernel_reduce(kernel: Kernel):
-    """``pickle`` support for a :class:`Kernel`: the source, options and name,
-    from which the receiving process compiles the kernel again on its own
-    active backend (a device function cannot travel between processes)."""
-    module = kernel.module
-    key = kernel.name
-    if module.kernels.get(key) is not kernel:
-        key = next((e for t in module.templates.values() for e, k in t.instances.items()
-                    if k is kernel), key)
-    return (rebuild_kernel, (module.source, module.options, module.name, module.line_offset, key))
 
 
 def rebuild_kernel(source: str, options: CompileOptions, name: str, line_offset: int, key: str):

@@ -229,7 +229,7 @@ class Graph:
         if device != self.device or b.current_device() != self.device:
             raise WorkbenchError(
                 f"this graph was captured on device {self.device}; launch it on a stream of that "
-                f"device with the device current: `with wb.stream(s):` for a wb.Stream s of "
+                f"device with the device current: `with s:` for a wb.Stream s of "
                 f"device {self.device} (or `with wb.device({self.device}):`)")
         if self._dirty:
             self._recapture()

@@ -1,9 +1,8 @@
-"""Streams and events: ``wb.Stream``, ``wb.stream(s)``, ``wb.Event``.
+"""Streams and events: ``wb.Stream``, ``wb.Event``.
 
 A :class:`Stream` is a queue of work on one device: kernels and copies queued
-on it run in order; work on different streams may overlap. ``with
-wb.stream(s):`` (or ``with s:``) makes it current, so kernel calls and copies
-without ``stream=`` go to it. An :class:`Event` marks a point in a stream:
+on it run in order; work on different streams may overlap. ``with s:`` makes
+it current, so kernel calls and copies without ``stream=`` go to it. An :class:`Event` marks a point in a stream:
 ``e.record(a); e.wait(b)`` makes the work queued on ``b`` afterwards start only
 after the work queued on ``a`` before it, without the host waiting.
 
@@ -18,8 +17,8 @@ import contextlib
 import itertools
 
 from ..errors import WorkbenchError
-from ..hardware.properties import check_device_index
 from ..present.tables import html_fields
+from ..runtime.devices import check_index, on_device
 from ..runtime.session import backend, session
 
 _numbers = itertools.count(1)
@@ -51,7 +50,7 @@ def launch_stream(b, stream, what: str):
         raise WorkbenchError(
             f"{what}: stream= is a stream of device {device} but device {b.current_device()} is "
             f"current, and CUDA launches only on the current device's streams. Use "
-            f"`with wb.stream(s):` (it makes the stream's device current) and leave out stream=.")
+            f"`with s:` (it makes the stream's device current) and leave out stream=.")
     return raw
 
 
@@ -65,7 +64,7 @@ def queued_on(b, stream, what: str):
         yield b.current_stream()
         return
     raw, device = stream_and_device(b, stream, what)
-    with _on_device(b, device):
+    with on_device(b, device):
         yield raw
 
 
@@ -95,11 +94,11 @@ class Stream:
                  name: str | None = None, non_blocking: bool = False):
         b = self.backend = backend()
         if device is not None:
-            _check_device(b, device)
+            check_index(b, device)
         self.device = b.current_device() if device is None else int(device)
         self.priority = priority or 0
         self.name = name or f"stream {next(_numbers)}"
-        with _on_device(b, self.device):
+        with on_device(b, self.device):
             self.raw = b.create_stream(priority=priority, non_blocking=non_blocking)
         session().timing_log.name_stream(self.raw, self.name)
         self._uses: list = []
@@ -156,8 +155,9 @@ class Stream:
 
 @contextlib.contextmanager
 def stream(s: Stream):
-    """``with wb.stream(s):`` kernel calls and copies without ``stream=`` go to
-    ``s`` (its device becomes current for the block, as CUDA requires)."""
+    """``with stream(s):`` (what ``with s:`` does) kernel calls and copies
+    without ``stream=`` go to ``s`` (its device becomes current for the block,
+    as CUDA requires)."""
     if not isinstance(s, Stream):
         raise TypeError(f"wb.stream() takes a wb.Stream, got {type(s).__name__}; "
                         "make one with wb.Stream()")
@@ -165,38 +165,8 @@ def stream(s: Stream):
     if b is not backend():
         raise WorkbenchError(f"{s!r} belongs to another backend than the active one; "
                              "make a new wb.Stream()")
-    with _on_device(b, s.device), b.use_stream(s.raw):
+    with on_device(b, s.device), b.use_stream(s.raw):
         yield s
-
-
-@contextlib.contextmanager
-def _on_device(b, index: int):
-    """Make device ``index`` current for the block (and tell the timing log,
-    whose events are made per device)."""
-    previous = b.current_device()
-    if previous == index:
-        yield
-        return
-    log = session().timing_log
-    b.set_device(index)
-    log.device_changed(b)
-    try:
-        yield
-    finally:
-        b.set_device(previous)
-        log.device_changed(b)
-
-
-def _check_device(b, index) -> None:
-    check_device_index(b, index)
-
-
-def device(index: int):
-    """``with wb.device(i):`` device ``i`` is current for the block (its
-    allocations, compiles, streams and launches)."""
-    b = backend()
-    _check_device(b, index)
-    return _on_device(b, index)
 
 
 class Event:
@@ -213,9 +183,9 @@ class Event:
         self.raw = None
         b = self.backend = backend()
         if device is not None:
-            _check_device(b, device)
+            check_index(b, device)
         self.device = b.current_device() if device is None else int(device)
-        with _on_device(b, self.device):
+        with on_device(b, self.device):
             self.raw = b.create_event()
         self.recorded = False
 
@@ -233,7 +203,7 @@ class Event:
         stream of its own device only."""
         b = self.backend
         if stream is None:
-            with _on_device(b, self.device):  # (the null stream is the current device's)
+            with on_device(b, self.device):  # (the null stream is the current device's)
                 b.record_event(self.raw, b.current_stream())
             self.recorded = True
             return self

@@ -1,5 +1,5 @@
 """Copies and memory kinds: ``wb.copy``, ``wb.memset``, ``wb.pinned``,
-``wb.managed``, ``wb.prefetch``, ``wb.advise``.
+``wb.managed``, ``wb.memory.prefetch``, ``wb.memory.advise``.
 
 Every copy and memset goes through the timing log (``kind`` "copy" or
 "memset", its bytes and stream; ``wb.timings()`` shows the achieved GB/s),
@@ -16,8 +16,9 @@ from ..errors import DeviceError, OutOfMemoryError, WorkbenchError
 from ..memory.kinds import registry as _kinds
 from ..memory.oom import is_out_of_memory, out_of_memory
 from ..present.units import format_bytes
+from ..runtime.devices import check_index
 from ..runtime.session import backend, session
-from .streams import _check_device, queued_on, refuse_in_capture
+from .streams import queued_on, refuse_in_capture
 
 #: Names of the copies in the timing log, by direction.
 DIRECTIONS = {"H2D": "host to device", "D2H": "device to host", "D2D": "device to device",
@@ -129,7 +130,7 @@ def pinned(shape, dtype=np.float32) -> np.ndarray:
 def managed(shape, dtype=np.float32):
     """An uninitialised device array in managed (unified) memory: the host and
     every device address it and the driver moves its pages where they are used
-    (``wb.prefetch`` moves them ahead of time). Never larger than the current
+    (``wb.memory.prefetch`` moves them ahead of time). Never larger than the current
     device has free: oversubscribing makes page migration the bottleneck.
     Listed by ``wb.memory.kinds()`` (kind "managed")."""
     b = backend()
@@ -165,7 +166,7 @@ def _managed_target(b, array, device, what: str, cannot: str) -> int:
     _managed_only(b, array, what)
     device = b.current_device() if device is None else int(device)
     if device != -1:
-        _check_device(b, device)
+        check_index(b, device)
         if not b.managed_prefetch_supported(device):
             raise DeviceError(f"device {device} {cannot}")
     return device
@@ -180,7 +181,7 @@ def prefetch(array, device: int | None = None, *, stream=None):
     device = _managed_target(b, array, device, "prefetch",
                              "cannot prefetch managed memory (no concurrent managed access); "
                              "its pages move on first use instead")
-    with queued_on(b, stream, "wb.prefetch()") as raw:
+    with queued_on(b, stream, "wb.memory.prefetch()") as raw:
         session().timing_log.timed_op(b, "copy", "prefetch", int(array.nbytes), raw, b.prefetch,
                                       array, device, raw, keep=array)
     return array

@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 
 from .. import subprocesses
-from ..backends.base import CompileOptions, KernelResources
+from ..backends.contract import CompileOptions, KernelResources
 from ..backends.nvrtc import check_with_nvrtc
 from ..present.na import NA, or_na
 from ..present.tables import html_fields, pandas
@@ -251,7 +251,7 @@ class KernelReport:
 def inspect_kernel(kernel, device=None) -> KernelReport:
     """The :class:`KernelReport` of a compiled :class:`workbench.Kernel`.
 
-    ``device``: :class:`~workbench.backends.base.DeviceProperties` used for the
+    ``device``: :class:`~workbench.backends.contract.DeviceProperties` used for the
     default dynamic shared-memory limit (default: the active device).
     """
     if getattr(kernel, "resources", None) is None and not hasattr(kernel, "module"):

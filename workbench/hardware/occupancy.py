@@ -17,7 +17,7 @@ import operator
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from ..backends.base import DeviceProperties, KernelResources
+from ..backends.contract import DeviceProperties, KernelResources
 from ..errors import LaunchConfigError
 from ..present.figures import figure_axes
 from ..present.tables import html_table, pandas

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..backends.base import DeviceProperties
+from ..backends.contract import DeviceProperties
 from ..backends.registers import ALLOCATION_UNIT, registers_per_warp, round_up, warps_in_register_file
 
 KIB = 1024

@@ -1,8 +1,9 @@
-"""Every device's static properties and capabilities, and choosing the device.
+"""Every device's static properties and capabilities.
 
     >>> wb.devices()          # a table: one row per GPU (the virtual H100 on the simulator)
     >>> wb.devices()[0].shared_memory_per_block_optin
-    >>> wb.use_device(1)      # later launches and allocations go to GPU 1
+
+Choosing the device is :func:`workbench.device` (:mod:`workbench.runtime.devices`).
 
 A figure the driver cannot give is :data:`~workbench.present.na.NA`
 (printed ``N/A``), never an exception.
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..backends.base import Backend, DeviceProperties
+from ..backends.contract import Backend, DeviceProperties
 from ..errors import DeviceError
 from ..present.na import NA, formatted_fields, or_na
 from ..present.tables import html_fields, pandas
 from ..present.units import format_bytes
-from ..runtime.session import backend, session
+from ..runtime.devices import device
+from ..runtime.session import backend
 from . import live
 
 # capability -> (key in the CUDA runtime's device properties, cudaDevAttr name)
@@ -231,22 +233,8 @@ def devices() -> DeviceList:
     return DeviceList(device_info(i, b) for i in range(b.device_count()))
 
 
-def check_device_index(b, index) -> None:
-    """Raise DeviceError, listing the devices, unless ``index`` is one of ``b``'s."""
-    count = b.device_count()
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
-        names = ", ".join(f"{i}: {b.device_properties(i).name}" for i in range(count))
-        raise DeviceError(f"No device {index!r}: this {b.name} backend has {count} "
-                          f"device{'s' if count != 1 else ''} ({names}); "
-                          f"pass an index from 0 to {count - 1}.")
-
-
 def use_device(index: int) -> DeviceInfo:
-    """Make device ``index`` current: later allocations, compiles and launches
-    go to it. Returns its :class:`DeviceInfo`."""
-    b = backend()
-    check_device_index(b, index)
-    if index != b.current_device():
-        b.set_device(index)
-        session().timing_log.device_changed(b)  # CUDA events belong to one device
-    return device_info(index, b)
+    """``wb.use_device(i)``, deprecated: :func:`workbench.device` makes device
+    ``index`` current; this also returns its :class:`DeviceInfo`."""
+    device(index)
+    return device_info(index)

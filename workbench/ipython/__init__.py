@@ -9,7 +9,7 @@ from ..runtime.session import session
 
 #: Modules that each define ``register(ipython)`` (and optionally ``unregister``).
 MAGIC_MODULES = ("cuda_magic", "memory_magic", "bench_magic", "device_magic", "profile_magic",
-                 "program_magic", "graph_magic")
+                 "program_magic", "graph_magic", "doctor_magic")
 
 _loaded: list = []
 

@@ -3,7 +3,7 @@
 Line magic: ``%gpu_bench [options] statement`` times the statement.
 Cell magic: ``%%gpu_bench [options] [setup statement]`` runs the setup once,
 then times the cell body. Prints the result unless ``-q``; ``-o`` returns the
-:class:`~workbench.BenchResult`. The option defaults are read from
+:class:`~workbench.types.BenchResult`. The option defaults are read from
 ``inspect.signature(wb.bench)`` so the magic and the function cannot drift.
 """
 from __future__ import annotations

@@ -18,8 +18,9 @@ from IPython.display import display
 from ..core.compiler import compile as compile_source
 from ..diagnostics import format_diagnostics
 from ..runtime.session import backend
-from ..errors import (BackendUnavailable, CompileError, DeviceError, KernelArgumentError,
-                      KernelFault, LaunchConfigError, OutOfMemoryError, ProgramError)
+from ..errors import (BackendUnavailable, CompileError, CompilerNotFound, DeviceError,
+                      KernelArgumentError, KernelFault, LaunchConfigError, OutOfMemoryError,
+                      ProgramError)
 from ..programs import ProgramOptionError
 
 #: MIME type of compile diagnostics (rendered by the JupyterLab extension).
@@ -133,6 +134,8 @@ def _show_workbench_error(shell, etype, evalue, tb, tb_offset=None):
     if isinstance(evalue, CompileError):
         stb = [f"CompileError: {str(evalue).splitlines()[0]} (diagnostics above)"
                if getattr(evalue, "_displayed", False) else f"CompileError: {evalue}"]
+    elif isinstance(evalue, CompilerNotFound):
+        stb = [f"{etype.__name__}: {evalue}"]  # what to install is the whole story
     else:
         user_tb, last = tb, None
         while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
@@ -152,6 +155,9 @@ def register(ipython) -> None:
                            _show_workbench_error)
     b = backend()
     print(f"workbench: {b.name} backend — {b.describe()} ({b.reason})")
+    missing = b.missing_compiler()
+    if missing:
+        print(f"workbench: {missing} (wb.doctor() checks this machine)")
 
 
 def unregister(ipython) -> None:

@@ -5,7 +5,8 @@ from IPython.core import magic_arguments
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
-from ..hardware.properties import devices, use_device
+from ..hardware.properties import device_info, devices
+from ..runtime.devices import device
 
 
 @magics_class
@@ -21,12 +22,13 @@ class DeviceMagics(Magics):
     @line_magic
     def cuda_device(self, line: str = ""):
         """List the devices (``%cuda_device``) or make device INDEX current
-        (``%cuda_device 1``), the same as ``wb.use_device(1)``."""
+        (``%cuda_device 1``), the same as ``wb.device(1)``."""
         args = magic_arguments.parse_argstring(self.cuda_device, line)
         if args.index is None:
             display(devices())
             return None
-        info = use_device(args.index)
+        device(args.index)
+        info = device_info(args.index)
         if not args.quiet:
             print(f"Using device {info.index}: {info.name} (compute capability "
                   f"{info.compute_capability})")

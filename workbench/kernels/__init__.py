@@ -9,6 +9,7 @@ checked, timed in ``wb.timings()`` and tracked), with a NumPy reference::
     wb.kernels.catalog()                  # every kernel: dtypes, bytes and FLOPs per element
     wb.kernels.source("relu")             # its CUDA source, highlighted
     wb.kernels.baseline("relu", 1 << 20)  # timed against NumPy on the CPU and the backend's own op
+    wb.kernels.last_variant("hgemm")      # which implementation its last call ran
 
 Importing this package compiles nothing; each kernel function is found (and
 its family module imported) on first use.
@@ -17,9 +18,9 @@ from __future__ import annotations
 
 from .baselines import Baselines, baseline, baselines, plot_speedup
 from .gallery import Catalog, Source, catalog, source
-from .library import KernelSpec, families, module, register, source_text, specs
+from .library import KernelSpec, families, last_variant, module, register, source_text, specs
 
-__all__ = ["KernelSpec", "families", "module", "register", "source_text", "specs", "Catalog",
+__all__ = ["KernelSpec", "families", "last_variant", "module", "register", "source_text", "specs", "Catalog",
            "Source", "catalog", "source", "Baselines", "baseline", "baselines", "plot_speedup"]
 
 

@@ -2,7 +2,7 @@
 reference on the CPU and against the backend's own operation (CuPy's
 ``sum``, ``matmul`` = cuBLAS...), as a speedup table and plot.
 
-Every timing is a :class:`~workbench.BenchResult` recorded for
+Every timing is a :class:`~workbench.types.BenchResult` recorded for
 ``wb.report()`` (the JSON / CSV performance report), with ``params``
 ``kernel``, ``variant`` (``workbench``, ``library``, ``numpy``), ``size`` and
 ``dtype``.

@@ -5,23 +5,35 @@ from __future__ import annotations
 import html
 
 from ..present.tables import html_table, pandas
-from .library import KernelSpec, families, source_text, specs
+from .library import KernelSpec, families, last_variant, source_text, specs, variant_sources
 
 _COLUMNS = ("name", "family", "dtypes", "bytes/element", "FLOPs/element", "FLOPs/byte",
-            "library equivalent", "description", "source")
+            "library equivalent", "description", "variant", "roofline", "source")
+
+
+def _variant(spec: KernelSpec) -> str:
+    """The variant the kernel's last call ran, else the ones it chooses from."""
+    ran = last_variant(spec.name)
+    if ran:
+        return f"ran: {ran}"
+    return " | ".join(spec.variants)
 
 
 def _row(spec: KernelSpec) -> tuple:
     intensity = spec.flops_per_element / spec.bytes_per_element if spec.bytes_per_element else None
+    files = [f"cu/{spec.family}.cu"] + [f"cu/{spec.family}.{v}.cu" for v in variant_sources(spec.family)]
     return (spec.name, spec.family, ", ".join(spec.dtypes), spec.bytes_per_element,
             spec.flops_per_element, intensity, "yes" if spec.library_equivalent else "no",
-            spec.description, f"cu/{spec.family}.cu")
+            spec.description, _variant(spec), spec.roofline or "copy bandwidth",
+            ", ".join(files))
 
 
 class Catalog:
     """The kernels of the library, one row each: name, family, dtypes, bytes
     and FLOPs per element (for ``dtypes[0]``) and their ratio, the arithmetic
-    intensity that places the kernel on a roofline."""
+    intensity that places the kernel on a roofline; the variant its last call
+    ran (or the variants it chooses from) and the ceiling it is measured
+    against."""
 
     def __init__(self, kernels: list[KernelSpec]):
         self.kernels = kernels
@@ -71,17 +83,21 @@ def catalog(family: str | None = None) -> Catalog:
 
 
 class Source:
-    """The CUDA C++ source of one family; ``str()`` is the text, a notebook
-    shows it highlighted as CUDA (with pygments, when installed)."""
+    """The CUDA C++ source of one family (or of one of its variants);
+    ``str()`` is the text, a notebook shows it highlighted as CUDA (with
+    pygments, when installed)."""
 
-    def __init__(self, family: str, text: str, kernel: str | None = None):
+    def __init__(self, family: str, text: str, kernel: str | None = None,
+                 variant: str | None = None):
         self.family = family
         self.text = text
         self.kernel = kernel
+        self.variant = variant
 
     @property
     def path(self) -> str:
-        return f"workbench/kernels/cu/{self.family}.cu"
+        stem = self.family + (f".{self.variant}" if self.variant else "")
+        return f"workbench/kernels/cu/{stem}.cu"
 
     def __str__(self) -> str:
         return self.text
@@ -107,14 +123,16 @@ class Source:
         return f"<div><b>{head}</b>{body}</div>"
 
 
-def source(name: str) -> Source:
+def source(name: str, variant: str | None = None) -> Source:
     """The CUDA source of kernel ``name`` (``"relu"``) or of a family
-    (``"reductions"``): the whole ``.cu`` file it is compiled from."""
+    (``"reductions"``): the whole ``.cu`` file it is compiled from; with
+    ``variant``, the family's variant file (``source("hgemm", "sm90")``: the
+    Hopper GEMM)."""
     kernels = specs()
     if name in kernels:
         family = kernels[name].family
-        return Source(family, source_text(family), kernel=name)
+        return Source(family, source_text(family, variant), kernel=name, variant=variant)
     if name in families():
-        return Source(name, source_text(name))
+        return Source(name, source_text(name, variant), variant=variant)
     raise ValueError(f"no kernel or family {name!r} in wb.kernels; wb.kernels.catalog() lists "
                      f"the kernels, families are: {', '.join(families())}")

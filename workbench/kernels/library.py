@@ -1,7 +1,10 @@
 """The registry of the kernel library and the compile path of its ``.cu`` files.
 
 A *family* is one CUDA C++ file ``workbench/kernels/cu/<family>.cu`` and one
-Python module ``workbench/kernels/<family>.py`` beside it. The Python module:
+Python module ``workbench/kernels/<family>.py`` beside it; a family may also ship
+*variant* sources ``cu/<family>.<variant>.cu`` for one architecture (the Hopper
+GEMM, ``matmul.sm90.cu``, built for ``sm_90a``), compiled by
+``module(family, variant=..., arch=...)``. The Python module:
 
 * defines ``INSTANTIATE``, a tuple of the template instantiations that
   :func:`module` compiles (name expressions such as ``"sum_kernel<float>"``);
@@ -18,7 +21,9 @@ Python module ``workbench/kernels/<family>.py`` beside it. The Python module:
 returns the registered kernels by name. :func:`module` compiles a family
 once per active backend instance and set of defines, through
 :func:`workbench.compile` (name ``"wb.kernels.<family>"``), so the module is
-in ``wb.modules`` and its kernels are inspectable.
+in ``wb.modules`` and its kernels are inspectable. A kernel function that
+chooses between variants (by device, sizes or alignment) says which one ran
+with :func:`note_variant`; the catalog shows it.
 """
 from __future__ import annotations
 
@@ -38,7 +43,8 @@ from ..errors import KernelArgumentError
 from ..runtime.session import backend as active_backend
 
 __all__ = ["KernelSpec", "register", "specs", "module", "source_text", "families",
-           "check_array", "check_dtype", "c_type", "grid_1d", "multiprocessors"]
+           "variant_sources", "note_variant", "last_variant", "check_array", "check_dtype",
+           "c_type", "grid_1d", "multiprocessors", "compute_capability"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,10 @@ class KernelSpec:
     reduction (one output) ``elements`` counts the input elements instead.
     ``rtol`` and ``atol`` are the tolerances of the comparison with
     ``reference`` (None: by dtype, 1e-4 / 1e-5 for float32, 1e-7 / 1e-9 for
-    float64, 1e-2 for 16-bit floats).
+    float64, 1e-2 for 16-bit floats). ``variants`` names the implementations
+    the function chooses between, ``roofline`` says which ceiling the
+    benchmark measures the kernel against and why (empty: the copy bandwidth,
+    bytes read and written).
     """
 
     name: str
@@ -70,6 +79,8 @@ class KernelSpec:
     example: Callable | None = None
     rtol: float | None = None
     atol: float | None = None
+    variants: tuple[str, ...] = ()
+    roofline: str = ""
 
     def bytes_for(self, dtype) -> float:
         """Bytes per output element for ``dtype`` (``bytes_per_element`` is
@@ -79,6 +90,7 @@ class KernelSpec:
 
 _REGISTRY: dict[str, KernelSpec] = {}
 _MODULES: dict = {}  # (backend instance id, family, defines, instantiations) -> (backend, Module)
+_LAST_VARIANT: dict[str, str] = {}
 
 
 def register(spec: KernelSpec) -> KernelSpec:
@@ -94,8 +106,28 @@ def families() -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def _family_names() -> tuple[str, ...]:
+    return tuple(sorted(stem for stem in _cu_stems() if "." not in stem))
+
+
+def _cu_stems() -> tuple[str, ...]:
     folder = resources.files(__package__) / "cu"
-    return tuple(sorted(entry.name[:-3] for entry in folder.iterdir() if entry.name.endswith(".cu")))
+    return tuple(entry.name[:-3] for entry in folder.iterdir() if entry.name.endswith(".cu"))
+
+
+def variant_sources(family: str) -> list[str]:
+    """The variants a family ships beside its ``.cu`` file (``["sm90"]`` for
+    ``matmul``: ``cu/matmul.sm90.cu``)."""
+    return sorted(stem.split(".", 1)[1] for stem in _cu_stems() if stem.startswith(family + "."))
+
+
+def note_variant(kernel: str, variant: str) -> None:
+    """Record that the last call of library kernel ``kernel`` ran ``variant``."""
+    _LAST_VARIANT[kernel] = variant
+
+
+def last_variant(kernel: str) -> str | None:
+    """The variant the last call of ``kernel`` ran (None before its first call)."""
+    return _LAST_VARIANT.get(kernel)
 
 
 def _family_module(family: str):
@@ -123,15 +155,23 @@ def specs() -> dict[str, KernelSpec]:
     return dict(_REGISTRY)
 
 
-def source_text(family: str) -> str:
-    """The CUDA C++ source of a family (``cu/<family>.cu``)."""
+def source_text(family: str, variant: str | None = None) -> str:
+    """The CUDA C++ source of a family (``cu/<family>.cu``), or of one of its
+    variants (``cu/<family>.<variant>.cu``)."""
     if family not in families():
         raise ValueError(f"no kernel family {family!r}; the library has: {', '.join(families())}")
-    return (resources.files(__package__) / "cu" / f"{family}.cu").read_text(encoding="utf-8")
+    if variant is not None and variant not in variant_sources(family):
+        raise ValueError(f"kernel family {family!r} has no variant {variant!r}; it has: "
+                         f"{', '.join(variant_sources(family)) or 'none'}")
+    stem = family if variant is None else f"{family}.{variant}"
+    return (resources.files(__package__) / "cu" / f"{stem}.cu").read_text(encoding="utf-8")
 
 
-def module(family: str, defines=(), instantiate=None) -> Module:
-    """The compiled module of ``cu/<family>.cu`` on the active backend.
+def module(family: str, defines=(), instantiate=None, variant: str | None = None,
+           arch: str | None = None) -> Module:
+    """The compiled module of ``cu/<family>.cu`` (or of its ``variant``, for
+    ``arch``: ``module("matmul", variant="sm90", arch="sm_90a", instantiate=...)``)
+    on the active backend.
 
     Compiled once per backend instance, ``defines`` and instantiations
     (``instantiate=None``: the family module's ``INSTANTIATE``), then reused.
@@ -139,22 +179,24 @@ def module(family: str, defines=(), instantiate=None) -> Module:
     """
     b = active_backend()
     try:  # the common case, a call with the family's defaults: one dictionary look-up
-        entry = _MODULES.get((id(b), family, defines, instantiate))
+        entry = _MODULES.get((id(b), family, defines, instantiate, variant, arch))
     except TypeError:  # lists of defines or instantiations
         entry = None
     if entry is not None and entry[0] is b:
         return entry[1]
-    given = (defines, instantiate)
+    given = (defines, instantiate, variant, arch)
     defines = (defines,) if isinstance(defines, str) else tuple(defines)
     if instantiate is None:
         instantiate = tuple(getattr(_family_module(family), "INSTANTIATE", ()))
     instantiate = (instantiate,) if isinstance(instantiate, str) else tuple(instantiate)
-    full = (id(b), family, defines, instantiate)
+    full = (id(b), family, defines, instantiate, variant, arch)
     entry = _MODULES.get(full)
     if entry is None or entry[0] is not b:
-        name = f"wb.kernels.{family}" + (f"[{','.join(defines)}]" if defines else "")
-        entry = _MODULES[full] = (b, compile_source(source_text(family), name=name,
-                                                    defines=defines, instantiate=instantiate))
+        name = (f"wb.kernels.{family}" + (f".{variant}" if variant else "")
+                + (f"[{','.join(defines)}]" if defines else ""))
+        entry = _MODULES[full] = (b, compile_source(source_text(family, variant), name=name,
+                                                    defines=defines, instantiate=instantiate,
+                                                    arch=arch))
     try:
         _MODULES[(id(b), family, *given)] = entry
     except TypeError:
@@ -218,6 +260,15 @@ def check_dtype(function: str, arrays: dict, dtypes) -> np.dtype:
                 f"wb.kernels.{function}(): {what} is {a.dtype} but {first[0]} is {first[1]}; "
                 f"all arrays must have the same dtype (convert one with .astype).")
     return first[1]
+
+
+def compute_capability() -> tuple[int, int] | None:
+    """The active device's compute capability, or None on the simulator
+    (which runs the portable variants whatever device it imitates)."""
+    b = active_backend()
+    if b.simulated:
+        return None
+    return tuple(b.device_properties().compute_capability)
 
 
 def multiprocessors() -> int:

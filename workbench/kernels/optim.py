@@ -52,7 +52,8 @@ def sgd_momentum(param, grad, momentum_buffer, lr: float, momentum: float = 0.9,
     if n:
         module(FAMILY)["sgd_momentum_step"](
             param, grad, momentum_buffer, n, float(lr), float(momentum), float(dampening),
-            float(weight_decay), int(bool(nesterov)), grid=grid_1d(n, _BLOCK), block=_BLOCK)
+            float(weight_decay), int(bool(nesterov)),
+            grid=grid_1d(n, _BLOCK, per_thread=4, blocks_per_sm=8), block=_BLOCK)
     return param
 
 
@@ -71,7 +72,7 @@ def _adam(name, param, grad, exp_avg, exp_avg_sq, step, lr, betas, eps, weight_d
         module(FAMILY)["adam_step"](
             param, grad, exp_avg, exp_avg_sq, n, float(step_size), float(sqrt_correction2),
             float(beta1), float(beta2), float(eps), float(lr), float(weight_decay), int(decoupled),
-            grid=grid_1d(n, _BLOCK), block=_BLOCK)
+            grid=grid_1d(n, _BLOCK, per_thread=4, blocks_per_sm=8), block=_BLOCK)
     return param
 
 

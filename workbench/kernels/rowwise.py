@@ -1,9 +1,12 @@
 """Row-wise kernels over the last axis: softmax, log-softmax, layer norm and
 cross-entropy, for float32 and float64.
 
-``cu/rowwise.cu`` runs one warp per row for rows of up to
-:data:`WARP_ROW_LIMIT` columns and one block per row beyond; softmax is the
-one-pass online form (running maximum and rescaled sum).
+``cu/rowwise.cu``'s ``rowwise_kernel`` holds each row in registers (16-byte
+vectors, read once, written once): a warp per row for rows of up to 1024
+floats, a block of 256 or 512 threads per row up to 32768 floats (16384
+doubles); for the longest rows each block also prefetches its next row into
+shared memory. Longer rows take one block per row and two reads (softmax in
+the one-pass online form).
 """
 from __future__ import annotations
 
@@ -17,23 +20,23 @@ from .library import (KernelSpec, c_type, check_array, check_dtype, module, mult
 FAMILY = "rowwise"
 DTYPES = ("float32", "float64")
 
-#: Rows up to this many columns get one warp each; longer rows one block each.
-WARP_ROW_LIMIT = 1024
-_WARP_BLOCK = 256   # 8 rows per block
-_ROW_BLOCK = 512
-_CACHED_BLOCK = 512
-#: Values per thread of softmax_cached_kernel, by dtype (the largest keeps a
-#: row of 32768 floats or 16384 doubles in registers, without spills).
-_CACHED_VPT = {"float": (4, 8, 16, 32, 64), "double": (4, 8, 16, 32)}
+#: The operation codes of ``enum RowOp`` in rowwise.cu.
+_SOFTMAX, _LOG_SOFTMAX, _LAYER_NORM, _CROSS_ENTROPY = range(4)
+#: 16-byte vectors per thread that rowwise_kernel is instantiated for.
+_VPT = (1, 2, 4, 8, 16)
+#: (threads per row, vectors per thread) by row length in 16-byte vectors: a warp per
+#: row up to 256 vectors (1024 floats), then 256 or 512 threads.
+_LADDER = ((32, 1), (32, 2), (32, 4), (32, 8), (256, 2), (256, 4), (512, 4), (512, 8), (512, 16))
+_BLOCK = 256          # for warp-per-row launches: 8 rows a block
+_LONG_BLOCK = 512     # the long-row kernels
 
 _FLAGS = ("false", "true")
 INSTANTIATE = (
-    tuple(f"softmax_kernel<{t}, {log}, {warp}>" for t in ("float", "double")
-          for log in _FLAGS for warp in _FLAGS)
-    + tuple(f"{k}<{t}, {warp}>" for k in ("layer_norm_kernel", "cross_entropy_kernel")
-            for t in ("float", "double") for warp in _FLAGS)
-    + tuple(f"softmax_cached_kernel<{t}, {log}, {vpt}>" for t, counts in _CACHED_VPT.items()
-            for log in _FLAGS for vpt in counts))
+    tuple(f"rowwise_kernel<{t}, {op}, {vpt}>" for t in ("float", "double") for op in range(4)
+          for vpt in _VPT)
+    + tuple(f"softmax_kernel<{t}, {log}, false>" for t in ("float", "double") for log in _FLAGS)
+    + tuple(f"{k}<{t}, false>" for k in ("layer_norm_kernel", "cross_entropy_kernel")
+            for t in ("float", "double")))
 
 
 def _rows(name: str, x) -> tuple[int, int]:
@@ -44,17 +47,42 @@ def _rows(name: str, x) -> tuple[int, int]:
     return (int(x.size) // cols if cols else 0), cols
 
 
-def _launch(kernel: str, template_args: str, rows: int, cols: int, *args):
-    """Launch ``kernel<template_args, WARP>`` with WARP chosen by the row length."""
-    warp = cols <= WARP_ROW_LIMIT
-    full = f"{kernel}<{template_args}, {_FLAGS[warp]}>"
-    if warp:
-        rows_per_block = _WARP_BLOCK // 32
-        grid = min((rows + rows_per_block - 1) // rows_per_block, 32 * multiprocessors())
-        block = _WARP_BLOCK
+def row_layout(cols: int, dtype) -> tuple[int, int] | None:
+    """``(threads per row, 16-byte vectors per thread)`` of rowwise_kernel for
+    rows of ``cols`` values of ``dtype``; None past what registers hold."""
+    width = 16 // np.dtype(dtype).itemsize
+    vectors = -(-cols // width)
+    return next(((g, v) for g, v in _LADDER if g * v >= vectors), None)
+
+
+def _launch_rows(op: int, x, y, rows: int, cols: int, gamma=None, beta=None, targets=None,
+                 eps: float = 0.0) -> bool:
+    """Launch rowwise_kernel for ``op``; False when the rows are too long for it."""
+    layout = row_layout(cols, x.dtype)
+    if layout is None:
+        return False
+    group, vpt = layout
+    b = active_backend()
+    arrays = [a for a in (x, y, gamma, beta) if a is not None]
+    vec = int(cols % (16 // x.dtype.itemsize) == 0
+              and all(b.device_pointer(a) % 16 == 0 for a in arrays))
+    block = _BLOCK if group == 32 else group
+    rows_per_block = block // group
+    prefetch = int(vec and vpt == 16)
+    if prefetch:   # one block per multiprocessor, looping over its rows
+        grid = min(rows, multiprocessors())
     else:
-        grid, block = min(rows, 32 * multiprocessors()), _ROW_BLOCK
-    module(FAMILY)[full](*args, grid=max(grid, 1), block=block)
+        grid = min(-(-rows // rows_per_block), 32 * multiprocessors())
+    kernel = module(FAMILY)[f"rowwise_kernel<{c_type(x.dtype)}, {op}, {vpt}>"]
+    kernel(x, gamma, beta, targets, y, rows, cols, group, vec, prefetch, float(eps),
+           grid=max(grid, 1), block=block, shared_mem=prefetch * group * vpt * 16)
+    return True
+
+
+def _launch_long(kernel: str, template_args: str, rows: int, *args):
+    """One block per row, for rows longer than registers hold."""
+    full = f"{kernel}<{template_args}, false>"
+    module(FAMILY)[full](*args, grid=max(min(rows, 32 * multiprocessors()), 1), block=_LONG_BLOCK)
 
 
 def _softmax(name: str, x, log: bool):
@@ -63,14 +91,8 @@ def _softmax(name: str, x, log: bool):
     y = active_backend().xp.empty(x.shape, dtype=dtype)
     if not (rows and cols):
         return y
-    t = c_type(dtype)
-    if cols > WARP_ROW_LIMIT:
-        vpt = next((v for v in _CACHED_VPT[t] if v * _CACHED_BLOCK >= cols), None)
-        if vpt is not None:
-            kernel = module(FAMILY)[f"softmax_cached_kernel<{t}, {_FLAGS[log]}, {vpt}>"]
-            kernel(x, y, rows, cols, grid=min(rows, 32 * multiprocessors()), block=_CACHED_BLOCK)
-            return y
-    _launch("softmax_kernel", f"{t}, {_FLAGS[log]}", rows, cols, x, y, rows, cols)
+    if not _launch_rows(_LOG_SOFTMAX if log else _SOFTMAX, x, y, rows, cols):
+        _launch_long("softmax_kernel", f"{c_type(dtype)}, {_FLAGS[log]}", rows, x, y, rows, cols)
     return y
 
 
@@ -95,8 +117,9 @@ def layer_norm(x, gamma, beta, eps: float = 1e-5):
                 f"wb.kernels.layer_norm(): {what} has shape {tuple(a.shape)}; it must have one "
                 f"value per column of x, shape ({cols},).")
     y = active_backend().xp.empty(x.shape, dtype=dtype)
-    if rows and cols:
-        _launch("layer_norm_kernel", c_type(dtype), rows, cols, x, gamma, beta, y, rows, cols, float(eps))
+    if rows and cols and not _launch_rows(_LAYER_NORM, x, y, rows, cols, gamma, beta, eps=eps):
+        _launch_long("layer_norm_kernel", c_type(dtype), rows, x, gamma, beta, y, rows, cols,
+                     float(eps))
     return y
 
 
@@ -118,7 +141,9 @@ def cross_entropy(logits, targets):
     if rows:
         if targets.dtype != np.int64:
             targets = targets.astype(np.int64)
-        _launch("cross_entropy_kernel", c_type(dtype), rows, cols, logits, targets, losses, rows, cols)
+        if not _launch_rows(_CROSS_ENTROPY, logits, losses, rows, cols, targets=targets):
+            _launch_long("cross_entropy_kernel", c_type(dtype), rows, logits, targets, losses,
+                         rows, cols)
     return losses
 
 
@@ -190,13 +215,24 @@ def _library_softmax(x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-register(KernelSpec("softmax", FAMILY, DTYPES, 8.0, 5.0, "row-wise softmax (online, one pass)",
-                    softmax, _softmax_reference, _library_softmax, _matrix))
+_IN_REGISTERS = ("row in registers (16-byte vectors, read once): a warp per row up to 1024 "
+                 "floats, 256 or 512 threads up to 32768, the next row prefetched into shared "
+                 "memory beyond 16384")
+_VARIANTS = (_IN_REGISTERS, "block per row, two reads (longer rows)")
+register(KernelSpec("softmax", FAMILY, DTYPES, 8.0, 5.0, "row-wise softmax, one read and one "
+                    "write per element", softmax, _softmax_reference, _library_softmax, _matrix,
+                    variants=_VARIANTS))
 register(KernelSpec("log_softmax", FAMILY, DTYPES, 8.0, 5.0, "row-wise log-softmax",
-                    log_softmax, _log_softmax_reference, None, _matrix))
-register(KernelSpec("layer_norm", FAMILY, DTYPES, 8.0, 7.0, "row-wise layer norm with gamma, beta",
-                    layer_norm, _layer_norm_reference, None, _layer_norm_example))
+                    log_softmax, _log_softmax_reference, None, _matrix, variants=_VARIANTS))
+register(KernelSpec("layer_norm", FAMILY, DTYPES, 8.0, 7.0, "row-wise layer norm with gamma, "
+                    "beta (mean, then variance about it, both over registers)",
+                    layer_norm, _layer_norm_reference, None, _layer_norm_example,
+                    variants=_VARIANTS,
+                    roofline="copy bandwidth; gamma and beta (one row) come from L2, not counted"))
 # elements: the logits (each read once; one loss per row is written)
 register(KernelSpec("cross_entropy", FAMILY, DTYPES, 4.0, 4.0,
                     "per-row cross-entropy loss of logits and class indices",
-                    cross_entropy, _cross_entropy_reference, None, _cross_entropy_example))
+                    cross_entropy, _cross_entropy_reference, None, _cross_entropy_example,
+                    variants=_VARIANTS,
+                    roofline="copy bandwidth, bytes read only (a read-only stream can run "
+                             "somewhat above the copy's read-plus-write rate)"))

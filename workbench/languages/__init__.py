@@ -1,7 +1,7 @@
 """Kernels written in Python, Numba (``numba.cuda.jit``) and Triton
 (``triton.jit``), in the same harness as ``%%cuda`` kernels.
 
-``wb.kernel(fn)`` wraps one: its launches are checked (argument count,
+``wb.python_kernel(fn)`` (:func:`kernel` here) wraps one: its launches are checked (argument count,
 device memory, declared dtypes), go into ``wb.timings()`` with a
 ``language`` column, run on workbench arrays without copies, and its
 resources, occupancy, PTX and SASS are those the kernel panel shows for
@@ -72,7 +72,7 @@ def kernel(fn, *, name: str | None = None, dtypes: dict | None = None):
             inner = inner.fn
         simulated = type(inner).__name__ == "InterpretedFunction"
     else:
-        raise TypeError(f"wb.kernel() takes a numba.cuda.jit or triton.jit kernel, got "
+        raise TypeError(f"wb.python_kernel() takes a numba.cuda.jit or triton.jit kernel, got "
                         f"{type(fn).__name__}; CUDA C++ kernels come from %%cuda or wb.compile()")
     _check_mode(fn, cls, simulated)
     b = active_backend()

@@ -13,13 +13,13 @@ import html
 
 import numpy as np
 
-from ..backends.base import KernelResources
+from ..backends.contract import KernelResources
 from ..errors import KernelArgumentError, LaunchConfigError
 from ..hardware.inspect import inspect_kernel
 from ..hardware.occupancy import occupancy as kernel_occupancy
 from ..present.tables import html_fields
-from ..runtime.session import session
 from ..core.streams import launch_stream
+from ..runtime.session import backend, session
 
 #: Python scalars pass to the language as they are (checked first, on the launch path).
 _SCALARS = frozenset({int, float, bool, np.float32, np.float64, np.int32, np.int64})
@@ -84,8 +84,7 @@ class PyKernel:
         self.name = name
         self._session = session()
         self.backend = self._session.backend
-        if self.backend is None:
-            from ..runtime.session import backend  # the backend is chosen on first use
+        if self.backend is None:  # none chosen yet: choose it now
             self.backend = backend()
         self._dtypes = {k: np.dtype(v) for k, v in (dtypes or {}).items()}
         self._resources: KernelResources | None = None
@@ -187,7 +186,7 @@ class PyKernel:
             raise LaunchConfigError(
                 f"{self.name} was wrapped for the {b.name} backend but the active backend is "
                 f"{self._session.backend.name if self._session.backend else 'none'}; wrap it "
-                f"again with wb.kernel().")
+                f"again with wb.python_kernel().")
         if n is not None and grid is not None and "n" in self._params()[len(args):]:
             meta["n"] = n  # the kernel's own parameter n, given by keyword (wb.sweep's setup dict)
             n = None

@@ -1,5 +1,5 @@
 """Numba kernels (``numba.cuda.jit``, from the ``numba-cuda`` package) in the
-workbench: ``wb.kernel(numba_fn)``.
+workbench: ``wb.python_kernel(numba_fn)``.
 
 Arrays meet Numba without copies. On the GPU a workbench array is a CuPy
 array; it becomes a Numba device array over the same memory through
@@ -23,7 +23,7 @@ import inspect
 
 import numpy as np
 
-from ..backends.base import KernelResources
+from ..backends.contract import KernelResources
 from ..backends.nvrtc.check import NvrtcResult
 from .base import PyKernel
 
@@ -52,7 +52,7 @@ def _simulated(fn) -> bool:
 class NumbaKernel(PyKernel):
     """A ``numba.cuda.jit`` kernel in the workbench::
 
-        k = wb.kernel(numba_fn)           # or give numba_fn to wb.bench / wb.compare
+        k = wb.python_kernel(numba_fn)    # or give numba_fn to wb.bench / wb.compare
         k(x, y, n, grid=blocks, block=256)
 
     ``dtypes={"x": np.float32}`` declares the dtypes of array parameters for

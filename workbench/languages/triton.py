@@ -1,5 +1,5 @@
 """Triton kernels (``triton.jit``, with ``triton.autotune``) in the workbench:
-``wb.kernel(triton_fn)``.
+``wb.python_kernel(triton_fn)``.
 
 Triton takes as a pointer anything with ``data_ptr()`` and ``dtype``. On the
 GPU a workbench array (CuPy) is handed over as a small view giving its device
@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from ..backends.base import KernelResources
+from ..backends.contract import KernelResources
 from ..backends.nvrtc.check import NvrtcResult
 from ..errors import LaunchConfigError
 from ..present.tables import html_table, pandas
@@ -175,7 +175,7 @@ def _config_text(config) -> str:
 class TritonKernel(PyKernel):
     """A ``triton.jit`` kernel in the workbench::
 
-        k = wb.kernel(triton_fn)          # or give triton_fn to wb.bench / wb.compare
+        k = wb.python_kernel(triton_fn)   # or give triton_fn to wb.bench / wb.compare
         k(x, y, n, grid=(programs,), BLOCK=1024)   # keywords: Triton's meta-parameters
 
     ``grid`` is the number of programs (a tuple, or a function of the

@@ -13,6 +13,7 @@ and :func:`empty_cache` returns the cache to the device.
 """
 from __future__ import annotations
 
+from ..core.transfers import advise, prefetch  # managed memory's hints: wb.memory.advise
 from ..present.units import parse_size
 from ..runtime.session import active_backend_or_none as _active_backend_or_none
 from ..runtime.session import backend as _backend

@@ -1,6 +1,6 @@
 """The active backend's memory pool: counts, limit and cache.
 
-Everything goes through the :class:`~workbench.backends.base.Backend`
+Everything goes through the :class:`~workbench.backends.contract.Backend`
 interface; this module only adds what the user-facing calls need on top
 (fractions of the device, messages, counts that never fail a report).
 """

@@ -2,7 +2,7 @@
 
 :func:`capture` runs on every tracked allocation, so it only walks frames
 (``sys._getframe``) and keeps ``(code, instruction offset)`` pairs (on the GPU
-the C allocator of ``backends/native/allocations.c`` makes the same walk, with
+the C allocator of ``backends/gpu/native/allocations.c`` makes the same walk, with
 the same classification cache, in C); everything readable
 (file names, notebook cells, source text) is worked out later by
 :func:`resolve`, only for the allocations someone looks at.

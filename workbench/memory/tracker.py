@@ -208,7 +208,7 @@ class Tracker:
             append((ptr, size, now(), session.cell))
 
         # A backend able to append these records itself (the C allocator of
-        # backends/cupy_allocations.py) takes them from here instead of calling
+        # backends/gpu/allocations.py) takes them from here instead of calling
         # the callbacks: the list, what each record reads, and how frames are
         # classified (the same dict as sources.capture, so both walk alike).
         on_alloc.native_sink = (raw, session, reserved, count_now, count_every,

@@ -17,16 +17,18 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.arrays import synchronize, to_device
+from ..core.compiler import compile as wb_compile
+from ..runtime import nvtx
+from ..runtime.devices import device
 from . import ship
 
 
 def _compile_all(spec: dict) -> dict:
-    from ..core.compiler import compile as wb_compile
     return {m["name"]: wb_compile(**m) for m in spec["modules"]}
 
 
 def _argument(entry: dict, arrays, device: dict):
-    from ..core.arrays import to_device
     kind = entry["kind"]
     if kind == "null":
         return None
@@ -42,7 +44,6 @@ def _argument(entry: dict, arrays, device: dict):
 
 
 def run_kernel(spec: dict, folder: Path) -> None:
-    from ..core.arrays import synchronize
     modules = _compile_all(spec)
     kernel = modules[spec["module"]][spec["kernel"]]
     with np.load(folder / ship.ARRAYS) as arrays:
@@ -58,8 +59,6 @@ def run_kernel(spec: dict, folder: Path) -> None:
 
 
 def run_code(spec: dict, folder: Path) -> None:
-    from ..core.arrays import synchronize, to_device
-    from ..runtime import nvtx
     modules = _compile_all(spec)
     workbench = sys.modules[__package__.split(".")[0]]  # the package itself, for `wb.` in the cell
     ns: dict = {"__name__": "__main__", "wb": workbench, "workbench": workbench, "np": np,
@@ -88,9 +87,14 @@ def main(argv=None) -> int:
     folder = Path(argv[0])
     spec = json.loads((folder / ship.SPEC).read_text())
     if spec.get("device"):
-        from ..hardware.properties import use_device
-        use_device(spec["device"])
-    (run_kernel if spec["mode"] == "kernel" else run_code)(spec, folder)
+        device(spec["device"])
+    run = run_kernel if spec["mode"] == "kernel" else run_code
+    if spec.get("count") is not None:  # on the simulator: the launches counted
+        from .simulated import count_code  # (only a counting child needs it)
+        report = count_code(lambda: run(spec, folder), **spec["count"])
+        (folder / ship.COUNTS).write_bytes(pickle.dumps(report))
+        return 0
+    run(spec, folder)
     return 0
 
 

@@ -194,7 +194,7 @@ def trace_executable(path, args=(), *, timeout: float = 600, cwd=None, report_di
 def trace_code(code: str, user_ns: dict | None = None, *, timeout: float = 600,
                report_dir=None) -> NsysReport:
     """The kernels and NVTX ranges (one per launch, named after the kernel)
-    of Python ``code`` run in a child process, as :func:`~workbench.profile_code`
+    of Python ``code`` run in a child process, as :func:`~workbench.profiling.profile_code`
     runs it; the files sent to the child are removed at the end."""
     b = tools.require_gpu_backend("Nsight Systems")
     tools.require("nsys")

@@ -3,7 +3,7 @@ with g++ against the CPU simulator's CUDA runtime, run as a subprocess with
 their output streamed (see ``docs/programs.md``).
 
 ``wb.program(source, options=..., args=...)`` builds and runs one and returns
-a :class:`ProgramRun`; ``wb.build_program`` only builds; :func:`add_file`
+a :class:`ProgramRun`; ``wb.programs.build_program`` only builds; :func:`add_file`
 stores a header or source file for later builds (``%%cuda_program --name``).
 """
 from .options import ProgramOptionError, ProgramOptions, parse_options

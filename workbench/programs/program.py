@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..backends import gpu_unavailable_reason
-from ..backends.base import CompileFailed
+from ..backends.contract import CompileFailed
 from ..backends.simulator import build as sim_build
 from ..backends.simulator import programs as sim_programs
 from ..backends.simulator.devices import virtual_device

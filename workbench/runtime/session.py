@@ -34,15 +34,22 @@ def session() -> Session:
     return _SESSION
 
 
-def backend(name: str | None = None, **options) -> Backend:
+def backend(name: str | Backend | None = None, **options) -> Backend:
     """The active backend, chosen on first use (GPU through CuPy when one is
-    visible, else the CPU simulator). ``backend("simulator")`` or
-    ``backend(checked=True)`` switches or reconfigures it.
+    visible, else the CPU simulator). ``backend("simulator")`` (a name, or a
+    Backend instance) or ``backend(checked=True)`` switches or reconfigures
+    it; ``with backend("simulator"):`` switches for the block and then puts
+    the previous backend back (options changed in place on the same backend
+    stay changed).
 
     ``repr()`` of the result says which backend runs and why.
     """
     if name is not None or options:
-        return use_backend(name or (_SESSION.backend.name if _SESSION.backend else None), **options)
+        previous, reason = _SESSION.backend, _SESSION.reason
+        b = use_backend(name or (previous.name if previous else None), **options)
+        _SWITCHES.last = (b, previous, reason)  # for a `with` statement around this call
+        return b
+    _SWITCHES.last = None
     if _SESSION.backend is None:
         with _LOCK:
             if _SESSION.backend is None:
@@ -114,6 +121,42 @@ def restore_backend(previous: Backend | None) -> None:
         _SESSION.backend = None
     else:
         _install(previous, _SESSION.reason)
+
+
+#: Per thread: ``last``, the switch :func:`backend` made just now (the new
+#: backend, the one before and its reason), which a ``with`` statement around
+#: the call takes; ``saved``, what each open ``with`` block puts back.
+_SWITCHES = threading.local()
+
+
+def _enter(b: Backend) -> Backend:
+    """``with backend(name):`` (or ``with b:``): ``b`` active for the block."""
+    last = getattr(_SWITCHES, "last", None)
+    _SWITCHES.last = None
+    if last is not None and last[0] is b:
+        saved = last[1:]
+    else:
+        saved = (_SESSION.backend, _SESSION.reason)
+        if _SESSION.backend is not b:
+            use_backend(b)
+    if not hasattr(_SWITCHES, "saved"):
+        _SWITCHES.saved = []
+    _SWITCHES.saved.append(saved)
+    return b
+
+
+def _exit(b: Backend, *exc) -> None:
+    previous, reason = _SWITCHES.saved.pop()
+    if previous is None:
+        restore_backend(None)
+    elif _SESSION.backend is not previous:
+        _install(previous, reason)
+
+
+# The session owns which backend is active, so it gives every backend the
+# context-manager form (the backends know nothing of the session).
+Backend.__enter__ = _enter
+Backend.__exit__ = _exit
 
 
 #: Callables run with the new backend whenever it changes (memory tracking

@@ -16,47 +16,25 @@ sources, chosen by the backend (:meth:`Backend.kernel_activity`):
 Elapsed times are read when someone asks (``wb.timings()``); only after very
 many unread launches does the launch path read the finished ones itself
 (amortised, never waiting). Records are plain lists on the launch path (the
-cheapest thing to build) and become a DataFrame on demand.
+cheapest thing to build; their fields are :mod:`.records`) and become a
+DataFrame on demand.
 """
 from __future__ import annotations
 
 import collections
 import contextlib
-import datetime as _dt
 import math
 import threading
 import time
-import weakref
 
 from ..errors import WorkbenchError
-from ..present.tables import pandas
 from .clocks import DeviceClocks
+from .records import (BLOCK, CELL, DEVICE, END, GRID, KERNEL, MS, SHARED, START, STREAM, T0, WALL,
+                      StreamLabels, cupti_record, table)
 
-
-# fields of a launch record (a list, built on the hot path); START and END
-# hold the two events, or, timed by CUPTI, the symbol the records name and
-# whether it is exact (else a part of the symbol: Numba and Triton kernels);
-# DEVICE is the device current when the work was queued (its events' pool);
-# T0 holds, until the record is read, what an asynchronous copy must keep
-# alive (its arrays), then the start time on the timeline
-(KERNEL, GRID, BLOCK, SHARED, CELL, WALL, START, END, MS, BACKEND, LANGUAGE, KIND, STREAM,
- NBYTES, DEVICE, T0) = range(16)
 #: Launches looked ahead for a CUPTI record's entry once every kernel has
 #: finished (a record CUPTI dropped then costs its own entry its time only).
 _LOOKAHEAD = 64
-COLUMNS = ["kernel", "grid", "block", "shared_mem", "ms", "cell", "time", "backend", "language",
-           "kind", "stream", "device", "bytes", "gbps", "start_ms"]
-
-
-def _cupti_record(name, grid, block, shared_mem, cell, wall, symbol, b, language, stream, device):
-    """A launch's record while CUPTI times it (START and END: the symbol its
-    activity record names, and whether that is exact). The C call
-    (backends/native/launch.c) makes its records from this one and untracks
-    them from the cyclic garbage collector: nothing stored into a kernel
-    record may ever refer back to it (numbers, strings, None, tuples of them
-    and the launch's stream do not)."""
-    return [name, grid, block, shared_mem, cell, wall, symbol or name, symbol is not None, None,
-            b.name, language, "kernel", stream, None, device, None]
 
 
 class _Pool(collections.deque):
@@ -97,9 +75,7 @@ class TimingLog:
         self._lock = threading.Lock()
         self._session = session
         self._clocks = DeviceClocks()  # the device clocks paired with the host's (timeline)
-        #: id(backend stream) -> [weak reference to the stream, label] for the
-        #: ``stream`` column (weak: the log must not keep streams alive)
-        self._stream_names: dict = {}
+        self._stream_labels = StreamLabels()  # the ``stream`` column's names
         #: the graph being captured (core/graphs.py): launches are its nodes
         self.capture = None
 
@@ -156,7 +132,7 @@ class TimingLog:
             self._switch(b)
         if self._activity is not None:
             launcher(grid, block, args, shared_mem, stream)
-            rec = _cupti_record(name, grid, block, shared_mem, self._session.cell, time.time(), symbol,
+            rec = cupti_record(name, grid, block, shared_mem, self._session.cell, time.time(), symbol,
                                 b, language, stream, self._device)
             self.records.append(rec)
             awaiting = self._awaiting
@@ -198,11 +174,11 @@ class TimingLog:
     @staticmethod
     def cupti_record_template(b, name: str, language: str, symbol: str | None):
         """For a launch path that logs CUPTI-timed launches itself (the C call
-        of ``native/launch.c``, which does what :meth:`timed_launch` does): the
+        of ``backends/gpu/native/launch.c``, which does what :meth:`timed_launch` does): the
         record of a launch of ``name`` with the per-launch fields empty, and
         their indices (grid, block, shared memory, cell, wall time, stream,
         device)."""
-        return (_cupti_record(name, None, None, None, None, None, symbol, b, language, None, None),
+        return (cupti_record(name, None, None, None, None, None, symbol, b, language, None, None),
                 (GRID, BLOCK, SHARED, CELL, WALL, STREAM, DEVICE))
 
     def timed_op(self, b, kind: str, name: str, nbytes, stream, op, *args, keep=None):
@@ -297,25 +273,11 @@ class TimingLog:
 
     def name_stream(self, stream, label: str) -> None:
         """Call ``stream`` (a backend stream) ``label`` in the ``stream`` column."""
-        self._stream_names[id(stream)] = [_weak(stream), label]
+        self._stream_labels.name(stream, label)
 
     def stream_label(self, b, stream) -> str:
-        """The ``stream`` column's text for a backend stream: its name (``wb.Stream``),
-        "default", or "other N" (a stream made outside the workbench) in the order first seen.
-        A read record holds its label, not the stream."""
-        if type(stream) is str:
-            return stream
-        entry = self._stream_names.get(id(stream))
-        if entry is not None and entry[0]() is stream:
-            return entry[1]
-        if b is not None and b.is_default_stream(stream):
-            label = "default"
-        else:
-            label = f"other {sum(1 for e in self._stream_names.values() if e[1].startswith('other ')) + 1}"
-        if len(self._stream_names) > 256:  # drop the names of streams that are gone
-            self._stream_names = {k: e for k, e in self._stream_names.items() if e[0]() is not None}
-        self._stream_names[id(stream)] = [_weak(stream), label]
-        return label
+        """The ``stream`` column's text for a backend stream (:class:`.records.StreamLabels`)."""
+        return self._stream_labels.label(b, stream)
 
     def _switch(self, b) -> None:
         old = self._backend
@@ -493,35 +455,11 @@ class TimingLog:
     def to_pandas(self, kernel=None):
         """The log as a DataFrame (see :func:`timings`)."""
         self.check_not_capturing("wb.timings()")
-        pd = pandas()
         self.resolve_all()
         name = getattr(kernel, "name", kernel)
         rows = [r for r in self.records if name is None or r[KERNEL] == name]
         b = self._backend
-        return pd.DataFrame({
-            "kernel": [r[KERNEL] for r in rows],
-            "grid": [r[GRID] for r in rows],
-            "block": [r[BLOCK] for r in rows],
-            "shared_mem": [r[SHARED] for r in rows],
-            "ms": [r[MS] for r in rows],
-            "cell": pd.array([r[CELL] for r in rows], dtype="Int64"),
-            "time": pd.to_datetime([_dt.datetime.fromtimestamp(r[WALL]) for r in rows]),
-            "backend": [r[BACKEND] for r in rows],
-            "language": [r[LANGUAGE] for r in rows],
-            "kind": [r[KIND] for r in rows],
-            "stream": [self.stream_label(b, r[STREAM]) for r in rows],
-            "device": pd.array([r[DEVICE] for r in rows], dtype="Int64"),
-            "bytes": pd.array([r[NBYTES] for r in rows], dtype="Int64"),
-            "gbps": [gbps(r[NBYTES], r[MS]) for r in rows],
-            "start_ms": [r[T0] for r in rows],
-        }, columns=COLUMNS)
-
-
-def _weak(stream):
-    try:
-        return weakref.ref(stream)
-    except TypeError:  # (a stream type without weak references: held, as before)
-        return lambda: stream
+        return table(rows, lambda stream: self.stream_label(b, stream))
 
 
 def _stream_device(b, stream):
@@ -536,11 +474,3 @@ def _device_of(b):
         return b.current_device()
     except Exception:
         return None
-
-
-def gbps(nbytes, ms) -> float:
-    """Achieved GB/s (10^9 bytes a second) of ``nbytes`` in ``ms``; NaN without both."""
-    if not nbytes or not ms or ms != ms or ms <= 0:
-        return float("nan")
-    return nbytes / ms / 1e6
-

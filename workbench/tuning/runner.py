@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..benchmarking.distributed import Pool, TaskTimeout, error_text
 from .task import Task, evaluate, precompile
 
 
@@ -16,7 +17,6 @@ class Runner:
         self._done: list = []
         self._payloads: dict = {}
         if client is not None:
-            from ..benchmarking.distributed import Pool  # lazy: Dask only with a client
             self.pool = Pool(client, timeout=timeout)
             self.workers = self.pool.n_workers
             self.capacity = self.pool.n_measure
@@ -49,7 +49,6 @@ class Runner:
             while self._done:
                 yield self._done.pop(0)
             return
-        from ..benchmarking.distributed import TaskTimeout, error_text  # lazy: as above
         for (task, handle), row, error in self.pool.as_completed():
             if isinstance(error, TaskTimeout):
                 row = {"index": task.index, "config": dict(task.config), "status": "timeout",

@@ -35,6 +35,10 @@ class CudaBindingsNvrtc:
     def version(self) -> tuple[int, int]:
         return tuple(self._check(self.lib.nvrtcVersion()))
 
+    def supported_archs(self) -> tuple[int, ...]:
+        """The ``sm_XY`` numbers this NVRTC compiles for (``(75, 80, ..., 120)``)."""
+        return tuple(self._check(self.lib.nvrtcGetSupportedArchs()))
+
     def compile(self, source, options, name_expressions, headers):
         """``(ok, log, ptx, cubin, lowered_names)``."""
         nv = self.lib
@@ -76,6 +80,10 @@ class CupyNvrtc:
     def version(self) -> tuple[int, int]:
         return tuple(self.lib.getVersion())
 
+    def supported_archs(self) -> tuple[int, ...]:
+        """The ``sm_XY`` numbers this NVRTC compiles for."""
+        return tuple(self.lib.getSupportedArchs())
+
     def compile(self, source, options, name_expressions, headers):
         """``(ok, log, ptx, cubin, lowered_names)``."""
         nv = self.lib
@@ -114,6 +122,16 @@ def library():
 def nvrtc_available() -> bool:
     """True when NVRTC can be loaded (from cuda.bindings or CuPy). Cached."""
     return library() is not None
+
+
+def supported_archs() -> tuple[int, ...] | None:
+    """The architectures (``sm_XY`` as ``XY``) NVRTC compiles for, or None
+    without NVRTC (or where it cannot say)."""
+    lib = library()
+    try:
+        return lib.supported_archs() if lib is not None else None
+    except Exception:  # an NVRTC or a wrapper without the call
+        return None
 
 
 def nvrtc_version() -> str | None:

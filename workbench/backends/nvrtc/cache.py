@@ -25,7 +25,7 @@ _QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"', re.M)
 
 def cacheable(source: str, options) -> bool:
     """Whether NVRTC's result for ``source`` compiled with ``options``
-    (:class:`~workbench.backends.base.CompileOptions`) may be cached."""
+    (:class:`~workbench.backends.contract.CompileOptions`) may be cached."""
     if os.environ.get("WORKBENCH_NVRTC_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
         return False
     if _QUOTED_INCLUDE.search(source):

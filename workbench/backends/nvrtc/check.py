@@ -8,7 +8,7 @@ from typing import Sequence
 
 from ...errors import BackendUnavailable
 from ...present.tables import html_table, pandas
-from ..base import CompileFailed, CompileOptions, KernelResources, normalise_arch
+from ..contract import CompileFailed, CompileOptions, KernelResources, normalise_arch
 from ..registers import max_threads_per_block
 from . import bindings, cache
 from .headers import BUILTIN_HEADERS, nvrtc_include_dirs
@@ -72,7 +72,7 @@ def check_with_nvrtc(source: str, options: CompileOptions, kernel_names: Sequenc
     ``nvrtcAddNameExpression``. A ``compute_XX`` architecture is checked as
     ``sm_XX`` so that ptxas runs and resources are known.
 
-    Raises :class:`~workbench.backends.base.CompileFailed` with NVRTC's log
+    Raises :class:`~workbench.backends.contract.CompileFailed` with NVRTC's log
     (``cell.cu(LINE): error: ...``) when the source does not compile, and
     :class:`~workbench.errors.BackendUnavailable` when NVRTC is not installed.
     """

@@ -15,6 +15,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,8 +23,8 @@ from pathlib import Path
 
 from ... import subprocesses
 from ...cache import DiskCache, write_atomic
-from ...errors import BackendUnavailable
-from ..base import CompileFailed
+from ...errors import CompilerNotFound
+from ..contract import CompileFailed
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PRELUDE_DIR = PACKAGE_DIR / "prelude"
@@ -41,6 +42,20 @@ BASE_FLAGS = ("-O2", "-fPIC", "-fno-strict-aliasing", "-fno-delete-null-pointer-
               "-fno-finite-loops", "-fno-semantic-interposition", "-fno-plt", "-pthread",
               "-fdiagnostics-column-unit=byte")  # as NVRTC counts: diagnostics.py makes them characters
 CHECKED_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
+#: The build that counts memory accesses (instrumented.py): ThreadSanitizer's
+#: instrumentation calls a hook of the worker (native/access.cpp) for every
+#: load, store and atomic, and SanitizerCoverage's for every basic block; the
+#: library is linked without libtsan. One source access stays one access, as
+#: the GPU's compiler keeps it: no vectorisation (which would merge
+#: neighbouring accesses into one) and no scalar replacement of aggregates
+#: (which would split a float4 copy into four loads). -gdwarf-4: sites become
+#: lines (binutils 2.40's addr2line misplaces DWARF 5's first file in functions
+#: that are not inlined). -fno-gnu-unique: a template's static __shared__
+#: variable is the library's own, not the one of the module's plain build
+#: loaded before it (a unique symbol is one per process).
+INSTRUMENT_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
+                    "-fsanitize-coverage=trace-pc", "-gdwarf-4", "-fno-tree-vectorize",
+                    "-fno-tree-slp-vectorize", "-fno-tree-sra", "-fno-gnu-unique", "-Wno-tsan")
 
 
 def compiler() -> str:
@@ -99,13 +114,70 @@ def simulator_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
+#: The command that installs a C and C++ compiler, by the ``ID``/``ID_LIKE``
+#: words of ``/etc/os-release`` (the first that matches).
+_INSTALL_BY_SYSTEM = (
+    (("debian", "ubuntu"), "sudo apt install g++"),
+    (("fedora", "rhel", "centos"), "sudo dnf install gcc-c++"),
+    (("suse", "opensuse"), "sudo zypper install gcc-c++"),
+    (("arch",), "sudo pacman -S gcc"),
+    (("alpine",), "apk add g++"),
+)
+
+
+def install_command() -> str:
+    """How to install a C/C++ compiler on this system, as a command: conda's
+    compilers in a conda environment, Xcode's command-line tools on macOS,
+    else the Linux distribution's package."""
+    try:
+        release = platform.freedesktop_os_release()
+    except OSError:
+        release = {}
+    return install_command_for(sys.platform, release, os.environ.get("CONDA_PREFIX")
+                               if Path(sys.prefix, "conda-meta").is_dir() else None)
+
+
+def install_command_for(system: str, release: dict, conda_prefix: str | None) -> str:
+    """:func:`install_command` for ``sys.platform``, ``/etc/os-release``'s
+    fields and the conda environment Python runs in (None: not conda's)."""
+    if conda_prefix:
+        return "conda install -c conda-forge cxx-compiler"
+    if system == "darwin":
+        return "xcode-select --install"
+    words = f"{release.get('ID', '')} {release.get('ID_LIKE', '')}".lower().split()
+    for systems, command in _INSTALL_BY_SYSTEM:
+        if any(word in systems for word in words):
+            return command
+    return "install g++ with your system's package manager"
+
+
+def missing_compiler_message() -> str | None:
+    """None when the simulator's C++ compiler is here; else one line: what is
+    missing, the command that installs it, and that cached kernels still run."""
+    name = compiler()
+    if shutil.which(name) is not None:
+        return None
+    where = (f"WBSIM_CXX={name} is not an executable" if "WBSIM_CXX" in os.environ
+             else f"{name} is not on PATH")
+    return (f"The CPU simulator needs a C++ compiler to build new kernels and finds none ({where}): "
+            f"install one ({install_command()}) or set WBSIM_CXX to one; kernels built before on "
+            f"this machine still run from the cache.")
+
+
 def _require_compiler() -> str:
     exe = shutil.which(compiler())
     if exe is None:
-        raise BackendUnavailable(
-            "The CPU simulator needs a C++ compiler: install g++ (apt-get install g++) "
-            "or set WBSIM_CXX to one.")
+        raise CompilerNotFound(missing_compiler_message())
     return exe
+
+
+def worker_built(checked: bool = False) -> bool:
+    """True when the worker executable is in the cache (nothing is built)."""
+    return CACHE.path(_worker_name(checked)).exists()
+
+
+def _worker_name(checked: bool) -> str:
+    return f"wbsim-worker-{simulator_fingerprint()}{'-asan' if checked else ''}"
 
 
 def _atomic_build(target: Path, command: list[str], before_replace=None) -> subprocess.CompletedProcess:
@@ -132,7 +204,7 @@ def worker_executable(checked: bool = False) -> Path:
     of ``native/`` compiled on its own (in parallel), then linked with
     link-time optimisation, which gives the code of one translation unit
     (the scheduler's hot paths reach across parts)."""
-    name = f"wbsim-worker-{simulator_fingerprint()}{'-asan' if checked else ''}"
+    name = _worker_name(checked)
     target = CACHE.path(name)
     if target.exists():
         return target
@@ -165,6 +237,17 @@ class BuiltLibrary:
     cache_hit: bool
 
 
+#: What each library of this process was built from (path -> generated source,
+#: g++ flags): the instrumented build of a module is made from the same.
+_INPUTS: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+
+def build_inputs(path) -> tuple[str, tuple[str, ...]] | None:
+    """``(generated source, flags)`` of the library at ``path`` built (or
+    found in the cache) by this process, or None."""
+    return _INPUTS.get(str(path))
+
+
 def std_flag(std: str | None) -> str:
     """The ``-std=`` flag: the user's standard, at least C++17 (the prelude needs it)."""
     if std:
@@ -174,34 +257,57 @@ def std_flag(std: str | None) -> str:
     return "-std=c++17"
 
 
-def build_library(generated: str, flags: list[str], checked: bool, warnings: bool) -> BuiltLibrary:
-    """Compile ``generated`` (C++ from :mod:`.source`) into a shared library.
+def build_library(generated: str, flags: list[str], checked: bool, warnings: bool,
+                  instrumented: bool = False) -> BuiltLibrary:
+    """Compile ``generated`` (C++ from :mod:`.source`) into a shared library
+    (``instrumented``: the build that counts accesses, :data:`INSTRUMENT_FLAGS`).
 
     Raises :class:`CompileFailed` with g++'s log on error.
     """
+    given = tuple(flags)
     cmd_flags = list(BASE_FLAGS) + list(flags)
     if checked:
         cmd_flags = [f for f in cmd_flags if f != "-O2"] + ["-O1", *CHECKED_FLAGS]
+    if instrumented:
+        cmd_flags += INSTRUMENT_FLAGS
     if not warnings:
         cmd_flags.append("-w")
     key_src = "\n".join([simulator_fingerprint(), " ".join(cmd_flags), generated])
     key = hashlib.sha256(key_src.encode()).hexdigest()[:24]
     target = CACHE.path(f"k-{key}.so")
     if target.exists():
+        _remember(target, generated, given)
         return BuiltLibrary(target, "", True)
     exe = _require_compiler()  # only a new build needs it
     src = CACHE.path(f"k-{key}.cpp")
     if not write_atomic(src, generated):
         raise CompileFailed(f"cannot write the generated source to {src}", compiler="g++",
                             line_shift=0)
-    cmd = [exe, *cmd_flags, "-shared", "-I", str(PRELUDE_DIR), "-x", "c++", str(src),
-           "-o", "{out}"]
-    proc = _atomic_build(target, cmd)
+    compile_cmd = [exe, *cmd_flags, "-I", str(PRELUDE_DIR), "-x", "c++", str(src)]
+    if instrumented:
+        # compiled with the instrumentation, linked without it: libtsan would
+        # otherwise come along as a dependency; the worker has the hooks
+        obj = CACHE.path(f"k-{key}.o")
+        proc = _atomic_build(obj, [*compile_cmd, "-c", "-o", "{out}"])
+        if proc.returncode == 0:
+            link = [c for c in cmd_flags if not c.startswith("-fsanitize")]
+            proc = _atomic_build(target, [exe, *link, "-shared", str(obj), "-o", "{out}"])
+        if obj.exists():
+            obj.unlink()
+    else:
+        proc = _atomic_build(target, [*compile_cmd, "-shared", "-o", "{out}"])
     log = _clean_log(proc.stderr, src)
     if proc.returncode != 0:
         raise CompileFailed(log or f"g++ failed with exit code {proc.returncode}",
                             compiler="g++", line_shift=0)
+    _remember(target, generated, given)
     return BuiltLibrary(target, log, False)
+
+
+def _remember(target: Path, generated: str, flags: tuple[str, ...]) -> None:
+    if len(_INPUTS) > 512:
+        _INPUTS.pop(next(iter(_INPUTS)))
+    _INPUTS[str(target)] = (generated, flags)
 
 
 def _clean_log(log: str, src: Path) -> str:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..base import DeviceProperties
+from ..contract import DeviceProperties, Devices
+from ..nvrtc import nvrtc_available, nvrtc_version
+from . import build
 
 KIB, GIB = 1024, 1024 ** 3
 
@@ -18,6 +20,11 @@ _DEVICES = {
                  shared_memory_per_multiprocessor=228 * KIB, max_threads_per_multiprocessor=2048,
                  max_blocks_per_multiprocessor=32, l2_cache_bytes=50 * 1024 * 1024,
                  clock_khz=1980000, memory_clock_khz=2619000, memory_bus_width=5120),
+    "H200": dict(name="NVIDIA H200", compute_capability=(9, 0), multiprocessors=132,
+                 total_memory=141 * GIB, shared_memory_per_block_optin=227 * KIB,
+                 shared_memory_per_multiprocessor=228 * KIB, max_threads_per_multiprocessor=2048,
+                 max_blocks_per_multiprocessor=32, l2_cache_bytes=60 * 1024 * 1024,
+                 clock_khz=1980000, memory_clock_khz=3201000, memory_bus_width=6144),
     "A100": dict(name="NVIDIA A100-SXM4-80GB", compute_capability=(8, 0), multiprocessors=108,
                  total_memory=80 * GIB, shared_memory_per_block_optin=163 * KIB,
                  shared_memory_per_multiprocessor=164 * KIB, max_threads_per_multiprocessor=2048,
@@ -43,7 +50,7 @@ DEFAULT_DEVICE = "H100"
 
 
 def virtual_device(device=None, memory_bytes: int | None = None) -> DeviceProperties:
-    """Properties of the simulated device: a model name (H100, A100, L4,
+    """Properties of the simulated device: a model name (H100, H200, A100, L4,
     RTX 4090, T4), a :class:`DeviceProperties`, or a dict of overrides of the
     default."""
     if isinstance(device, DeviceProperties):
@@ -73,3 +80,51 @@ def _lookup(name: str) -> str:
             return key
     raise ValueError(f"unknown simulated device {name!r}; choose one of {', '.join(_DEVICES)} "
                      "or pass a dict of DeviceProperties fields")
+
+
+class SimulatorDevices(Devices):
+    """The devices part of :class:`~.backend.SimulatorBackend`: ``devices``
+    virtual devices, alike but for their index, the current one per thread."""
+
+    def device_count(self) -> int:
+        return self.devices
+
+    def current_device(self) -> int:
+        return getattr(self._device_local, "index", 0)
+
+    def set_device(self, index: int) -> None:
+        if not 0 <= int(index) < self.devices:
+            raise ValueError(f"the simulator has {self.devices} device{'s' if self.devices != 1 else ''}"
+                             f" (index 0 to {self.devices - 1}), not {index}; more: "
+                             f"wb.backend('simulator', devices=N) or WORKBENCH_SIM_DEVICES=N")
+        self._device_local.index = int(index)
+
+    def device_properties(self, index: int | None = None) -> DeviceProperties:
+        i = self.current_device() if index is None else index
+        if not 0 <= int(i) < self.devices:
+            raise ValueError(f"the simulator has {self.devices} device{'s' if self.devices != 1 else ''}"
+                             f" (index 0 to {self.devices - 1}), not {index}")
+        if i == 0:
+            return self._properties
+        return dataclasses.replace(self._properties, index=int(i))
+
+    def can_access_peer(self, index: int, peer: int) -> bool | None:
+        return index != peer and 0 <= index < self.devices and 0 <= peer < self.devices
+
+    def enable_peer_access(self, index: int, peer: int) -> bool:
+        return bool(self.can_access_peer(index, peer))
+
+    def memory_info(self) -> tuple[int, int]:
+        """``(free, total)`` as cudaMemGetInfo gives them: what the pool has
+        reserved (in use and cached) is not free, as on a GPU."""
+        total = self._properties.total_memory
+        reserved = self._arena.reserved_bytes() if self._arena is not None else 0
+        return max(0, total - reserved), total
+
+    def versions(self) -> dict[str, str]:
+        out = {"simulator": build.SIMULATOR_VERSION, "g++": build.compiler_version() or "missing"}
+        if nvrtc_available():
+            version = nvrtc_version()
+            if version:
+                out["nvrtc"] = str(version)
+        return out

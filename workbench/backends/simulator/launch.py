@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ...errors import KernelArgumentError, LaunchConfigError
-from ..base import DeviceProperties
+from ..contract import DeviceProperties
 from .arena import Arena
 from .protocol import ARENA_RESERVED, pack_str
 

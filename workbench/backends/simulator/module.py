@@ -4,17 +4,14 @@ restarted worker gets them back."""
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from ..base import CompiledModule, KernelResources
+from ..contract import CompiledModule, KernelResources
 from .protocol import Op, pack_str
 from .source import global_symbol, launcher_symbol
 from .worker import Worker, WorkerDied, WorkerError, WorkerGone
-
-if TYPE_CHECKING:
-    from .backend import SimulatorBackend
 
 
 class SimFunction:
@@ -35,12 +32,14 @@ class SimFunction:
 
 
 class SimModule(CompiledModule):
-    """A compiled cell: a shared library loaded by the worker on first launch."""
+    """A compiled cell: a shared library loaded by the worker on first launch.
+    ``backend`` is the :class:`~.backend.SimulatorBackend` that built it (its
+    workers load it; not imported here: the backend imports this module)."""
 
     compiler = "g++"
 
     def __init__(self, path: str, kernels: Sequence[str], checked: bool,
-                 resources: dict[str, KernelResources], backend: "SimulatorBackend",
+                 resources: dict[str, KernelResources], backend,
                  nvrtc: Any = None, variables: Sequence = ()):
         self.path = path
         self.checked = checked

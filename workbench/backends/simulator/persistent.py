@@ -1,4 +1,4 @@
-"""Persistent kernels on the simulator (see :mod:`..persistent`).
+"""Persistent kernels on the simulator (see :mod:`..contract.persistent`).
 
 Launches on the simulator are synchronous: the worker answers when the kernel
 has finished. A persistent launch therefore gets a worker process of its own,
@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from ...errors import KernelArgumentError
-from ..persistent import MappedBuffer, PersistentLaunch
+from ..contract import MappedBuffer, PersistentLaunch
 from . import build
 from .faults import kernel_fault
 from .launch import argument_bytes, launch_request

@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 from ... import subprocesses
 from ...cache import (dependencies_unchanged, library_files, read_depfile, record_dependencies,
                       relative_folders)
-from ..base import CompileFailed, DeviceProperties
+from ..contract import CompileFailed, DeviceProperties
 from . import build
 from .program_source import (declared_api, explain_log as _explain_log, gpu_only_features,
                              provided_headers, rewrite, rewrite_launches)

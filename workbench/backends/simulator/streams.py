@@ -14,6 +14,9 @@ import contextlib
 import threading
 import time
 
+from ...errors import DeviceError, WorkbenchError
+from ..contract import Events, Graphs, Streams
+
 
 class SimStream:
     """A simulator stream (see the module docstring)."""
@@ -88,3 +91,119 @@ def elapsed_ms(start: SimEvent, end: SimEvent) -> float:
     if end.kernel_ns != start.kernel_ns:
         return (end.kernel_ns - start.kernel_ns) / 1e6
     return (end.wall - start.wall) * 1e3
+
+
+class SimulatorStreams(Streams, Events, Graphs):
+    """The streams, events and graphs of :class:`~.backend.SimulatorBackend`."""
+
+    def current_stream(self) -> SimStream:
+        stream = self._current.stream
+        return DEFAULT_STREAM if stream is None else stream
+
+    def stream_device(self, stream) -> int:
+        device = (stream if stream is not None else self.current_stream()).device
+        return self.current_device() if device is None else device  # the null stream: current
+
+    def is_default_stream(self, stream) -> bool:
+        return stream is DEFAULT_STREAM
+
+    def create_stream(self, priority: int | None = None, non_blocking: bool = False) -> SimStream:
+        return SimStream(priority or 0, non_blocking, self.current_device())
+
+    def use_stream(self, stream):
+        return self._current.use(stream if stream is not None else self.current_stream())
+
+    def stream_synchronize(self, stream) -> None:
+        stream = stream if stream is not None else self.current_stream()
+        if stream.capture is not None:
+            _refuse_in_capture("waiting for a capturing stream (cudaStreamSynchronize)", stream)
+        # launches are synchronous: nothing to wait for
+
+    def stream_done(self, stream) -> bool:
+        stream = stream if stream is not None else self.current_stream()
+        if stream.capture is not None:
+            _refuse_in_capture("asking whether a capturing stream is done (cudaStreamQuery)", stream)
+        return True
+
+    def create_event(self) -> SimEvent:
+        return SimEvent(self.current_device())
+
+    def destroy_event(self, event) -> None:
+        event.recorded = False
+
+    def record_event(self, event, stream=None) -> None:
+        if stream is None:
+            stream = self.current_stream()
+        device = stream.device  # (stream_device, inline: the timing log records two per launch)
+        if device is None:
+            device = self.current_device()
+        if device != event.device:  # cudaErrorInvalidResourceHandle on a GPU
+            raise DeviceError(f"an event of device {event.device} recorded on a stream of "
+                              f"device {device}: CUDA records an event on a stream of "
+                              "its own device only")
+        event.record(self._kernel_ns)
+        event.captured = stream.capture is not None
+
+    def stream_wait_event(self, stream, event) -> None:
+        pass  # the event's work had finished when it was recorded
+
+    def event_synchronize(self, event) -> None:
+        if event.captured:
+            _refuse_in_capture("waiting for an event recorded in a capture")
+
+    def event_done(self, event) -> bool:
+        if event.captured:
+            _refuse_in_capture("asking whether an event recorded in a capture is done")
+        return bool(event.recorded)
+
+    def elapsed_ms(self, start, end) -> float:
+        """Kernel run time between the events (measured in the worker, without
+        the round trip to it); wall-clock time when no kernel ran between them."""
+        return elapsed_ms(start, end)
+
+    def timeline_offset_ms(self, anchor, event) -> float:
+        """Wall-clock time between the events: launches run one after another
+        on the CPU, so work placed by it never overlaps."""
+        return (event.wall - anchor.wall) * 1e3
+
+    def synchronize(self) -> None:
+        if self._capturing:
+            _refuse_in_capture("waiting for the device (cudaDeviceSynchronize)", *self._capturing)
+
+    def begin_capture(self, stream) -> None:
+        if stream.capture is not None:
+            raise WorkbenchError("this stream is capturing already: end that capture (leave "
+                                 "its wb.graph() block) before starting another on it")
+        stream.capture = []
+        self._capturing.add(stream)
+
+    def end_capture(self, stream):
+        ops, stream.capture = stream.capture, None
+        invalidated, stream.invalidated = stream.invalidated, None
+        self._capturing.discard(stream)
+        if ops is None:
+            raise WorkbenchError("end_capture on a stream that is not capturing")
+        if invalidated:  # cudaErrorStreamCaptureInvalidated
+            raise WorkbenchError(f"the capture was invalidated by {invalidated}")
+        return tuple(ops)
+
+    def graph_launch(self, graph, stream=None) -> None:
+        """Run the captured operations in order (on the simulator, as the
+        GPU does, a graph launched while a stream captures is captured)."""
+        stream = stream if stream is not None else self.current_stream()
+        if stream.capture is not None:
+            stream.capture.append((self.graph_launch, (graph, None)))
+            return
+        for op, args in graph:
+            op(*args)
+
+
+def _refuse_in_capture(what: str, *streams):
+    """CUDA's answer to a call that would wait for work being captured: the
+    call fails and the capture of ``streams`` is invalidated (its end fails)."""
+    for stream in streams:
+        if stream.capture is not None and stream.invalidated is None:
+            stream.invalidated = what
+    raise WorkbenchError(f"{what} inside a graph capture: CUDA refuses it and the capture is "
+                         "lost. Inside wb.graph() leave out wb.synchronize(), "
+                         "Stream.synchronize(), .done, wb.timings() and launch(sync=True)")

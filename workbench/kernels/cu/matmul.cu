@@ -11,15 +11,17 @@
 // aligned: then loads and stores that lie inside the matrices are float4;
 // everything at an edge goes element by element with zero fill.
 //
-// hgemm<T>: half (T = __half) or bfloat16 (T = unsigned short holding its
-// bits) inputs, float32 accumulation and output, on the tensor cores
+// hgemm<T, OUT>: half (T = __half) or bfloat16 (T = unsigned short holding its
+// bits) inputs, float32 accumulation, output OUT (float, or the input type
+// rounded to nearest even), on the tensor cores
 // (mma.sync m16n8k16). 128x256 block tiles, 32-deep slices of half in padded
 // shared memory (conflict-free ldmatrix), four slices in flight (cp.async,
 // dynamic shared memory), 8 warps of 64x64. Edges are zero-filled on load and guarded on
 // store; `vec` (K and N multiples of 8, 16-byte aligned arrays) selects the
 // 16-byte copies. The CPU simulator has no tensor cores: there (__WBSIM__) the
 // same kernel is a plain loop that converts each half to float and
-// accumulates in float, which is the same arithmetic in another order.
+// accumulates in float, which is the same arithmetic in another order. On a
+// Hopper GPU (compute capability 9.0) matmul.sm90.cu's wgmma kernel runs instead.
 #include <cuda_fp16.h>
 
 #define SG_BM 128
@@ -171,14 +173,26 @@ __device__ __forceinline__ float hg_float(unsigned short bf16) { return __uint_a
 __device__ __forceinline__ __half hg_zero(__half) { return __float2half(0.0f); }
 __device__ __forceinline__ unsigned short hg_zero(unsigned short) { return 0; }
 
+// float -> the output type: float as is, half and bfloat16 rounded to nearest even
+__device__ __forceinline__ unsigned short hg_bf16_bits(float f)
+{
+    const unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (unsigned short)((u >> 16) | 0x40u);     // a NaN stays a (quiet) NaN
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ void hg_store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void hg_store(__half* p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ void hg_store(unsigned short* p, float v) { *p = hg_bf16_bits(v); }
+
 #ifdef __WBSIM__
 
 // The simulator's hgemm: no tensor cores on the CPU, so each thread computes
 // 64 outputs of the block's tile with the inputs converted to float and a
 // float accumulator (the launch configuration is the GPU kernel's).
-template <typename T>
+template <typename T, typename OUT>
 __global__ void __launch_bounds__(HG_THREADS)
-hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
+hgemm(const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C,
       int M, int N, int K, int vec)
 {
     const int m0 = blockIdx.y * HG_BM, n0 = blockIdx.x * HG_BN;
@@ -189,7 +203,7 @@ hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
         float acc = 0.0f;
         for (int k = 0; k < K; ++k)
             acc += hg_float(A[(size_t)gm * K + k]) * hg_float(B[(size_t)k * N + gn]);
-        C[(size_t)gm * N + gn] = acc;
+        hg_store(C + (size_t)gm * N + gn, acc);
     }
 }
 
@@ -225,9 +239,22 @@ __device__ __forceinline__ void mma_16816(float* c, const unsigned* a, const uns
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <typename T>
+__device__ __forceinline__ void hg_store_pair(float* p, float x, float y)
+{
+    *reinterpret_cast<float2*>(p) = make_float2(x, y);
+}
+__device__ __forceinline__ void hg_store_pair(__half* p, float x, float y)
+{
+    *reinterpret_cast<__half2*>(p) = __floats2half2_rn(x, y);
+}
+__device__ __forceinline__ void hg_store_pair(unsigned short* p, float x, float y)
+{
+    *reinterpret_cast<unsigned*>(p) = hg_bf16_bits(x) | ((unsigned)hg_bf16_bits(y) << 16);
+}
+
+template <typename T, typename OUT>
 __global__ void __launch_bounds__(HG_THREADS, 1)
-hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
+hgemm(const T* __restrict__ A, const T* __restrict__ B, OUT* __restrict__ C,
       int M, int N, int K, int vec)
 {
     constexpr int A_LD = HG_BK + HG_APAD, B_LD = HG_BN + HG_BPAD;   // rows of 80 and 528 bytes
@@ -343,14 +370,14 @@ hgemm(const T* __restrict__ A, const T* __restrict__ B, float* __restrict__ C,
 #pragma unroll
             for (int j = 0; j < NJ; ++j) {
                 const int gn = n0 + wn + j * 8 + 2 * q;
-                float* out = C + (size_t)gm * N + gn;
+                OUT* out = C + (size_t)gm * N + gn;
                 if (vec && gn < N) {
-                    *reinterpret_cast<float2*>(out) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+                    hg_store_pair(out, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
                 } else {
                     if (gn < N)
-                        out[0] = acc[i][j][2 * h];
+                        hg_store(out, acc[i][j][2 * h]);
                     if (gn + 1 < N)
-                        out[1] = acc[i][j][2 * h + 1];
+                        hg_store(out + 1, acc[i][j][2 * h + 1]);
                 }
             }
         }

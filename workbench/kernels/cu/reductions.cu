@@ -9,7 +9,11 @@
 //     (mean divides by n, norm takes the square root).
 // argmax carries (value, index) pairs; ties go to the smallest index and a
 // NaN counts as the largest value, as in NumPy; max and min propagate NaN as
-// NumPy's do. Float sums accumulate in T: each thread sums few elements and
+// NumPy's do. In its vector loop a thread keeps one best value per vector
+// component and the vector index where it was seen: a thread meets its
+// elements in increasing order, so "larger, or a first NaN" is the whole test
+// (no index comparison per element); the components meet in the block's
+// (value, index) reduction. Float sums accumulate in T: each thread sums few elements and
 // the tree over threads and blocks keeps the rounding error small.
 
 enum ReduceOp { R_SUM = 0, R_MAX = 1, R_MIN = 2, R_ARGMAX = 3, R_DOT = 4, R_SUMSQ = 5 };
@@ -126,17 +130,51 @@ __global__ void reduce_partial(const T* __restrict__ x, const T* __restrict__ y,
     const long long vectors = n / W;
     const V* xv = reinterpret_cast<const V*>(x);
     const V* yv = reinterpret_cast<const V*>(y);
-    long long v = first;
-    // two independent 16-byte loads in flight per thread before either is folded
-    for (; v + stride < vectors; v += 2 * stride) {
-      V x0 = xv[v], x1 = xv[v + stride];
-      V y0 = OP == R_DOT ? yv[v] : x0, y1 = OP == R_DOT ? yv[v + stride] : x1;
-      fold_vector<T, OP>(a, x0, y0, v * W);
-      fold_vector<T, OP>(a, x1, y1, (v + stride) * W);
-    }
-    if (v < vectors) {
-      V x0 = xv[v], y0 = OP == R_DOT ? yv[v] : x0;
-      fold_vector<T, OP>(a, x0, y0, v * W);
+    if (OP == R_ARGMAX) {
+      T best[W];
+      long long where[W];
+#pragma unroll
+      for (int c = 0; c < W; ++c) {
+        best[c] = -infinity<T>();
+        where[c] = first < vectors ? first : 0x7fffffffffffffffLL;   // -inf at the first vector
+      }
+      long long v = first;
+      for (; v < vectors; v += 2 * stride) {
+        const bool second = v + stride < vectors;
+        const V x0 = xv[v], x1 = xv[second ? v + stride : v];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const T* xs = reinterpret_cast<const T*>(h ? &x1 : &x0);
+          const long long at = h ? v + stride : v;
+          if (h == 0 || second) {
+#pragma unroll
+            for (int c = 0; c < W; ++c) {
+              const T e = xs[c];
+              if (e > best[c] || (e != e && best[c] == best[c])) { best[c] = e; where[c] = at; }
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < W; ++c) {
+        Acc<T> b;
+        b.v = best[c];
+        b.i = where[c] == 0x7fffffffffffffffLL ? where[c] : where[c] * W + c;
+        combine<T, OP>(a, b);
+      }
+    } else {
+      long long v = first;
+      // two independent 16-byte loads in flight per thread before either is folded
+      for (; v + stride < vectors; v += 2 * stride) {
+        V x0 = xv[v], x1 = xv[v + stride];
+        V y0 = OP == R_DOT ? yv[v] : x0, y1 = OP == R_DOT ? yv[v + stride] : x1;
+        fold_vector<T, OP>(a, x0, y0, v * W);
+        fold_vector<T, OP>(a, x1, y1, (v + stride) * W);
+      }
+      if (v < vectors) {
+        V x0 = xv[v], y0 = OP == R_DOT ? yv[v] : x0;
+        fold_vector<T, OP>(a, x0, y0, v * W);
+      }
     }
     scalar_from = vectors * W;
   }

@@ -8,6 +8,7 @@
 
 #include <sys/mman.h>
 
+#include "access.h"
 #include "runtime.h"
 
 size_t g_stack_bytes = 128 * 1024;
@@ -161,6 +162,7 @@ static inline void switch_to(BlockState* b, void** save, int next) {
     Fiber& f = b->fibers[next];
     b->cur = next;
     threadIdx = f.tid;
+    if (g_access_on) access_thread_runs((unsigned)next);
     if (f.state == NOT_STARTED) {
         init_fiber_stack(b, next);
         f.state = READY;
@@ -196,6 +198,7 @@ static void release_barrier(BlockState* b) {
     for (unsigned w = 0; w < b->nwarps; ++w) b->warp_at_barrier[w] = 0;
     b->bar_arrived = 0;
     b->bar_true = 0;
+    if (g_access_on) access_barrier_released();
 }
 
 void switch_away(BlockState* b, void** save) {

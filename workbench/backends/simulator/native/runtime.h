@@ -10,6 +10,9 @@
 //   warp.cpp    warp operations (shuffle, vote, match, reduce, __activemask)
 //   faults.cpp  the fault record, signal handlers, assert and __trap
 //   printf.cpp  device printf and the clocks
+//   access.cpp  instrumented launches: the hooks of instrumented kernel code,
+//               per-warp buffers of memory accesses and their consumers (access.h)
+//   access_counts.cpp  the profiler's consumer: requests, sectors, wavefronts
 // Whole programs link every part but worker.cpp with their own runtime API
 // (../program_runtime/cudart.cpp), which owns the control page instead.
 #ifndef WBSIM_RUNTIME_H

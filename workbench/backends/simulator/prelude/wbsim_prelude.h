@@ -526,17 +526,28 @@ static inline __attribute__((always_inline)) void __wbsim_call(Tuple& t, std::in
  * of cells and of whole programs (program_runtime/) both run blocks so. */
 template <class Call> static inline __attribute__((always_inline)) void __wbsim_block_loop(Call call) {
     const unsigned bx = blockDim.x, by = blockDim.y, bz = blockDim.z;
+    uint3& tid = const_cast<uint3&>(threadIdx);  /* (const where accesses are counted: wbsim_abi.h) */
     for (unsigned z = 0; z < bz; ++z)
         for (unsigned y = 0; y < by; ++y)
             for (unsigned x = 0; x < bx; ++x) {
-                threadIdx.x = x; threadIdx.y = y; threadIdx.z = z;
+                tid.x = x; tid.y = y; tid.z = z;
+#ifdef __SANITIZE_THREAD__
+                wbsim_access_thread(x + bx * (y + by * z));
+#endif
                 call();
                 if (__builtin_expect(__wbsim_fiber_mode, 0)) { wbsim_finish_block(); return; }
             }
 }
 
+/* The simulator's own loop over threads is not instrumented in a build that
+ * counts accesses (backends/simulator/instrumented.py): each thread's call
+ * then starts after threadIdx is set, so its accesses are its own. (Without
+ * the instrumentation the attribute changes nothing.) */
+#define WBSIM_UNCOUNTED __attribute__((no_sanitize("thread"), no_sanitize_coverage))
+
 template <auto F, class... A> struct __wbsim_kernel_impl {
     typedef std::tuple<A...> Tuple;
+#ifndef __SANITIZE_THREAD__
     static void run_thread(void* p) {
         __wbsim_call<F>(*static_cast<Tuple*>(p), std::index_sequence_for<A...>{});
     }
@@ -544,6 +555,29 @@ template <auto F, class... A> struct __wbsim_kernel_impl {
         Tuple& t = *static_cast<Tuple*>(p);
         __wbsim_block_loop([&t] { __wbsim_call<F>(t, std::index_sequence_for<A...>{}); });
     }
+#else
+    /* Counting: the kernel is called, never inlined, once per thread with its
+     * arguments in registers, from the block loop and from a fiber's start
+     * alike (one copy of its code: one site per access). The arguments'
+     * addresses are taken first (std::get is not inlined into uninstrumented
+     * code). */
+    WBSIM_UNCOUNTED static void run_block(void* p) {
+        run_block_with(*static_cast<Tuple*>(p), std::index_sequence_for<A...>{});
+    }
+    template <size_t... I> WBSIM_UNCOUNTED static void run_block_with(Tuple& t, std::index_sequence<I...>) {
+        void* at[] = {(void*)&std::get<I>(t)..., nullptr};
+        (void)at;
+        __wbsim_block_loop([&at]() WBSIM_UNCOUNTED { F(*static_cast<A*>(at[I])...); });
+    }
+    WBSIM_UNCOUNTED static void run_thread(void* p) {
+        run_thread_with(*static_cast<Tuple*>(p), std::index_sequence_for<A...>{});
+    }
+    template <size_t... I> WBSIM_UNCOUNTED static void run_thread_with(Tuple& t, std::index_sequence<I...>) {
+        void* at[] = {(void*)&std::get<I>(t)..., nullptr};
+        (void)at;
+        F(*static_cast<A*>(at[I])...);
+    }
+#endif
     template <size_t... I> static Tuple unpack(const wbsim_launch* L, std::index_sequence<I...>) {
         return Tuple(*reinterpret_cast<A*>(L->argv[I])...);
     }
