@@ -254,7 +254,7 @@ def run_sample(root: Path, sample: Sample, backend: str, time_builds: bool, time
 def active_device_name() -> str:
     """The active device's name as a program prints it (without the simulator's note)."""
     try:
-        return wb.device_name().replace(" (simulated)", "")
+        return wb.compat.device_name().replace(" (simulated)", "")
     except wb.WorkbenchError:
         return ""
 

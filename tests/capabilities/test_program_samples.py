@@ -386,7 +386,7 @@ TWINS = ["device_query.cu", "errors.cu", "half_types.cu", "profiler.cu", "assert
 
 
 def _masked(text):
-    name = wb.device_name().replace(" (simulated)", "")
+    name = wb.compat.device_name().replace(" (simulated)", "")
     return text.replace(f"{name} (simulated)", "<device>").replace(name, "<device>").splitlines()
 
 
