@@ -463,19 +463,19 @@ def test_several_files_in_one_build():
 
 
 def test_an_unsupported_runtime_call_fails_at_build_time_with_its_name():
-    source = "int main() {\n    cudaGraph_t graph;\n    cudaGraphCreate(&graph, 0);\n}\n"
+    source = "int main() {\n    cudaKernelNodeParams params;\n    cudaGraphExecUpdate(0, 0, 0);\n}\n"
     with pytest.raises(wb.CompileError) as info:
         sim(source, line_offset=1)
     messages = {d.line: d.message for d in info.value.errors}
-    assert "cudaGraphCreate is not supported by the simulator's program runtime" in messages[4]
+    assert "cudaGraphExecUpdate is not supported by the simulator's program runtime" in messages[4]
     assert "supported: " in messages[4] and "cudaMemcpyAsync" in messages[4]
-    assert "cudaGraph_t is not supported" in messages[3]
+    assert "cudaKernelNodeParams is not supported" in messages[3]
 
 
 def test_cuda_libraries_are_refused_on_the_simulator():
     with pytest.raises(wb.CompileError, match="curand"):
         sim("int main() {}", options="-lcurand")
-    with pytest.raises(wb.CompileError, match="cublas_v2.h is not available"):
+    with pytest.raises(wb.CompileError, match="cuBLAS is not available to programs on the simulator"):
         sim("#include <cublas_v2.h>\nint main() {}")
 
 

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include "vector_types.h"
 
-#define WBSIM_ABI_VERSION 6
+#define WBSIM_ABI_VERSION 7
 
 #ifdef __cplusplus
 extern "C" {
@@ -97,6 +97,8 @@ void wbsim_assert_fail(const char* expr, const char* file, int line, const char*
 void wbsim_trap(const char* what) __attribute__((noreturn));
 void wbsim_yield(void);
 unsigned long long wbsim_clock64(void);
+/* clock(): in a kernel the cycle counter (as clock64), in host code the C library's. */
+long wbsim_clock(void);
 unsigned long long wbsim_globaltimer(void);
 /* A build that counts accesses: the block loop says which thread runs next. */
 void wbsim_access_thread(unsigned tid);
