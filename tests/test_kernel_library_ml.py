@@ -252,6 +252,14 @@ def test_dropout_mask_equals_the_numpy_philox(backend, dtype, n):
     np.testing.assert_array_equal(wb.to_host(y), ey)
 
 
+def test_dropout_on_an_unaligned_view_takes_the_element_path(backend):
+    x = rng.standard_normal(1002).astype(np.float32)
+    y, mask = dropout.dropout(_dev(x)[1:], 0.4, 5, 1, return_mask=True)
+    ey, emask = dropout.dropout_reference(x[1:], 0.4, 5, 1, return_mask=True)
+    np.testing.assert_array_equal(wb.to_host(mask), emask)
+    np.testing.assert_array_equal(wb.to_host(y), ey)
+
+
 def test_dropout_statistics_and_limits(backend):
     x = np.ones((37, 53), np.float32)
     y, mask = dropout.dropout(_dev(x), 0.25, 7, 0, return_mask=True)
