@@ -6,8 +6,9 @@ loads run one step ahead of its arithmetic.
 
 Tolerances against float64 NumPy: the activations ``rtol 1e-5`` (a few float ulp:
 the GPU's exponential, the 2-ulp reciprocal, the series) with ``atol 1e-36`` for
-the far tails, where exp overflows float and x / (1 + exp) gives 0 for ~1e-37; the chain ``rtol 1e-5`` (NumPy's reference
-rounds after each multiply, the kernel's FMA once).
+the far tails, where exp overflows float and x / (1 + exp) gives 0 for ~1e-37;
+the chain ``rtol 1e-5`` (NumPy's reference rounds after each multiply, the
+kernel's FMA once).
 """
 from __future__ import annotations
 
