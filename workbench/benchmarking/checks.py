@@ -82,9 +82,10 @@ def compare_arrays(actual, expected, *, rtol: float | None, atol: float | None,
     first = np.unravel_index(bad[0], a.shape) if a.ndim else ()
     e_b = np.broadcast_to(e, a.shape)
     diff = np.abs(a.astype(np.float64) - e_b.astype(np.float64)) if a.dtype.kind != "c" else np.abs(a - e_b)
+    largest = np.nanmax(diff) if not np.all(np.isnan(diff)) else np.nan  # NaN where nothing was written
     raise ResultMismatch(
         f"{what}: {bad.size} of {a.size} elements differ from the reference beyond "
-        f"rtol={rtol:g}, atol={atol:g}; largest difference {np.nanmax(diff):.6g}; first at "
+        f"rtol={rtol:g}, atol={atol:g}; largest difference {largest:.6g}; first at "
         f"index {tuple(int(i) for i in first)}: got {_scalar(a[first])}, expected {_scalar(e_b[first])}. "
         "Fix the kernel, or pass rtol=/atol= if the difference is rounding.")
 

@@ -21,7 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-LAUNCH_NAMES = ("block", "block_x", "block_y", "block_z")
+LAUNCH_NAMES = ("block", "block_x", "block_y", "block_z", "block_size_x", "block_size_y",
+                "block_size_z")
 
 #: What a string restriction may call: pure helpers, nothing that reaches outside.
 _EXPRESSION_NAMES = {"min": min, "max": max, "abs": abs, "round": round, "int": int,
