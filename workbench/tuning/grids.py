@@ -4,7 +4,8 @@
 "tile_size_x"], grid_div_y=["block_size_y", "tile_size_y"])`` launches
 ``ceil(problem_size[i] / product of the divisors of axis i)`` blocks in each
 axis, as ``kernel_tuner.tune_kernel`` does. A divisor is a parameter's name,
-an expression over the parameters (``"block_size_x // 32"``), a number, a
+an expression over the parameters (``"block_size_x / 32"``, its value
+truncated to an int as Kernel Tuner does), a number, a
 function of the configuration dict, or a list of these (their product).
 When an axis has no divisors given, Kernel Tuner's default is used: the
 ``block_size_x`` (``_y``, ``_z``) parameter where the space has it, else 1;
@@ -23,8 +24,8 @@ _DEFAULT_DIVISORS = ("block_size_x", "block_size_y", "block_size_z")
 
 
 def _evaluate(expression, config: dict):
-    if isinstance(expression, str):
-        return eval(expression, {"__builtins__": {}, **_EXPRESSION_NAMES}, dict(config))  # noqa: S307
+    if isinstance(expression, str):   # an int, as Kernel Tuner takes it: "block_size_x / 3" -> 21
+        return int(eval(expression, {"__builtins__": {}, **_EXPRESSION_NAMES}, dict(config)))  # noqa: S307
     if callable(expression):
         return expression(config)
     return expression
