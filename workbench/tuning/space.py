@@ -3,7 +3,8 @@
 A parameter is one of three kinds, told apart by its name:
 
 * ``block`` (and ``block_x``/``block_y``/``block_z``): the launch's block
-  size, no recompilation;
+  size, no recompilation; Kernel Tuner's ``block_size_x``/``_y``/``_z``:
+  the block size, and defines as well (its kernels read them as macros);
 * a template parameter name of the kernel (``template <int TILE> ...``):
   the kernel is instantiated with the value (``kern<16>``);
 * any other name: a preprocessor define, compiled with ``-D NAME=value``.
