@@ -198,3 +198,49 @@ def test_configurations_beyond_the_device_limits_are_restricted_not_failed(simul
     with pytest.raises(TuneError, match="every allowed configuration breaks the device's limits"):
         wb.tune(BOUNDED, (np.zeros(N, np.float32), np.int32(N)), n=N,
                 space={"block": [too_many], "S": [1024]}, progress=False)
+
+
+TEMPLATED = r"""
+template <int K>
+__global__ void fill(float* out, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = (float)(i % K);
+}
+extern "C" __global__ void other(float* out) { out[0] = 1.0f; }
+"""
+
+
+def test_each_tune_error_says_what_works(simulator):
+    """Each message's advice, followed, gives a tune that runs."""
+    out = np.zeros(N, np.float32)
+    expected = lambda out, n: (np.arange(N) % 4).astype(np.float32)   # noqa: E731
+    options = dict(n=N, block=64, cache=False, progress=False, **FAST)
+
+    def works(**kw):
+        return wb.tune(**{"kernel": TEMPLATED, "args": (out, np.int32(N)),
+                          "space": {"K": [4]}, "reference": expected, **options, **kw})
+
+    with pytest.raises(TuneError, match="has 2 kernels .*name one with kernel_name="):
+        works()
+    assert works(kernel_name="fill").best == {"K": 4}
+    template = wb.compile(TEMPLATED).templates["fill"]
+    with pytest.raises(TuneError, match="no instantiations .*pass the source text instead"):
+        works(kernel=template)
+    with pytest.raises(TuneError, match="grid_div_x.*give problem_size="):
+        works(kernel_name="fill", grid_div_x=[64], n=None)
+    assert works(kernel_name="fill", grid_div_x=[64], n=None, problem_size=N).best
+    with pytest.raises(TuneError, match="give them or grid= / n=, not both"):
+        works(kernel_name="fill", grid_div_x=[64], problem_size=N)
+    with pytest.raises(TuneError, match="one entry per argument: 2, not 3"):
+        works(kernel_name="fill", reference=[None, None, None])
+    with pytest.raises(TuneError, match="exactly one entry that is not None"):
+        works(kernel_name="fill", reference=[None, None])
+    assert works(kernel_name="fill", reference=[expected(None, N), None]).checked
+    with pytest.raises(TuneError, match="return the expected output array"):
+        works(kernel_name="fill", reference=lambda out, n: None)
+    with pytest.raises(TuneError, match="with client="):
+        works(kernel_name="fill", timeout=5)
+    with pytest.raises(TuneError, match="give True, False or 'refresh'"):
+        works(kernel_name="fill", cache="always")
+    assert works(kernel_name="fill", cache="refresh").best == {"K": 4}
