@@ -28,8 +28,8 @@ The overhead: the tune's wall time per configuration minus the time spent
 compiling and measuring (``compile_s``, ``measure_s`` of each row), with
 every configuration already compiled.
 
-The Kernel Tuner row: DIR holds Kernel Tuner's matmul.cu (its examples/cuda/; the copy in
-tests/data/kernel_tuner/ is the default). Kernel Tuner runs as its matmul.py does (32
+The Kernel Tuner row: DIR holds Kernel Tuner's matmul.cu (its examples/cuda/, from a checkout
+of Kernel Tuner: there is no default). Kernel Tuner runs as its matmul.py does (32
 iterations, no answer to check, on CuPy: lang="CUPY"); wb.tune as a user runs it (the same 32
 launches, every configuration checked against the default configuration's output). Both
 compile from empty caches (a fresh CUPY_CACHE_DIR). Kernel Tuner's cache file is written under
@@ -299,8 +299,10 @@ def main() -> None:
     print(f"backend: {b.name}, device: {b.device_properties().name}"
           + ("  [simulated: CPU wall-clock times, no verdicts]" if simulated else ""))
     if opts.kernel_tuner_examples is not None or opts.only_kernel_tuner:
-        examples = opts.kernel_tuner_examples or (
-            Path(__file__).resolve().parents[1] / "tests" / "data" / "kernel_tuner")
+        if opts.kernel_tuner_examples is None:
+            parser.error("--only-kernel-tuner needs --kernel-tuner-examples DIR (a folder with "
+                         "Kernel Tuner's examples/cuda/matmul.cu)")
+        examples = opts.kernel_tuner_examples
         rows = kernel_tuner_matmul(examples, opts.out, simulated)
         header = ["what", "result", "target", "verdict"]
         print_table("Kernel Tuner and wb.tune side by side", header, rows)

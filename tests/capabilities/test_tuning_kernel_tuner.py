@@ -1,6 +1,8 @@
 """Kernel Tuner's formats and scripts: T4 results written and validated
 against Kernel Tuner's schema, Kernel Tuner's cache and T4 files read back,
-and Kernel Tuner's own examples (matmul.cu, convolution.cu with cmem_args)
+and kernels written in the style of Kernel Tuner's examples (tests/data/tuning: a tiled
+matmul, a convolution whose filter is in constant memory, which Kernel Tuner feeds through
+cmem_args), tuned as Kernel Tuner's example scripts tune theirs
 tuned by wb.tune the way Kernel Tuner's scripts tune them.
 
 The files in tests/data/kernel_tuner/ (its README names their source and
@@ -22,6 +24,7 @@ from workbench.errors import TuneError
 pytestmark = pytest.mark.usefixtures("private_tuning_cache")
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kernel_tuner"
+TUNING_DATA = Path(__file__).resolve().parents[1] / "data" / "tuning"
 FAST = {"max_time": 0.005, "min_repeat": 3}
 
 
@@ -154,12 +157,11 @@ def test_a_cache_file_kernel_tuner_wrote_on_the_gpu_loads():
         assert r.best == json.loads(said.read_text())
 
 
-# -- Kernel Tuner's own examples, as its scripts tune them ------------------------------------
+# -- kernels in the style of Kernel Tuner's examples, tuned as its scripts tune them -----------
 
 def test_kernel_tuners_matmul_example(simulator):
     width = 64
-    source = (DATA / "matmul.cu").read_text().replace("#define WIDTH 4096",
-                                                      f"#define WIDTH {width}")
+    source = f"#define WIDTH {width}\n" + (TUNING_DATA / "matmul.cu").read_text()
     rng = np.random.default_rng(11)
     A = rng.standard_normal((width, width)).astype(np.float32)
     B = rng.standard_normal((width, width)).astype(np.float32)
@@ -206,9 +208,8 @@ def test_kernel_tuner_grids_are_kernel_tuners(simulator):
 
 
 def _convolution(n: int, fh: int, fw: int):
-    source = (DATA / "convolution.cu").read_text()
-    for axis in ("height", "width"):
-        source = source.replace(f"#define image_{axis} 4096", f"#define image_{axis} {n}")
+    source = f"#define image_height {n}\n#define image_width {n}\n" + \
+        (TUNING_DATA / "convolution.cu").read_text()
     rng = np.random.default_rng(5)
     image = rng.standard_normal((n + fh - 1) * (n + fw - 1)).astype(np.float32)
     weights = rng.standard_normal(fh * fw).astype(np.float32)
