@@ -82,9 +82,14 @@ class RingWatchdog:
             if self._collect():  # answers came that the poll, watching a later one, left
                 return
             seq = self._next_recv
-            index = (seq - 1) % self.workers + 32  # the first warp dispatches
-            if seq == self._box_seq:
-                index = 0  # a call() through the box: the dispatcher answers it
+            if self.cooperative:
+                where = ("is in a round that every thread of the grid handles (a cooperative "
+                         "ring)")
+            else:
+                index = (seq - 1) % self.workers + 32  # the first warp dispatches
+                if seq == self._box_seq:
+                    index = 0  # a call() through the box: the dispatcher answers it
+                where = f"belongs to block {index // self.threads}, thread {index % self.threads}"
             self._control[0] = 1
             killed = launch.kill()  # (no bell: the simulator's worker is ended)
             self._launch = None
@@ -92,9 +97,9 @@ class RingWatchdog:
             lost = self._give_up(f"its handler hung (message {seq} unanswered for {idle:.1f} s)")
             raise RingHang(
                 f"ring {self.name!r}: no message answered for {idle:.1f} s with {self.depth} "
-                f"waiting (watchdog_s={self.watchdog_s:g}). Message {seq} belongs to block "
-                f"{index // self.threads}, thread {index % self.threads}: its handler has not "
-                f"returned (an endless loop, or waiting on something that never comes)."
+                f"waiting (watchdog_s={self.watchdog_s:g}). Message {seq} {where}: its handler "
+                f"has not returned (an endless loop, or waiting on something that never comes"
+                f"{', such as a grid sync that some threads never reach' if self.cooperative else ''})."
                 f"{_sentence(lost)} "
                 + ("The simulator's ring worker was ended; fix the handler and make a new ring."
                    if killed else "The ring is told to stop, but a GPU kernel stuck in a "

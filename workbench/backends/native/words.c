@@ -78,6 +78,7 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <linux/futex.h>
+#include <sched.h>
 
 static inline int64_t load_acquire(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 
@@ -113,14 +114,26 @@ static int all_flagged(const void *at, int64_t flag) {
     return 1;
 }
 
-/* Watch (GIL released by the caller) until seen(at, a) or spin_ns pass. */
+/* Watch until seen(at, a) or spin_ns pass. Past YIELD_AFTER_NS of watching the CPU is offered
+ * (sched_yield) every YIELD_EVERY_NS: the answer is not coming within a GPU round trip, and
+ * what produces it may be waiting for this very CPU (the simulator's worker, on a machine
+ * with few CPUs: a watch that never yields keeps it out for a whole time slice, milliseconds).
+ * With nothing else to run, a yield returns at once. */
+#define YIELD_AFTER_NS 20000
+#define YIELD_EVERY_NS 20000
 static int watch(seen_fn seen, const void *at, int64_t a, int64_t spin_ns) {
     if (seen(at, a)) return 1;
-    const int64_t end = now() + spin_ns;
+    const int64_t start = now(), end = start + spin_ns;
+    int64_t next_yield = start + YIELD_AFTER_NS;
     for (;;) {
         for (int i = 0; i < 64; ++i)  /* the clock is read once per 64 polls */
             if (seen(at, a)) return 1;
-        if (now() >= end) return seen(at, a);
+        const int64_t t = now();
+        if (t >= end) return seen(at, a);
+        if (t >= next_yield) {
+            sched_yield();
+            next_yield = now() + YIELD_EVERY_NS;
+        }
     }
 }
 
