@@ -336,12 +336,14 @@ class RingQueues:
         """The next ``count`` answers in order (default: every message sent and
         not yet received), as a structured array of the response dtype. On a
         timeout, answers that did arrive stay queued for the next call."""
+        if count is not None and type(count) is not int:
+            count = _whole_count(self, count)
         slots = self._slots
         if slots is not None and not self._ready_count and self._launch is not None:
             # the common recv, in C: watch for the answers, copy them out (else the path below)
             start = self._next_recv
             n = self._next_send - start if count is None else count
-            if type(n) is int and 0 < n <= self._next_send - start:
+            if 0 < n <= self._next_send - start:
                 try:
                     got = slots.take(start, n, self._head_due, SPIN_ROUND_NS)
                     if got is not None:
@@ -355,8 +357,6 @@ class RingQueues:
         pending, depth = self._ready_count, self._next_send - self._next_recv
         if count is None:
             count = pending + depth
-        elif type(count) is not int:
-            count = _whole_count(self, count)
         if count < 0:
             raise RingError(f"ring {self.name!r}: recv(count): the count must be a whole number "
                             f"of answers, 0 or more (None: all {pending + depth} outstanding), "
