@@ -188,6 +188,9 @@ class _HostOnlyBackend:
     """The active backend, except that a ring's queues are plain host memory
     and its persistent kernel is :class:`_NoKernel` (--host-only)."""
 
+    #: the host's part as on a GPU, whose ring never sleeps: no bell to ring after a send
+    simulated = False
+
     def __init__(self, backend):
         self._backend = backend
 
