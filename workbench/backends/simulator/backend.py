@@ -31,13 +31,13 @@ import os
 import sys
 import threading
 
-from ...errors import KernelFault
+from ...errors import KernelFault, LaunchConfigError
 from ..contract import Backend
 from . import build, instrumented, persistent
 from .arena import Arena
 from .devices import SimulatorDevices, virtual_device
 from .faults import worker_fault
-from .kernels import SimulatorKernels
+from .kernels import COOPERATIVE_THREADS, SimulatorKernels
 from .launch import check_config, dims
 from .memory import SimulatorMemory
 from .module import SimFunction
@@ -194,17 +194,31 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
     def alloc_mapped(self, nbytes: int):
         return persistent.alloc_mapped(self, nbytes)
 
-    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0):
+    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0,
+                          cooperative: bool = False):
         if not isinstance(function, SimFunction):
             raise TypeError(f"not a simulator kernel: {function!r}")
         grid, block = dims(grid, "grid"), dims(block, "block")
         check_config(self._properties, grid, block, shared_mem)
-        return persistent.SimPersistentLaunch(self, function, grid, block, args, shared_mem)
+        if cooperative:
+            threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
+            most = self.concurrent_blocks(True, block[0] * block[1] * block[2])
+            if grid[0] * grid[1] * grid[2] > most:
+                raise LaunchConfigError(
+                    f"a cooperative launch of {threads} threads is more than the simulator runs "
+                    f"at once ({COOPERATIVE_THREADS}: every thread needs a stack of its own); "
+                    f"use at most {most} blocks of this size")
+        return persistent.SimPersistentLaunch(self, function, grid, block, args, shared_mem,
+                                              cooperative)
 
-    def concurrent_blocks(self) -> int:
+    def concurrent_blocks(self, cooperative: bool = False, threads: int = 1) -> int:
         # The worker hands a launch's blocks to its OS threads only when the
         # launch is large (native/grid.cpp: 8192 threads or more); a smaller one
-        # runs its blocks one after another, so one block runs at a time.
+        # runs its blocks one after another, so one block runs at a time. A
+        # cooperative launch runs every block at once, each on an OS thread of its
+        # own, up to COOPERATIVE_THREADS threads in all.
+        if cooperative:
+            return max(1, COOPERATIVE_THREADS // max(1, int(threads)))
         return 1
 
     # -- counted launches (instrumented.py) ---------------------------------------------
