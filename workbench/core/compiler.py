@@ -248,19 +248,19 @@ def compile(source: str, *, name: str | None = None, arch: str | None = None,
 
     Every ``extern "C" __global__`` function becomes a :class:`Kernel`; each
     ``instantiate`` entry (``"scale<float>"``) instantiates a template kernel.
-    ``defines`` are ``"NAME"`` or ``"NAME=VALUE"``; ``options`` are passed to
-    NVRTC verbatim. ``line_offset`` is added to compiler line numbers (a
+    ``defines``: a dict ``{"WIDTH": 512}`` (values written as C literals)
+    or a list of ``"NAME"`` / ``"NAME=VALUE"`` strings; anything else raises
+    :class:`~workbench.errors.DefinesError`. ``options`` are passed to NVRTC
+    verbatim. ``line_offset`` is added to compiler line numbers (a
     ``%%cuda`` cell passes 1 for its magic line). The module is registered in
     ``wb.modules`` under ``name`` (default: its kernels' names), replacing an
     earlier one. A failed compile raises :class:`~workbench.CompileError`.
     """
-    if isinstance(defines, str):
-        defines = (defines,)
     if isinstance(options, str):
         options = (options,)
     if isinstance(instantiate, str):
         instantiate = (instantiate,)
-    opts = CompileOptions(arch=arch, defines=tuple(defines), std=std, fast_math=fast_math,
+    opts = CompileOptions(arch=arch, defines=defines, std=std, fast_math=fast_math,
                           extra=tuple(options), name_expressions=tuple(instantiate),
                           checked=checked)
     b = _active_backend()

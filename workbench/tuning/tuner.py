@@ -9,10 +9,11 @@ import numpy as np
 
 from ..benchmarking.checks import default_tolerance, to_numpy
 from ..benchmarking.engine import Plan, device_name
+from ..cxx.defines import normalise_defines
 from ..errors import TuneError
 from ..runtime.session import backend as active_backend
 from . import cache as tuning_cache
-from .arguments import (as_tuple, host_copy, kernel_source, objectives_of, output_index,
+from .arguments import (host_copy, kernel_source, objectives_of, output_index,
                         parse_budget, problem_size_of)
 from .result import OBJECTIVES, TuneResult, config_text, objective_text
 from .runner import Runner
@@ -76,7 +77,9 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
     callables of the configuration or expressions (``"TILE * TILE <= block"``).
     ``grid``/``n``/``shared_mem``: fixed, or functions of the configuration
     dict (``grid=lambda c: (N // c["TILE"], N // c["TILE"])``); so may
-    ``block`` be, when the space does not tune it.
+    ``block`` be, when the space does not tune it. ``defines``: fixed
+    defines besides the tuned ones, as :func:`workbench.compile` takes them
+    (a dict ``{"N": 4096}`` or a list of ``"NAME=VALUE"``).
 
     ``objective``: "time" (the median, default), "gbps" (needs ``bytes=``),
     "gflops" (needs ``flops=``), "energy" (joules per launch from NVML's
@@ -130,7 +133,8 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
                         "them or add values")
     objectives = objectives_of(objective, bytes, flops, client)
     tuned = set(the_space.names)
-    fixed_defines = tuple(d for d in (*compile_options.pop("defines", ()), *as_tuple(defines))
+    fixed_defines = tuple(d for d in (*compile_options.pop("defines", ()),
+                                         *normalise_defines(defines, what="wb.tune(defines=...)"))
                           if d.split("=", 1)[0] not in tuned)
     b = active_backend()
     host_args = tuple(host_copy(a) for a in args)
