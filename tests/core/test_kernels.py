@@ -195,4 +195,4 @@ def test_backend_says_which_and_why(backend):
     b = wb.backend()
     assert b.name == backend.name
     assert b.name in repr(b) and b.reason in repr(b)
-    assert wb.xp is b.xp
+    assert wb.xp.__wrapped__ is b.xp
