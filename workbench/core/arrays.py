@@ -126,8 +126,10 @@ class ArrayModule:
         return sorted(set(dir(self.__wrapped__)) | set(_ALLOCATING))
 
     def __repr__(self) -> str:
-        b = self._backend()
-        return f"<wb.xp: {self.__wrapped__!r} on the {b.name if b else 'closed'} backend>"
+        b, module = self._backend(), getattr(self.__wrapped__, "__name__", None)
+        if module is None:  # (the simulator's namespace names itself)
+            return repr(self.__wrapped__)
+        return f"<wb.xp: {module} on the {b.name if b else 'closed'} backend>"
 
 
 def _requested_bytes(name: str, args, kwargs) -> int | None:
