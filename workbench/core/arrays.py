@@ -8,6 +8,7 @@ an allocation that fails for lack of memory raises the workbench's
 from __future__ import annotations
 
 import functools
+import types
 import weakref
 
 import numpy as np
@@ -126,10 +127,10 @@ class ArrayModule:
         return sorted(set(dir(self.__wrapped__)) | set(_ALLOCATING))
 
     def __repr__(self) -> str:
-        b, module = self._backend(), getattr(self.__wrapped__, "__name__", None)
-        if module is None:  # (the simulator's namespace names itself)
+        b = self._backend()
+        if not isinstance(self.__wrapped__, types.ModuleType):  # (the simulator's names itself)
             return repr(self.__wrapped__)
-        return f"<wb.xp: {module} on the {b.name if b else 'closed'} backend>"
+        return f"<wb.xp: {self.__wrapped__.__name__} on the {b.name if b else 'closed'} backend>"
 
 
 def _requested_bytes(name: str, args, kwargs) -> int | None:
