@@ -74,7 +74,8 @@ def kernels(support, language: str) -> dict:
     spec = importlib.util.spec_from_file_location(f"_wb_{language}_kernels_{int(key[1])}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    made = {name: getattr(module, name) for name in ("scale", "block_sum", "tuned_scale")
+    made = {name: getattr(module, name) for name in ("scale", "block_sum", "tuned_scale", "scale_by_global",
+                                                     "typed_fill", "uniform_samples")
             if hasattr(module, name)}
     _KERNELS[key] = made
     return made
@@ -329,3 +330,79 @@ def test_gpu_triton_relaunches_follow_every_specialisation(on_gpu):
 
 def triton_cdiv(n: int, block: int) -> int:
     return -(-n // block)
+
+
+# -- the same answers and checks on both backends; arrays the languages made ----------------
+
+def test_a_declared_numba_signature_is_checked_on_both_backends(on):
+    k = wb.python_kernel(kernels(on, "numba")["typed_fill"])
+    with pytest.raises(wb.KernelArgumentError, match=r"'a' takes a device array of int32, got a float32"):
+        k(wb.xp.zeros((4, 8), dtype=np.float32), grid=(1, 1), block=(4, 8))
+    with pytest.raises(wb.KernelArgumentError, match=r"'a' takes a 2-dimensional device array"):
+        k(wb.xp.zeros(32, dtype=np.int32), grid=(1, 1), block=(4, 8))
+    a = wb.xp.zeros((4, 8), dtype=np.int32)
+    k(a, grid=(1, 1), block=(4, 8))
+    np.testing.assert_array_equal(wb.to_host(a), np.arange(32).reshape(4, 8))
+
+
+def test_numba_globals_are_frozen_at_the_first_compile_on_both_backends(on):
+    raw = kernels(on, "numba")["scale_by_global"]
+    module_globals = raw.py_func.__globals__
+    k = wb.python_kernel(raw)
+    host, x, y = _inputs(300, seed=5)
+    try:
+        module_globals["SCALE"] = 2.0
+        k(x, y, x.size, n=x.size)
+        np.testing.assert_allclose(wb.to_host(y), 2.0 * host, rtol=1e-6)
+        module_globals["SCALE"] = 5.0  # a GPU kernel compiled with 2.0 keeps it
+        k(x, y, x.size, n=x.size)
+        np.testing.assert_allclose(wb.to_host(y), 2.0 * host, rtol=1e-6)
+    finally:
+        module_globals["SCALE"] = 2.0
+
+
+def test_a_numba_launch_refuses_a_block_the_device_refuses(on):
+    k = wb.python_kernel(kernels(on, "numba")["scale"])
+    host, x, y = _inputs(4096)
+    limit = wb.backend().device_properties().max_threads_per_block
+    with pytest.raises(wb.LaunchConfigError, match=f"2048 threads; this device allows at most {limit}"):
+        k(x, y, 2.0, x.size, grid=2, block=2048)
+    with pytest.raises(wb.LaunchConfigError, match="per dimension"):
+        k(x, y, 2.0, x.size, grid=1, block=(1, 1, 128))
+    np.testing.assert_array_equal(wb.to_host(y), 0)  # nothing ran
+    _launch_scale("numba", k, x, y, 2.0, x.size)
+    np.testing.assert_allclose(wb.to_host(y), 2.0 * host, rtol=1e-6)
+
+
+@pytest.mark.parametrize("grid", [lambda meta: (0,), lambda meta: (-1,), lambda meta: (2.5,)],
+                         ids=["zero", "negative", "float"])
+def test_a_triton_grid_function_is_checked_as_a_plain_grid(on, grid):
+    k = wb.python_kernel(kernels(on, "triton")["scale"])
+    host, x, y = _inputs(256)
+    with pytest.raises(wb.LaunchConfigError, match=r"grid \(from the grid function\)"):
+        k(x, y, 2.0, x.size, grid=grid, BLOCK=128)
+    np.testing.assert_array_equal(wb.to_host(y), 0)  # nothing ran, and nothing was said before
+    k(x, y, 2.0, x.size, grid=lambda meta: (triton_cdiv(x.size, meta["BLOCK"]),), BLOCK=128)
+    np.testing.assert_allclose(wb.to_host(y), 2.0 * host, rtol=1e-6)
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def test_numba_random_states_pass_straight_to_a_numba_kernel(on):
+    k = wb.python_kernel(kernels(on, "numba")["uniform_samples"])
+    from numba.cuda.random import (create_xoroshiro128p_states, init_xoroshiro128p_states_cpu,
+                                   xoroshiro128p_dtype, xoroshiro128p_uniform_float32)
+    n, draws, seed = 64, 3, 1234
+    states = create_xoroshiro128p_states(n, seed=seed)  # a Numba device array of records
+    copied = wb.to_device(states)  # the workbench's copy keeps the record's fields
+    assert copied.dtype == xoroshiro128p_dtype and copied.dtype.names == ("s0", "s1")
+    cpu = np.empty(n, dtype=xoroshiro128p_dtype)  # numba.cuda.random's host-side generator
+    init_xoroshiro128p_states_cpu(cpu, seed, 0)
+    expected = np.array([[xoroshiro128p_uniform_float32(cpu, i) for _ in range(draws)]
+                         for i in range(n)], dtype=np.float32)
+    for given in (states, copied):
+        out = wb.xp.zeros((n, draws), dtype=np.float32)
+        k(given, out, grid=1, block=n)
+        np.testing.assert_array_equal(wb.to_host(out), expected)

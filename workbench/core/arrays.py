@@ -34,7 +34,9 @@ def allocate(shape, dtype=np.float32):
 
 def to_device(array):
     """Copy a host array to the device (returns a device array); an array
-    already on the device is returned as it is."""
+    already on the device is returned as it is. An array of another library
+    (a Numba device array, say) is copied through the host; a structured
+    dtype keeps its fields."""
     b = backend()
     if b.is_device_array(array):
         return array
@@ -43,6 +45,10 @@ def to_device(array):
                         f"{type(array).__name__}; for text, encode it first: "
                         f"np.frombuffer(text.encode(), np.uint8)")
     host = np.asarray(array)
+    fields = getattr(array, "dtype", None)
+    if isinstance(fields, np.dtype) and fields.names and host.dtype != fields \
+            and host.dtype.itemsize == fields.itemsize:  # records another library hands over as
+        host = host.view(fields)                         # bytes ("|V16"): their fields kept
     if host.dtype.kind not in "biufcV":
         raise TypeError(f"wb.to_device takes numeric data; this is an array of dtype "
                         f"{host.dtype} ({host.dtype.kind!r}); convert it with .astype(...)")
