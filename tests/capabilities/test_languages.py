@@ -24,7 +24,7 @@ import pytest
 import workbench as wb
 from workbench.memory.tracker import tracker
 
-from helpers import using_backend
+from helpers import new_timings, using_backend
 
 LANGUAGES = ["numba", "triton"]
 _KERNELS: dict = {}
@@ -100,13 +100,12 @@ def test_launch_on_workbench_arrays_in_place_and_logged(on, language):
     k = wb.python_kernel(raw)
     assert wb.python_kernel(raw) is k and k.language == language
     host, x, y = _inputs()
-    before = len(wb.timings())
-    _launch_scale(language, k, x, y, 2.5, x.size)
-    log = wb.timings()
+    with new_timings() as added:
+        _launch_scale(language, k, x, y, 2.5, x.size)
     out = wb.to_host(y)
     np.testing.assert_allclose(out, 2.5 * host.astype(np.float64), rtol=1e-6)
-    assert len(log) == before + 1
-    row = log.iloc[-1]
+    assert len(added.frame) == 1
+    row = added.frame.iloc[-1]
     assert row["kernel"] == "scale" and row["language"] == language
     assert row["backend"] == wb.backend().name and row["ms"] >= 0
     assert tuple(row["grid"]) == (7,)
@@ -290,26 +289,21 @@ def test_gpu_triton_relaunches_follow_every_specialisation(on_gpu):
     k = wb.python_kernel(kernels(on_gpu, "triton")["scale"])
     rng = np.random.default_rng(11)
 
-    def scale_rows():
-        log = wb.timings()
-        return log[(log["kind"] == "kernel") & (log["kernel"] == "scale")]
-
-    before = len(scale_rows())
     launches = 0
-    for dtype in (np.float32, np.float64):
-        for n, offset, block in ((1024, 0, 128), (777, 0, 128), (1024, 1, 128), (1, 0, 128),
-                                 (1024, 0, 256), (1024, 0, 128), (777, 1, 128)):
-            host = rng.standard_normal(n + offset).astype(dtype)
-            x = wb.to_device(host)[offset:]  # offset 1: a pointer off Triton's 16-byte alignment
-            y = wb.xp.zeros(n + offset, dtype=dtype)[offset:]
-            for a in (1.5, -3.0):
-                k(x, y, a, n, grid=(triton_cdiv(n, block),), BLOCK=block)
-                launches += 1
-                np.testing.assert_allclose(wb.to_host(y), a * host[offset:].astype(np.float64),
-                                           rtol=1e-6 if dtype == np.float32 else 1e-12)
-    rows = scale_rows()
-    assert len(rows) == before + launches
-    assert (rows["ms"].iloc[-launches:] > 0).all()
+    with new_timings() as added:
+        for dtype in (np.float32, np.float64):
+            for n, offset, block in ((1024, 0, 128), (777, 0, 128), (1024, 1, 128), (1, 0, 128),
+                                     (1024, 0, 256), (1024, 0, 128), (777, 1, 128)):
+                host = rng.standard_normal(n + offset).astype(dtype)
+                x = wb.to_device(host)[offset:]  # offset 1: a pointer off Triton's 16-byte alignment
+                y = wb.xp.zeros(n + offset, dtype=dtype)[offset:]
+                for a in (1.5, -3.0):
+                    k(x, y, a, n, grid=(triton_cdiv(n, block),), BLOCK=block)
+                    launches += 1
+                    np.testing.assert_allclose(wb.to_host(y), a * host[offset:].astype(np.float64),
+                                               rtol=1e-6 if dtype == np.float32 else 1e-12)
+    rows = added.frame.query("kind == 'kernel' and kernel == 'scale'")
+    assert len(rows) == launches and (rows["ms"] > 0).all()
     direct = k._direct[wb.backend().current_device()]
     assert direct and direct._kernels and direct._calls  # the repeats went past Triton's dispatch
     for a, negative in ((0.0, False), (0.0, False), (-0.0, True), (0.0, False)):  # equal, not alike
@@ -384,10 +378,6 @@ def test_a_triton_grid_function_is_checked_as_a_plain_grid(on, grid):
     np.testing.assert_array_equal(wb.to_host(y), 0)  # nothing ran, and nothing was said before
     k(x, y, 2.0, x.size, grid=lambda meta: (triton_cdiv(x.size, meta["BLOCK"]),), BLOCK=128)
     np.testing.assert_allclose(wb.to_host(y), 2.0 * host, rtol=1e-6)
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def test_numba_random_states_pass_straight_to_a_numba_kernel(on):
