@@ -132,19 +132,26 @@ setup() {
         cat >"$SETUP/py/sitecustomize.py" <<'PY'
 # Written by gpu/run.sh for the GPU machine's Python: the image's numba-cuda calls np.row_stack,
 # which its NumPy no longer has. Then the image's own sitecustomize, if there is one, runs.
+# Any Python that inherits PYTHONPATH imports this, ncu's own embedded one too, for which the
+# image's NumPy is not built: there it must do nothing and never raise.
 import os as _os
 import sys as _sys
 
-import numpy as _np
-
-if not hasattr(_np, "row_stack"):
-    _np.row_stack = _np.vstack
+try:
+    import numpy as _np
+    if not hasattr(_np, "row_stack"):
+        _np.row_stack = _np.vstack
+except Exception:  # noqa: BLE001 - a Python this NumPy was not built for (ncu's)
+    pass
 _here = _os.path.dirname(_os.path.abspath(__file__))
 for _entry in _sys.path:
     _path = _os.path.join(_os.path.abspath(_entry or "."), "sitecustomize.py")
     if _os.path.dirname(_path) != _here and _os.path.isfile(_path):
-        with open(_path) as _file:
-            exec(compile(_file.read(), _path, "exec"), {"__name__": "sitecustomize", "__file__": _path})
+        try:
+            with open(_path) as _file:
+                exec(compile(_file.read(), _path, "exec"), {"__name__": "sitecustomize", "__file__": _path})
+        except Exception:  # noqa: BLE001 - the same: not this Python's
+            pass
         break
 PY
         echo "$key" >"$SETUP/installed"

@@ -18,7 +18,7 @@ from IPython.display import display
 from ..core.compiler import compile as compile_source
 from ..diagnostics import format_diagnostics
 from ..runtime.session import backend
-from ..errors import (BackendUnavailable, CompileError, CompilerNotFound, DeviceError,
+from ..errors import (BackendUnavailable, CompileError, CompilerNotFound, DefinesError, DeviceError,
                       KernelArgumentError, KernelFault, LaunchConfigError, OutOfMemoryError,
                       ProgramError)
 from ..programs import ProgramOptionError
@@ -151,7 +151,7 @@ def register(ipython) -> None:
     ipython.register_magics(CudaMagics)
     ipython.set_custom_exc((CompileError, KernelArgumentError, LaunchConfigError, KernelFault,
                             OutOfMemoryError, BackendUnavailable, DeviceError, ProgramError,
-                            ProgramOptionError),
+                            ProgramOptionError, DefinesError),
                            _show_workbench_error)
     b = backend()
     print(f"workbench: {b.name} backend — {b.describe()} ({b.reason})")

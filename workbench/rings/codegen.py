@@ -1,6 +1,7 @@
 """The CUDA C++ a ring adds to the user's source: the persistent kernel around
 the handler, a kernel that answers one batch per launch (for comparison), and
-a probe that reports the message structs' layout as the compiler lays them out.
+a probe that reports the message structs' layout as the compiler lays them out
+(:mod:`workbench.core.layouts`).
 (A cooperative ring's kernels, which run in grid-wide rounds, are in
 :mod:`~workbench.rings.cooperative`; the helpers here are shared.)
 
@@ -53,6 +54,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+# the layout probe (shared with module variables of struct type): the ring compiles it into its module
+from ..core.layouts import expected_layout, probe_fields, probe_source  # noqa: F401
 
 #: Flag bit of the boxes' words: a flag is never 0, a cleared box's.
 BOX_FLAG_BIT = 0x80000000
@@ -456,45 +460,3 @@ def serve_source(handler: str, request: str, response: str, max_backoff_ns: int 
         request_words=box.request_words if box else 0,
         answer_words=box.answer_words if box else 0, flag_bit=hex(BOX_FLAG_BIT),
         **message_code(request, response, request_bytes, response_bytes))
-
-
-_PROBE = r"""
-extern "C" __global__ void wb_ring_layout(long long* out)
-{{
-    if (blockIdx.x == 0 && threadIdx.x == 0) {{
-{lines}
-    }}
-}}
-"""
-
-
-def probe_fields(struct_name: str, dtype: np.dtype, var: str) -> list[tuple[str, str]]:
-    """(what, C expression) pairs the probe reports for ``dtype``'s struct,
-    measured on a local object ``var`` of it (standard C++, unlike offsetof
-    on a type that is not standard-layout)."""
-    items = [(f"sizeof({struct_name})", f"(long long)sizeof({struct_name})")]
-    for field in dtype.names or ():
-        items.append((f"offset of {struct_name}::{field}",
-                      f"(long long)((const char*)&{var}.{field} - (const char*)&{var})"))
-    return items
-
-
-def probe_source(structs: list[tuple[str, np.dtype]]) -> tuple[str, list[str]]:
-    """The layout probe for ``(struct name, dtype)`` pairs, and what each of
-    its output values is."""
-    labels, lines = [], []
-    for i, (name, dtype) in enumerate(structs):
-        lines.append(f"        {name} wb_probe_{i};")
-        for label, expr in probe_fields(name, dtype, f"wb_probe_{i}"):
-            lines.append(f"        out[{len(labels)}] = {expr};")
-            labels.append(label)
-    return _PROBE.format(lines="\n".join(lines)), labels
-
-
-def expected_layout(structs: list[tuple[str, np.dtype]]) -> list[int]:
-    """What the probe must report when the dtypes match the structs."""
-    values = []
-    for _, dtype in structs:
-        values.append(dtype.itemsize)
-        values.extend(dtype.fields[f][1] for f in dtype.names or ())
-    return values

@@ -32,10 +32,11 @@ import sys
 import threading
 
 from ...errors import KernelFault, LaunchConfigError
+from ...present.units import format_bytes
 from ..contract import Backend
 from . import build, instrumented, persistent
 from .arena import Arena
-from .devices import SimulatorDevices, virtual_device
+from .devices import SimulatorDevices, simulated_device
 from .faults import worker_fault
 from .kernels import COOPERATIVE_THREADS, SimulatorKernels
 from .launch import check_config, dims
@@ -61,7 +62,9 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
         ``"T4"``, ``"RTX 4090"``, a :class:`DeviceProperties` or a dict of
         property overrides.
     memory_bytes:
-        Size of the virtual device memory (default: the device's).
+        Size of the virtual device memory (default: the device's, at most
+        the host's available memory, so that arrays the device takes are
+        arrays the host can back).
     threads:
         OS threads that run blocks (default: every CPU this process may use).
     devices:
@@ -89,7 +92,7 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
         self.checked = bool(checked)
         self.timeout_s = float(timeout_s)
         self.threads = int(threads)
-        self._properties = virtual_device(device, memory_bytes)
+        self._properties = simulated_device(device, memory_bytes)
         self._arena: Arena | None = None
         self._array_class = None
         self._printf_words = None  # the control page's first words (printf_len is [1])
@@ -114,7 +117,7 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
         if devices is not None and int(devices) != self.devices:
             return False
         if device is not None or memory_bytes is not None:
-            wanted = virtual_device(device, memory_bytes)
+            wanted = simulated_device(device, memory_bytes)
             if (wanted.name, wanted.total_memory) != (self._properties.name,
                                                       self._properties.total_memory):
                 return False
@@ -137,8 +140,10 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
     def describe(self) -> str:
         p = self._properties
         cpus = self.threads or len(os.sched_getaffinity(0))
+        capped = ": at most the host's available memory" if "memory_note" in p.extra else ""
         return (f"CPU simulator: simulated {p.name} ({p.multiprocessors} SMs, "
-                f"cc {p.compute_capability[0]}.{p.compute_capability[1]}) on {cpus} CPU thread"
+                f"cc {p.compute_capability[0]}.{p.compute_capability[1]}, "
+                f"{format_bytes(p.total_memory)}{capped}) on {cpus} CPU thread"
                 f"{'s' if cpus != 1 else ''}, g++ {build.compiler_version() or 'missing'}"
                 f"{', checked' if self.checked else ''}")
 
