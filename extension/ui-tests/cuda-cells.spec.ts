@@ -206,7 +206,7 @@ test('C++ types and keywords in a %%cuda cell are coloured as in a .cu file', as
   await fileEditor.screenshot({ path: testInfo.outputPath('cu-file-colours.png') });
 });
 
-test('a compile error lists its diagnostics, marks the line and jumps to it', async ({ page, lab }) => {
+test('a compile error lists its diagnostics, marks the line and jumps to it', async ({ page, lab }, testInfo) => {
   fs.writeFileSync(
     path.join(lab.root, 'diagnostics.ipynb'),
     notebook([['%load_ext workbench'], BROKEN, ['print("after")']])
@@ -245,6 +245,7 @@ test('a compile error lists its diagnostics, marks the line and jumps to it', as
     `error (col ${await error.getAttribute('data-column')}): ${message}`
   ]);
   await expect(hover.locator('.cm-workbench-error')).toHaveCount(1);
+  await page.screenshot({ path: testInfo.outputPath('diagnostic-hover.png') });
   await line(broken, '    int i = threadIdx.x;').locator('span', { hasText: /^int$/ }).hover();
   await expect(hover).toHaveCount(0);
 

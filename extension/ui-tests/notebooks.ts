@@ -200,11 +200,12 @@ export async function dashboardKernelTabs(page: Page): Promise<IKernelTab[]> {
   const tabs: IKernelTab[] = [];
   for (let i = 0; i < (await dashboards.count()); i++) {
     const root = dashboards.nth(i);
-    const cell = page.locator(`${NOTEBOOK} .jp-Cell`).filter({ has: root });
     const body = root.locator('.widget-tab-contents > :visible');
     tabs.push({
       root,
-      source: (await cell.locator('.jp-InputArea .cm-content').innerText()).trim(),
+      source: await root.evaluate(node =>
+        (node.closest('.jp-Cell')?.querySelector('.jp-InputArea .cm-content')?.textContent ?? '').trim()
+      ),
       show: () => root.locator('.lm-TabBar-tab', { hasText: /^Kernel$/ }).click(),
       options: body.locator('.widget-dropdown select option'),
       selected: body.locator('.widget-dropdown select option:checked'),
