@@ -69,6 +69,7 @@ struct Recorder {
     bool on = false;               // this block is recorded
     bool values = false;           // NEED_VALUES: shared stores that change nothing are marked
     bool order = false;            // NEED_ORDER: deliver at global atomics and fences
+    bool blocks_on = false;        // NEED_BLOCKS: basic blocks counted
     // The last shared store, until the next hook shows what it wrote (NEED_VALUES).
     EventBuffer* pending = nullptr;
     size_t pending_index = 0;
@@ -364,6 +365,7 @@ void access_enter_grid(size_t shared_bytes) {
     if (!(needs & NEED_SHARED)) r->dynamic_span = r->static_span = 0;
     r->values = (needs & NEED_VALUES) != 0;
     r->order = (needs & NEED_ORDER) != 0;
+    r->blocks_on = (needs & NEED_BLOCKS) != 0;
     for (unsigned bit = 0; bit < 32; ++bit)
         if (g_setup.consumers >> bit & 1u) r->consumers.push_back(g_factories[bit](g_launch));
     {
@@ -499,7 +501,7 @@ WBSIM_HOOK void __tsan_write_range(void* p, unsigned long n) { record_range(p, n
 // Basic blocks (-fsanitize-coverage=trace-pc): the divergence estimate.
 WBSIM_HOOK void __sanitizer_cov_trace_pc(void) {
     Recorder* r = t_rec;
-    if (!r || !r->on) return;
+    if (!r || !r->blocks_on || !r->on) return;
     count_block(r, PC);
 }
 

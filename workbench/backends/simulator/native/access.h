@@ -112,6 +112,7 @@ enum AccessNeeds : unsigned {
     NEED_VALUES = 4,    // shared stores that leave the bytes unchanged marked (kSizeUnchanged)
     NEED_ORDER = 8,     // a warp's buffer delivered before each global atomic and at each fence,
                         // so that what its lanes wrote is seen before another block can know of it
+    NEED_BLOCKS = 16,   // basic blocks counted (warp_blocks)
 };
 
 class AccessConsumer {
@@ -148,7 +149,7 @@ typedef AccessConsumer* (*AccessConsumerFactory)(const AccessLaunch&);
 // Kind `bit` of the request's consumer mask (0: the profiler's counters),
 // needing `needs` (AccessNeeds).
 void register_access_consumer(unsigned bit, AccessConsumerFactory make,
-                              unsigned needs = NEED_GLOBAL | NEED_SHARED);
+                              unsigned needs = NEED_GLOBAL | NEED_SHARED | NEED_BLOCKS);
 template <class T> inline void put_bytes(std::string& out, T v) { out.append((const char*)&v, sizeof v); }
 
 // -- called by the other parts of the worker -------------------------------------
