@@ -23,6 +23,8 @@ from .. import ship, tools
 from ..ncu import _run, _tail, child_environment
 from .report import Finding, SanitizerReport
 
+#: Reports compute-sanitizer prints at most (each is counted: a finding's count).
+PRINT_LIMIT = 1_000_000
 _PREFIX = re.compile(r"^=+ ?")
 _LOCATION = re.compile(r" in (\S+?):(\d+)\b")
 _RACE = re.compile(r"^(Error|Warning): Race reported between (\w+) access at (.*)$")
@@ -40,7 +42,7 @@ _SKIPPED = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "LEAK SUM
 
 def command(executable: str, tool: str, target) -> list[str]:
     """The compute-sanitizer command line that checks ``target`` (a command list)."""
-    cmd = [executable, "--tool", tool, "--print-limit", "10000", "--show-backtrace", "no"]
+    cmd = [executable, "--tool", tool, "--print-limit", str(PRINT_LIMIT), "--show-backtrace", "no"]
     if tool == "racecheck":
         cmd += ["--racecheck-report", "analysis"]
     return cmd + [str(t) for t in target]
