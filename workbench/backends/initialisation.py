@@ -20,6 +20,7 @@ its start, its size and a bitmap of the written bytes (bit ``i`` of byte
 """
 from __future__ import annotations
 
+import bisect
 import threading
 
 import numpy as np
@@ -72,16 +73,22 @@ class InitTracker:
 
     def __init__(self):
         self._regions: dict[int, Region] = {}
+        self._starts: list[int] = []  # sorted (allocations never overlap)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._regions)
 
+    def _add(self, region: Region) -> None:  # (under the lock)
+        if region.start not in self._regions:
+            bisect.insort(self._starts, region.start)
+        self._regions[region.start] = region
+
     def allocated(self, start: int, nbytes: int) -> None:
         """A new uninitialised allocation (replaces one at the same address)."""
         if nbytes > 0:
             with self._lock:
-                self._regions[int(start)] = Region(start, nbytes)
+                self._add(Region(start, nbytes))
 
     def adopt(self, start: int, unwritten: np.ndarray) -> None:
         """Track a new allocation whose bytes are unwritten where ``unwritten``
@@ -89,21 +96,30 @@ class InitTracker:
         unwritten = np.asarray(unwritten, dtype=bool).reshape(-1)
         if unwritten.size and unwritten.any():
             with self._lock:
-                self._regions[int(start)] = Region(
-                    start, unwritten.size, np.packbits(~unwritten, bitorder="little"))
+                self._add(Region(start, unwritten.size, np.packbits(~unwritten, bitorder="little")))
 
     def freed(self, start: int, nbytes: int = 0) -> None:
         with self._lock:
-            self._regions.pop(int(start), None)
+            if self._regions.pop(int(start), None) is not None:
+                del self._starts[bisect.bisect_left(self._starts, int(start))]
 
     def forget_all(self) -> None:
         with self._lock:
             self._regions.clear()
+            self._starts.clear()
 
     def overlapping(self, lo: int, hi: int) -> list[Region]:
         """The tracked regions that share a byte with ``[lo, hi)``."""
         with self._lock:
-            return [r for r in self._regions.values() if r.start < hi and lo < r.start + r.nbytes]
+            found = []
+            i = bisect.bisect_left(self._starts, hi) - 1
+            while i >= 0:
+                r = self._regions[self._starts[i]]
+                if r.start + r.nbytes <= lo:
+                    break
+                found.append(r)
+                i -= 1
+            return found[::-1]
 
     def written(self, lo: int, hi: int) -> None:
         """Bytes ``[lo, hi)`` were written (a copy, a memset)."""
@@ -129,10 +145,10 @@ class InitTracker:
             full, tail = divmod(region.nbytes, 8)
             complete = bool(np.all(bits[:full] == 0xFF)) and (
                 not tail or int(bits[full]) == (1 << tail) - 1)
-            if complete:
-                del self._regions[region.start]
-            else:
+            if not complete:
                 region.bits = np.array(bits, dtype=np.uint8, copy=True)
+                return
+        self.freed(region.start)
 
     def verify(self, read) -> None:
         """Drop each region where a byte counted as unwritten no longer holds
