@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import workbench as wb
 from workbench.backends.sanitizing import TOOLS
 from workbench.kernels import library
 from workbench.kernels.baselines import device_args

@@ -24,7 +24,6 @@ import numpy as np
 from ... import cxx
 from ...errors import KernelArgumentError, KernelFault, WorkbenchError
 from ..contract import CompileFailed
-from ..counting import SHARED_DYNAMIC_BASE
 from ..sanitizing import TOOLS, LaunchFindings, RawFinding, SiteAccess
 from . import build, instrumented
 from .faults import kernel_fault
@@ -335,13 +334,3 @@ def explore_schedules(backend, seed: int):
     finally:
         backend.launch_observer = previous
 
-
-def shared_name(address: int, variables) -> str:
-    """A canonical shared-memory address in words: ``tile[3]`` style offsets
-    from the static variable it lies in, or the dynamic buffer's offset."""
-    if address >= SHARED_DYNAMIC_BASE:
-        return f"extern __shared__ + {address - SHARED_DYNAMIC_BASE} bytes"
-    for v in variables:
-        if v.address <= address < v.address + v.size:
-            return f"{v.name} + {address - v.address} bytes"
-    return f"shared {address:#x}"
