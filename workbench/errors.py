@@ -154,3 +154,10 @@ class MissingExtra(WorkbenchError, ImportError):
 class TuneError(WorkbenchError, ValueError):
     """``wb.tune`` cannot start as asked: the space, the objective, the
     reference or the kernel's arguments do not fit (the message says how)."""
+
+
+class DefinesError(WorkbenchError, TypeError, ValueError):
+    """Preprocessor defines given in a form the workbench will not guess at
+    (``defines=`` of ``wb.compile``, ``wb.tune``, ``wb.program``; ``%%cuda -D``):
+    they are a dict ``{"NAME": value}`` or a list of ``"NAME"`` /
+    ``"NAME=VALUE"`` strings; the message says what was wrong."""

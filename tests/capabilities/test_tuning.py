@@ -75,9 +75,14 @@ def test_failures_are_recorded_with_their_reason(backend):
     assert rows[(128, 2)]["status"] == "ok"
     assert rows[(128, 4)]["status"] == "check" and "differ from the reference" in rows[(128, 4)]["reason"]
     assert rows[(128, 5)]["status"] == "compile" and "W=5 is not supported" in rows[(128, 5)]["reason"]
-    assert rows[(2048, 2)]["status"] == "launch" and "block" in rows[(2048, 2)]["reason"]
+    # a block the device cannot launch is left out before compiling, with the reason
+    for w in (2, 4, 5):
+        row = rows[(2048, w)]
+        assert row["status"] == "restricted" and row["compile_s"] == 0.0
+        assert "2048 threads per block" in row["reason"] and "allows 1024" in row["reason"]
     assert r.best == {"block": 128, "W": 2}
-    assert len(r.failed()) == 5
+    assert len(r.failed()) == 2 and len(r.limited()) == 3
+    assert "3 over the device's limits" in repr(r)
     # the workbench still works after the failures
     out = wb.to_device(np.zeros(4, np.float32))
     wb.compile(SPIN, defines=["W=2"])["spin"](out, np.int64(10), grid=4, block=32)
@@ -263,6 +268,19 @@ def test_bad_arguments_are_explained(simulator):
         wb.tune(SPIN, spin_args(), space=SPACE, kernel_name="nope")
     with pytest.raises(TypeError, match="unexpected keyword"):
         wb.tune(SPIN, spin_args(), space=SPACE, grid=4, flush=True)
+
+
+def test_fixed_defines_as_a_dict_reach_every_configuration(backend):
+    source = r"""
+    extern "C" __global__ void fill(float* out) { out[blockIdx.x * blockDim.x + threadIdx.x] = VALUE; }
+    """
+    r = wb.tune(source, (np.zeros(256, np.float32),), space={"block": [64, 128]},
+                grid=lambda c: 256 // c["block"], defines={"VALUE": 7.5},
+                reference=lambda out: np.full(256, 7.5, np.float32), progress=False, **FAST)
+    assert [row["status"] for row in r.rows] == ["ok", "ok"], r.rows  # (read as names: VALUE=1)
+    with pytest.raises(wb.errors.DefinesError, match="VALUE"):
+        wb.tune(source, (np.zeros(256, np.float32),), space={"block": [64]}, grid=4,
+                defines={"VALUE": None}, progress=False, **FAST)
 
 
 def test_a_kernel_pickles_as_its_source(backend):

@@ -19,7 +19,7 @@ from IPython.display import display
 from ..core.compiler import compile as compile_source
 from ..diagnostics import format_diagnostics
 from ..runtime.session import backend
-from ..errors import (BackendUnavailable, CompileError, CompilerNotFound, DeviceError,
+from ..errors import (BackendUnavailable, CompileError, CompilerNotFound, DefinesError, DeviceError,
                       KernelArgumentError, KernelFault, LaunchConfigError, OutOfMemoryError,
                       ProgramError)
 from ..profiling.sanitizer import TOOLS, sanitize_kernels
@@ -174,7 +174,7 @@ def register(ipython) -> None:
         ipython.events.register("post_run_cell", show_sanitized)
     ipython.set_custom_exc((CompileError, KernelArgumentError, LaunchConfigError, KernelFault,
                             OutOfMemoryError, BackendUnavailable, DeviceError, ProgramError,
-                            ProgramOptionError),
+                            ProgramOptionError, DefinesError),
                            _show_workbench_error)
     b = backend()
     print(f"workbench: {b.name} backend — {b.describe()} ({b.reason})")

@@ -58,10 +58,12 @@ def packer(dtype: np.dtype):
     return struct.Struct(fmt).pack_into
 
 
-def offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, tuple[int, int]]:
+def offsets(capacity: int, request: np.dtype, response: np.dtype,
+            box: bool = True) -> dict[str, tuple[int, int]]:
     """Byte (offset, size) of each part of the shared buffer (each aligned to
-    128 bytes: the call boxes' lanes read and write aligned 16-byte pieces)."""
-    box = codegen.call_box(request, response)
+    128 bytes: the call boxes' lanes read and write aligned 16-byte pieces);
+    ``box``: with call()'s boxes where the messages fit them."""
+    box = codegen.call_box(request, response) if box else None
     parts = {"control": _CONTROL_BYTES,
              "response_seq": 8 * capacity, "stamps": 16 * capacity,
              "requests": request.itemsize * capacity, "responses": response.itemsize * capacity,
@@ -75,11 +77,9 @@ def offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, t
     return layout
 
 
-def compile_checked(text, handler, request_type, request, response_type, response, name,
-                    max_backoff_ns):
-    """The user's source with the ring's kernels, its structs checked against the dtypes."""
-    serve = codegen.serve_source(handler, request_type, response_type, max_backoff_ns,
-                                 codegen.call_box(request, response))
+def compile_checked(text, serve, request_type, request, response_type, response, name):
+    """The user's source with the ring's kernels (``serve``, generated), its
+    structs checked against the dtypes."""
     structs = [(request_type, request), (response_type, response)]
     probe, labels = codegen.probe_source(structs)
     try:

@@ -87,7 +87,7 @@ class _Activity:
         return row
 
 
-def _activity_fields(row: dict, total) -> list[tuple]:
+def _activity_fields(row: dict, total, memory_note: str | None = None) -> list[tuple]:
     cached = (row["reserved"] - row["in_use"]
               if row["reserved"] is not None and row["in_use"] is not None else None)
     busy, rate = row["busy"], row["launches_per_s"]
@@ -97,7 +97,8 @@ def _activity_fields(row: dict, total) -> list[tuple]:
             ("Launches per second", "—" if rate != rate else f"{rate:.1f}", ""),
             ("Arena in use", format_bytes(row["in_use"]), "live device arrays"),
             ("Arena cached", format_bytes(cached), "freed blocks the arena keeps for reuse"),
-            ("Virtual device memory", format_bytes(total), "the simulated GPU's size")]
+            ("Virtual device memory", format_bytes(total),
+             f"the simulated GPU's size, {memory_note}" if memory_note else "the simulated GPU's size")]
 
 
 class DevicePanel(StaticFallback, widgets.VBox):
@@ -242,7 +243,8 @@ class DevicePanel(StaticFallback, widgets.VBox):
         notes = [self.note] if self.note else ()
         if row is not None:
             total = next(iter(samples.values())).memory_total
-            return html_fields(_activity_fields(row, total), header=[f"live ({stamp})", "", ""],
+            note = self._backend.device_properties().extra.get("memory_note")
+            return html_fields(_activity_fields(row, total, note), header=[f"live ({stamp})", "", ""],
                                notes=notes, align=["right", "left"])
         labels = next(iter(samples.values())).formatted().keys()
         cols = {i: s.formatted() for i, s in samples.items()}

@@ -88,8 +88,9 @@ void free_block_state() {
     BlockState* b = t_block;
     if (!b) return;
     for (unsigned i = 0; i < kMaxThreads; ++i)
-        if (b->stacks[i].base)
+        if (b->stacks[i].base && !b->stacks[i].in_arena)
             munmap(b->stacks[i].base - kGuardBytes, b->stacks[i].size + kGuardBytes);
+    if (b->arena) munmap(b->arena, b->arena_bytes);
     delete b;
     t_block = nullptr;
 }
@@ -102,8 +103,23 @@ static inline uint3 tid_of(unsigned linear) {
     return t;
 }
 
+uint64_t g_cooperative_fibers = 0;
+
 static void ensure_stack(BlockState* b, unsigned i) {
     if (b->stacks[i].base) return;
+    if (g_cooperative && g_cooperative_fibers > kGuardedCooperativeFibers) {
+        if (!b->arena) {
+            b->arena_bytes = (size_t)kMaxThreads * g_stack_bytes;
+            void* m = mmap(nullptr, b->arena_bytes, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m == MAP_FAILED) fault_now(WBSIM_FAULT_ERROR, "cannot allocate the fiber stacks of a block");
+            b->arena = (char*)m;
+        }
+        b->stacks[i].base = b->arena + (size_t)i * g_stack_bytes;
+        b->stacks[i].size = g_stack_bytes;
+        b->stacks[i].in_arena = true;
+        return;
+    }
     size_t total = g_stack_bytes + kGuardBytes;
     char* mem = (char*)mmap(nullptr, total, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -111,6 +127,7 @@ static void ensure_stack(BlockState* b, unsigned i) {
     mprotect(mem, kGuardBytes, PROT_NONE);
     b->stacks[i].base = mem + kGuardBytes;
     b->stacks[i].size = g_stack_bytes;
+    b->stacks[i].in_arena = false;
 }
 
 [[noreturn]] static void fiber_exit();

@@ -113,11 +113,13 @@ static void run_block(Grid* g, uint64_t i) {
     if (g_access_on) access_block_ends();
 }
 
+std::atomic<int> g_launch_abandoned{0};
+
 static void run_blocks(Grid* g) {
     enter_grid(g);
     for (;;) {
         uint64_t i = g->next.fetch_add(1, std::memory_order_relaxed);
-        if (i >= g->nblocks) break;
+        if (i >= g->nblocks || g_launch_abandoned.load(std::memory_order_relaxed)) break;
         run_block(g, i);
     }
     leave_grid();
@@ -240,6 +242,7 @@ static void* coop_thread(void* arg) {
 
 static void run_cooperative(Grid* g) {
     g_gs_total = g->nblocks;
+    g_cooperative_fibers = g->nblocks * g->block[0] * g->block[1] * g->block[2];
     g_gs_arrived = g_gs_finished = 0;
     std::vector<CoopBlock> blocks(g->nblocks);
     pthread_attr_t attr;
@@ -374,6 +377,7 @@ void launch_begins(uint32_t timeout_ms) {
     {
         std::lock_guard<std::mutex> lk(g_wd_mu);
         g_current_launch.store(++g_wd_launches);
+        g_launch_abandoned.store(0);
         g_wd_deadline_ns = timeout_ms ? now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
         wake = g_wd_deadline_ns != 0 && (g_wd_idle || g_wd_deadline_ns < g_wd_wait_until);
     }
