@@ -181,7 +181,7 @@ extern "C" __global__ void write_far(float* y, long long stride) {
 }
 extern "C" __global__ void shared_overflow(float* out) {
     __shared__ float s[32];
-    s[threadIdx.x] = (float)threadIdx.x;                     // @shared_overflow
+    s[threadIdx.x * 8] = (float)threadIdx.x;                 // @shared_overflow
     __syncthreads();
     out[threadIdx.x] = s[threadIdx.x & 31];
 }
@@ -331,7 +331,7 @@ def cases() -> list[Case]:
         Case("write_far", "memcheck", "write_far",
              lambda: ((_out(32), 1 << 28), {"grid": 1, "block": 32}), "error"),
         Case("shared_overflow", "memcheck", "shared_overflow",
-             lambda: ((_out(64),), {"grid": 1, "block": 64}), "error"),
+             lambda: ((_out(64),), {"grid": 1, "block": 32}), "error"),
         Case("misaligned_store", "memcheck", "misaligned_store",
              lambda: ((_out(64),), {"grid": 1, "block": 32}), "error"),
         Case("local_overflow", "memcheck", "local_overflow",
