@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import os
 import shlex
+import weakref
 
 from IPython.core import magic_arguments
 from IPython.core.magic import Magics, cell_magic, magics_class
@@ -21,6 +22,7 @@ from ..runtime.session import backend
 from ..errors import (BackendUnavailable, CompileError, CompilerNotFound, DefinesError, DeviceError,
                       KernelArgumentError, KernelFault, LaunchConfigError, OutOfMemoryError,
                       ProgramError)
+from ..profiling.sanitizer import TOOLS, sanitize_kernels
 from ..programs import ProgramOptionError
 
 #: MIME type of compile diagnostics (rendered by the JupyterLab extension).
@@ -64,6 +66,11 @@ class CudaMagics(Magics):
     @magic_arguments.argument("--check", action="store_true",
                               help="simulator: bounds-checked build that reports the exact block, "
                                    "thread and line of an out-of-bounds access")
+    @magic_arguments.argument("--sanitize", "-s", choices=TOOLS, default=None, metavar="TOOL",
+                              help="check every launch of the cell's kernels with "
+                                   "compute-sanitizer's TOOL (memcheck, racecheck, synccheck, "
+                                   "initcheck; on the simulator, its own checks): each cell that "
+                                   "launches them shows the report at its end")
     @magic_arguments.argument("--quiet", "-q", action="store_true", help="print nothing on success")
     @cell_magic
     def cuda(self, line, cell):
@@ -82,6 +89,8 @@ class CudaMagics(Magics):
             exc._displayed = True
             raise
         self._bind(module)
+        if args.sanitize:
+            _SANITIZERS.add(sanitize_kernels(module, args.sanitize))
         if module.warnings:
             n = len(module.warnings)
             display(diagnostics_bundle(module.warnings, module.source, module.line_offset,
@@ -147,8 +156,22 @@ def _show_workbench_error(shell, etype, evalue, tb, tb_offset=None):
     return stb
 
 
+#: The launch checkers of ``%%cuda --sanitize`` cells (alive while their kernels are).
+_SANITIZERS: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def show_sanitized(*_) -> None:
+    """After each cell: the report of the sanitized launches it made."""
+    for sanitizer in list(_SANITIZERS):
+        report = sanitizer.take()
+        if report is not None:
+            display(report)
+
+
 def register(ipython) -> None:
     ipython.register_magics(CudaMagics)
+    if show_sanitized not in ipython.events.callbacks["post_run_cell"]:
+        ipython.events.register("post_run_cell", show_sanitized)
     ipython.set_custom_exc((CompileError, KernelArgumentError, LaunchConfigError, KernelFault,
                             OutOfMemoryError, BackendUnavailable, DeviceError, ProgramError,
                             ProgramOptionError, DefinesError),
@@ -162,3 +185,5 @@ def register(ipython) -> None:
 
 def unregister(ipython) -> None:
     ipython.set_custom_exc((), None)
+    if show_sanitized in ipython.events.callbacks["post_run_cell"]:
+        ipython.events.unregister("post_run_cell", show_sanitized)
