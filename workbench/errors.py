@@ -154,3 +154,9 @@ class MissingExtra(WorkbenchError, ImportError):
 class TuneError(WorkbenchError, ValueError):
     """``wb.tune`` cannot start as asked: the space, the objective, the
     reference or the kernel's arguments do not fit (the message says how)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (the notebook's interrupt) stopped something the workbench was
+    waiting for: a ``KeyboardInterrupt`` whose message says what was stopped
+    and what is left as it was (a notebook shows that line alone)."""

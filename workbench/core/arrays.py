@@ -13,10 +13,12 @@ from ..errors import WorkbenchError
 from ..memory.oom import is_out_of_memory, out_of_memory
 from ..runtime.session import backend, session
 from .streams import refuse_in_capture
+from .transfers import check_shape
 
 
 def allocate(shape, dtype=np.float32):
     """An uninitialised device array (tracked by the memory tracker)."""
+    check_shape(shape, "wb.allocate")
     dtype = np.dtype(dtype)
     b = backend()
     try:

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from ..errors import Interrupted
 from .errors import RingHang, RingStopped
 
 
@@ -45,6 +46,22 @@ class RingWatchdog:
                                     "A running GPU kernel cannot be stopped from the host: it "
                                     "keeps part of the GPU busy until the notebook kernel "
                                     "restarts."))
+
+    def _stopped_by_interrupt(self) -> Interrupted:
+        """Stop the ring after Ctrl-C while waiting on it, and return the
+        KeyboardInterrupt to raise, which says what was stopped (a handler
+        that does not return is said there too: a RingHang raised here would
+        hide the interrupt)."""
+        waiting = self.depth
+        try:
+            self.stop(drain=False, timeout=2.0)
+            hang = ""
+        except RingHang as exc:
+            hang = f" {exc}"
+        given_up = f" ({waiting} unanswered message{'s' if waiting != 1 else ''} given up)" \
+            if waiting else ""
+        return Interrupted(f"ring {self.name!r} stopped{given_up}; device arrays are intact, "
+                           f"and ring.start() starts it again.{hang}")
 
     def _check_deadline(self, deadline: float | None, timeout: float | None) -> None:
         if deadline is not None and time.monotonic() >= deadline:

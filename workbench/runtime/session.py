@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from ..backends import Backend, canonical_name, choose_backend, create_backend
+from ..backends import Backend, canonical_name, check_options, choose_backend, create_backend
 from . import nvtx
 from .timing import TimingLog
 
@@ -81,8 +81,10 @@ def use_backend(which: str | Backend | None, **options) -> Backend:
         _install(_instance(name, options), reason)
     else:
         current = _SESSION.backend
-        if (current is not None and canonical_name(which) == current.name
-                and current.configure(**options)):
+        same = current is not None and canonical_name(which) == current.name
+        if same and options:
+            check_options(current.configure, current.name, options)
+        if same and current.configure(**options):
             # the same backend with other options: changed in place, so arrays,
             # modules and kernels made before keep working
             _INSTANCES[(current.name, tuple(sorted(options.items())))] = current

@@ -49,6 +49,9 @@ class KernelChooser(StaticFallback, widgets.VBox):
         super().__init__(**kwargs)
         self._kernels = _all_kernels()
         self._panel = None
+        if kernel is not None and not hasattr(kernel, "resources"):
+            raise TypeError(f"the dashboard shows a kernel of the workbench (from %%cuda or "
+                            f"wb.compile), got {type(kernel).__name__}")
         if kernel is not None:
             label = next((k for k, v in self._kernels.items() if v is kernel), kernel.name)
             self._kernels.setdefault(label, kernel)

@@ -12,6 +12,7 @@ import traitlets
 
 from ..benchmarking.result import format_seconds
 from ..present.tables import html_fields
+from ..rings import Ring
 from .static import StaticFallback, html_part
 
 
@@ -27,6 +28,10 @@ class RingPanel(StaticFallback, widgets.VBox):
     refreshes = traitlets.Int(0).tag(sync=True)
 
     def __init__(self, ring, interval: float = 0.5, **kwargs):
+        if not isinstance(ring, Ring):
+            raise TypeError(f"RingPanel shows a ring made by wb.ring(...), got "
+                            f"{type(ring).__name__}: r = wb.ring(source, request=..., "
+                            f"response=...); wb.RingPanel(r)")
         self._ring = weakref.ref(ring)
         self._name = f"ring {ring.name} ({ring.backend.name})"
         self.interval = float(interval)
@@ -78,7 +83,9 @@ class RingPanel(StaticFallback, widgets.VBox):
 
     def stop(self) -> None:
         """Stop refreshing; the panel keeps its last figures."""
-        self._stop.set()
+        stop = getattr(self, "_stop", None)  # (None: __init__ refused its arguments)
+        if stop is not None:
+            stop.set()
 
     def close(self) -> None:
         self.stop()
