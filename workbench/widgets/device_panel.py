@@ -29,6 +29,8 @@ from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode, observe
 
 from ..hardware import live
 from ..hardware.properties import devices
+from ..memory.pool import pool_counts
+from ..memory.snapshot import in_use_cached_reserved
 from ..present.figures import line_chart_svg
 from ..present.tables import html_fields
 from ..present.units import format_bytes
@@ -72,10 +74,10 @@ class _Activity:
         counters = self._backend.activity()
         if not counters:
             return None
-        pool = self._backend.pool_stats()
+        in_use, cached, reserved = in_use_cached_reserved(pool_counts(self._backend))
         row = {"time": now, "threads": counters.get("threads"),
                "busy": float("nan"), "launches_per_s": float("nan"),
-               "in_use": pool.get("used_bytes"), "reserved": pool.get("total_bytes")}
+               "in_use": in_use, "cached": cached, "reserved": reserved}
         if self._last is not None and now > self._last[0]:
             then, before = self._last
             wall = now - then
@@ -88,15 +90,14 @@ class _Activity:
 
 
 def _activity_fields(row: dict, total) -> list[tuple]:
-    cached = (row["reserved"] - row["in_use"]
-              if row["reserved"] is not None and row["in_use"] is not None else None)
     busy, rate = row["busy"], row["launches_per_s"]
     return [("Worker threads", str(row["threads"]), "OS threads that run the blocks"),
             ("Worker busy", "—" if busy != busy else f"{busy:.0f}%",
              "share of the last interval a kernel ran"),
             ("Launches per second", "—" if rate != rate else f"{rate:.1f}", ""),
-            ("Arena in use", format_bytes(row["in_use"]), "live device arrays"),
-            ("Arena cached", format_bytes(cached), "freed blocks the arena keeps for reuse"),
+            ("In use", format_bytes(row["in_use"]), "held by live device arrays"),
+            ("Cached", format_bytes(row["cached"]),
+             "kept by the pool for reuse: wb.memory.empty_cache() frees it"),
             ("Virtual device memory", format_bytes(total), "the simulated GPU's size")]
 
 
@@ -261,9 +262,9 @@ class DevicePanel(StaticFallback, widgets.VBox):
                 return waiting
             now = rows[-1]["time"]
             busy = {"busy": [(r["time"] - now, r["busy"]) for r in rows]}
-            arena = {"in use": [(r["time"] - now, (r["in_use"] or 0) / 2**20) for r in rows]}
+            in_use = {"in use": [(r["time"] - now, (r["in_use"] or 0) / 2**20) for r in rows]}
             charts = [line_chart_svg("worker busy (%)", busy, span=span, y_max=100),
-                      line_chart_svg("arena in use (MiB)", arena, span=span)]
+                      line_chart_svg("in use (MiB)", in_use, span=span)]
         else:
             history = {i: h for i, h in self.history.items() if len(h) >= CHART_AFTER}
             if not history:
@@ -275,7 +276,7 @@ class DevicePanel(StaticFallback, widgets.VBox):
                    for i, h in history.items()}
             top = max(float(h[-1].memory_total) / GIB for h in history.values())
             charts = [line_chart_svg("GPU utilisation (%)", util, span=span, y_max=100),
-                      line_chart_svg("memory used (GiB)", mem, span=span,
+                      line_chart_svg("memory taken, all processes (GiB)", mem, span=span,
                                      y_max=top if top == top else None)]
         return f"<div style='display:flex;flex-wrap:wrap;gap:12px'>{''.join(charts)}</div>"
 
