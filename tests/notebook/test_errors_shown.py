@@ -145,11 +145,12 @@ def test_a_ring_handler_that_does_not_exist_is_named_not_located_in_generated_co
     assert "define that __device__ function, or name yours with handler=" in shown
 
 
-def test_a_ring_panel_refused_leaves_nothing_to_fail_at_collection(cells, capsys):
+@pytest.mark.parametrize("code", ["wb.RingPanel(42)", "wb.dashboard(42)"])
+def test_a_panel_refused_leaves_nothing_to_fail_at_collection(cells, capsys, code):
     seen = []
     old, sys.unraisablehook = sys.unraisablehook, seen.append
     try:
-        error, _ = run(cells, "wb.RingPanel(42)", capsys)
+        error, _ = run(cells, code, capsys)
         gc.collect()
     finally:
         sys.unraisablehook = old

@@ -35,7 +35,7 @@ from ..present.figures import line_chart_svg
 from ..present.tables import html_fields
 from ..present.units import format_bytes
 from ..runtime.session import backend
-from .static import StaticFallback, html_part
+from .static import StaticFallback, clock, html_part
 
 MIN_INTERVAL = 0.1  # seconds; faster sampling only measures NVML itself
 GIB = 2 ** 30
@@ -127,6 +127,8 @@ class DevicePanel(StaticFallback, widgets.VBox):
         infos = devices()
         self._backend = b
         self._lock = threading.Lock()
+        self._stopped_at = None  # when the refresh was stopped (None: running, or never started)
+        self._shown = None  # the samples shown last, and the simulator's row
         self._activity = _Activity(b, history)
         self._properties = html_part(infos._repr_html_())
         self._live = html_part()
@@ -172,9 +174,14 @@ class DevicePanel(StaticFallback, widgets.VBox):
         if getattr(self, "_monitor", None) is None:
             return
         if change["new"]:
+            self._stopped_at = None
             self._join_monitor()
         else:
             self._leave_monitor()
+            if change["old"] and not getattr(self, "_closing", False):
+                # a last sample (rates need two), shown as the figures of the moment it stopped
+                self._stopped_at = time.time()
+                self.refresh()
         self._toggle.description = "Stop" if change["new"] else "Run"
         self._toggle.icon = "stop" if change["new"] else "play"
 
@@ -235,27 +242,42 @@ class DevicePanel(StaticFallback, widgets.VBox):
                 self.activity = {k: (None if isinstance(v, float) and v != v else v)
                                  for k, v in (row or {}).items()}
                 self.samples = self.samples + 1
-            self._live.value = self._live_table(samples, row)
+            self._shown = (samples, row)
+            self._live.value = self._live_table(samples, row, self._state_header(samples))
             self._charts.value = self._charts_html()
 
-    def _live_table(self, samples: dict, row: dict | None) -> str:
-        stamp = time.strftime("%H:%M:%S", time.localtime(next(iter(samples.values())).time))
+    def _state_header(self, samples: dict) -> str:
+        """"live (HH:MM:SS)" while the panel refreshes, "stopped at HH:MM:SS"
+        once it stopped, "figures of HH:MM:SS" if it never ran (the time of
+        the figures shown)."""
+        stamp = clock(next(iter(samples.values())).time)
+        if self._stopped_at is not None:
+            return f"stopped at {stamp}"
+        return f"live ({stamp})" if self._is_running() else f"figures of {stamp}"
+
+    def _live_table(self, samples: dict, row: dict | None, header: str) -> str:
         notes = [self.note] if self.note else ()
         if row is not None:
             total = next(iter(samples.values())).memory_total
-            return html_fields(_activity_fields(row, total), header=[f"live ({stamp})", "", ""],
+            return html_fields(_activity_fields(row, total), header=[header, "", ""],
                                notes=notes, align=["right", "left"])
         labels = next(iter(samples.values())).formatted().keys()
         cols = {i: s.formatted() for i, s in samples.items()}
         return html_fields([(label, *(c[label] for c in cols.values())) for label in labels],
-                           header=[f"live ({stamp})", *(f"GPU {i}" for i in cols)], notes=notes,
+                           header=[header, *(f"GPU {i}" for i in cols)], notes=notes,
                            align=["right"] * len(cols))
 
     def _charts_html(self) -> str:
         """Two small line charts, once a few samples make a line worth reading."""
         span = self.history_size * self.interval
-        waiting = (f"<p><i>charts after {CHART_AFTER} samples (one every "
-                   f"{self.interval:g} s)</i></p>")
+        if self._stopped_at is not None:
+            n = len(self._activity.rows) or min((len(h) for h in self.history.values()),
+                                                default=0)
+            waiting = (f"<p><i>no charts: the panel stopped after {n} sample"
+                       f"{'s' if n != 1 else ''} (they need {CHART_AFTER})</i></p>")
+        else:
+            waiting = (f"<p><i>charts after {CHART_AFTER} samples (one every "
+                       f"{self.interval:g} s)</i></p>")
         if self._activity.rows:
             rows = list(self._activity.rows)
             if len(rows) < CHART_AFTER:
@@ -298,6 +320,7 @@ class DevicePanel(StaticFallback, widgets.VBox):
     def close(self) -> None:
         """Stop the background refresh and remove the panel."""
         if getattr(self, "_monitor", None) is not None:
+            self._closing = True
             self.running = False
             self._leave_monitor()
         super().close()
@@ -307,7 +330,12 @@ class DevicePanel(StaticFallback, widgets.VBox):
         return f"Device panel: {self._backend.describe()}"
 
     def _snapshot_html(self) -> str:
-        return self._live.value
+        shown = getattr(self, "_shown", None)
+        if shown is None:
+            return self._live.value
+        samples, row = shown
+        stamp = clock(next(iter(samples.values())).time)
+        return self._live_table(samples, row, f"figures of {stamp}")
 
 
 def _close_on_comm_close(panel: DevicePanel):
