@@ -250,3 +250,35 @@ def test_an_error_in_the_users_own_function_keeps_its_frames(cells, capsys):
     assert isinstance(error, ZeroDivisionError)
     assert "return 1 / 0" in shown
     assert tracebacks.PACKAGE_DIR not in shown
+
+
+GPU_MISUSE = [case for case in MISUSE
+              if case[0].startswith(("scale(", "tk", "wb.allocate(", "wb.copy(", "wb.memset(",
+                                     "wb.occupancy(", "wb.tune(", "wb.bench("))]
+
+
+@pytest.mark.gpu
+def test_mistakes_on_the_gpu_show_the_users_line_and_the_message(capsys):
+    """The GPU's launch path (the C call of native/launch.c first) and its
+    allocator raise the same errors, shown the same way."""
+    from IPython.testing.globalipapp import get_ipython
+    from helpers import using_backend
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "workbench")
+    with using_backend("cupy"):
+        for cell in ("import numpy as np, workbench as wb",
+                     '%%cuda -q --name shown_scale_gpu\nextern "C" __global__ void scale(float* x, '
+                     'int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) '
+                     'x[i] *= 2; }',
+                     '%%cuda -q --name shown_template_gpu\ntemplate <typename T> __global__ void '
+                     'tk(T* x) { x[0] = 1; }',
+                     "x = wb.to_device(np.random.default_rng(0).random(64, np.float32))",
+                     "scale(x, 64, grid=1, block=64)"):  # (a configuration the C call knows)
+            assert ip.run_cell(cell).success, cell
+        for code, kind, words in GPU_MISUSE:
+            if code.startswith("wb.allocate(10**13"):
+                code = "wb.allocate(10**15, np.uint8)"  # more than any GPU has
+            error, shown = run(ip, code, capsys)
+            assert isinstance(error, kind), f"{code}: {error!r}\n{shown}"
+            assert words in shown or kind is wb.OutOfMemoryError, shown
+            assert_users_error(error, shown, code)

@@ -178,9 +178,12 @@ class SimulatorKernels(Kernels):
                                        and stream.device != self.current_device()):
                 return launch(function, grid, block, exact(args), shared_mem, stream)
             try:
-                grid3, block3 = configs[grid, block, shared_mem]
+                dims = configs[grid, block, shared_mem]
             except (KeyError, TypeError):
-                grid3, block3 = config(grid, block, shared_mem)
+                dims = None
+            if dims is None:  # (checked outside the except: a bad one's error chains to nothing)
+                dims = config(grid, block, shared_mem)
+            grid3, block3 = dims
             if pointers:
                 arena = self._arena
                 lo, hi = arena.base + ARENA_RESERVED, arena.base + arena.size
