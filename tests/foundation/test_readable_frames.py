@@ -44,13 +44,13 @@ def test_each_time_column_gets_its_own_unit_and_the_data_stay_seconds():
     pd.testing.assert_frame_equal(plain, df)       # every column, in seconds, as given
 
 
-def test_one_missing_marker_clock_times_and_launch_dimensions():
+def test_one_missing_marker_and_clock_times():
     view, _ = readable(times_frame())._wb_view()
     cells = {cell for col in view for cell in view[col]}
     assert {"nan", "NaN", "<NA>", "None", "NaT"}.isdisjoint(cells)
     assert view["duration (ms)"][1] == "N/A" and view["bytes"][1] == "N/A"
     assert view["gbps"][0] == "N/A" and view["gbps"][1] == "N/A"
-    assert list(view["grid"]) == ["64", "(16, 16)", "N/A", "1"]
+    assert list(view["grid"]) == ["(64, 1, 1)", "(16, 16, 1)", "N/A", "(1, 1, 1)"]
     expected = dt.datetime.fromtimestamp((1.7e12 + 1234.5) / 1e3)
     assert view["start"][0] == f"{expected:%H:%M:%S}.{expected.microsecond // 1000:03d}"
     assert view["start"][2] == "N/A"
@@ -102,5 +102,5 @@ def test_shorten_cuts_between_words(width):
 
 
 def test_shown_column_leaves_text_and_counts_alone():
-    assert shown_column("size", pd.Series([256, 1024]))[1] == ["256", "1024"]
+    assert shown_column("size", pd.Series([256, 1024]))[1] == [256, 1024]  # as pandas shows them
     assert shown_column("status", pd.Series(["ok", "launch"]))[1] == ["ok", "launch"]

@@ -9,7 +9,6 @@ notebook shows
 * each time column in the unit a person reads, chosen per column from its
   values (ns, µs, ms or s), the unit in the header (``median (µs)``);
 * clock times as ``HH:MM:SS.mmm`` (``time``, ``start_ms`` as ``start``);
-* launch dimensions as CUDA writes them (``256``, ``(16, 16)``);
 * one marker, ``N/A``, for every missing value (None, NaN, ``<NA>``);
 * by default only the columns the table was made to show first, and a line
   naming the others.
@@ -100,16 +99,6 @@ def _clock(value) -> str:
     return f"{value:%H:%M:%S}.{value.microsecond // 1000:03d}"
 
 
-def _dims(value) -> str:
-    if _missing(value):
-        return MISSING
-    if isinstance(value, tuple) and value and all(isinstance(v, numbers.Integral) for v in value):
-        while len(value) > 1 and value[-1] == 1:
-            value = value[:-1]
-        return str(value[0]) if len(value) == 1 else str(tuple(value))
-    return str(value)
-
-
 def _cell(value) -> str:
     if _missing(value):
         return MISSING
@@ -122,8 +111,10 @@ def _cell(value) -> str:
     return str(value)
 
 
-def shown_column(name: str, series) -> tuple[str, list[str]]:
-    """A column's header and its cells as people read them."""
+def shown_column(name: str, series) -> tuple[str, list]:
+    """A column's header and its cells as people read them (text, or the
+    values themselves where pandas shows them well: whole numbers and truth
+    values with none missing)."""
     pd = pandas()
     values = list(series)
     if name in CLOCK_MS:
@@ -140,8 +131,9 @@ def shown_column(name: str, series) -> tuple[str, list[str]]:
         unit, cells = _seconds_column(seconds)
         base = "duration" if name == "ms" else name[:-2]
         return f"{base} ({unit})", cells
-    if name in ("grid", "block"):
-        return name, [_dims(v) for v in values]
+    if (pd.api.types.is_integer_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype)) \
+            and not series.isna().any():
+        return name, values  # (shown by pandas as they are: nothing to say otherwise)
     if name in SHORTENED:
         return name, [MISSING if _missing(v) else shorten(str(v), SHORTENED[name]) or MISSING
                       for v in values]
