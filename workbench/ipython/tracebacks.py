@@ -13,6 +13,7 @@ IPython's full traceback.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import sysconfig
@@ -21,10 +22,14 @@ import types
 from ..errors import CompileError, CompilerNotFound, Interrupted, WorkbenchError
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-#: Installed code and the standard library: neither the user's nor the workbench's.
-_LIBRARY_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for key in
-                              ("stdlib", "platstdlib", "purelib", "platlib")
-                              if (p := sysconfig.get_paths().get(key))}))
+
+
+@functools.cache
+def _library_dirs() -> tuple:
+    """Installed code and the standard library: neither the user's nor the workbench's."""
+    paths = sysconfig.get_paths()
+    return tuple(sorted({os.path.abspath(paths[key]) + os.sep
+                         for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}))
 
 
 #: Code the workbench generates names itself so (core/arguments.py's checkers).
@@ -37,7 +42,7 @@ def in_workbench(tb) -> bool:
 
 def _is_users(tb) -> bool:
     name = tb.tb_frame.f_code.co_filename
-    return not name.startswith((PACKAGE_DIR, GENERATED_PREFIX, "<frozen", *_LIBRARY_DIRS))
+    return not name.startswith((PACKAGE_DIR, GENERATED_PREFIX, "<frozen", *_library_dirs()))
 
 
 def _entries(tb) -> list:
