@@ -111,6 +111,7 @@ def show_error(shell, etype, evalue, tb, tb_offset=None):
     if sys.version_info >= (3, 12):
         sys.last_exc = evalue
     if kind == "interrupted":
+        etype = KeyboardInterrupt  # (what the front end names it: the interrupt it asked for)
         stb = [f"KeyboardInterrupt: {evalue}"]
     elif kind == "compile":
         stb = [f"CompileError: {str(evalue).splitlines()[0]} (diagnostics above)"

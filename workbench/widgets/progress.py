@@ -44,9 +44,8 @@ class WaitLine:
     says what is left)."""
 
     def __init__(self, what: str):
-        from IPython.display import display  # lazy: the notebook layer's own import
         self.what = what
-        self._handle = display(_Line(self.running(0.0)), display_id=True)
+        self._handle = None  # (shown at the first update, with the time waited so far)
 
     def running(self, elapsed: float) -> str:
         return (f"{self.what} has run for {elapsed:.0f} s on the simulator; to stop it, "
@@ -61,7 +60,10 @@ class WaitLine:
         return f"{what} ran for {elapsed:.1f} s on the simulator"
 
     def update(self, elapsed: float) -> None:
-        if self._handle is not None:
+        if self._handle is None:
+            from IPython.display import display  # lazy: the notebook layer's own import
+            self._handle = display(_Line(self.running(elapsed)), display_id=True)
+        else:
             self._handle.update(_Line(self.running(elapsed)))
 
     def close(self, elapsed: float, outcome: str) -> None:
