@@ -3,6 +3,8 @@
     python benchmarks/tuning.py            # the active backend (GPU when there is one)
     python benchmarks/tuning.py --quick    # a smaller space for the strategy race
     WORKBENCH_SIM_DEVICES=2 python benchmarks/tuning.py   # the 2-device row on the simulator
+    python benchmarks/tuning.py --kernel-tuner-examples DIR [--only-kernel-tuner] [--out DIR]
+                                           # the Kernel Tuner row (a GPU, pip install kernel_tuner)
 
 Targets (PASS/MISS printed beside each on a GPU):
 
@@ -10,6 +12,9 @@ Targets (PASS/MISS printed beside each on a GPU):
         TPE's best within 5% of the exhaustive best more often than random's
     overhead of the tuner per configuration, compile excluded       <= 5 ms
     2 GPUs vs 1 for a tune of 64 configurations (Dask)               wall time <= 0.6x
+    Kernel Tuner vs wb.tune on Kernel Tuner's examples/cuda/matmul.cu, the space and
+    restriction of its matmul.py, both exhaustive, in one process:
+        the same best configuration, and wb.tune's wall time           <= 0.9x Kernel Tuner's
 
 The strategy race: a spin kernel whose time is a known function of its block
 size, a ``-D`` define and a template argument (``base * f(block, A, B)``
@@ -23,12 +28,27 @@ The overhead: the tune's wall time per configuration minus the time spent
 compiling and measuring (``compile_s``, ``measure_s`` of each row), with
 every configuration already compiled.
 
+The Kernel Tuner row: DIR holds Kernel Tuner's matmul.cu (its examples/cuda/, from a checkout
+of Kernel Tuner: there is no default). Kernel Tuner runs as its matmul.py does (32
+iterations, no answer to check, on CuPy: lang="CUPY"); wb.tune as a user runs it (the same 32
+launches, every configuration checked against the default configuration's output). Both
+compile from empty caches (a fresh CUPY_CACHE_DIR). Kernel Tuner's cache file is written under
+--out (default $OUT, else the current folder) as kernel_tuner_matmul_cache.json, with
+kernel_tuner_matmul_cache_best.json (its best configuration) beside it; load them with
+WORKBENCH_KERNEL_TUNER_CACHE=... pytest -m gpu tests/capabilities/test_tuning_kernel_tuner.py.
+The table is also written there as tuning_kernel_tuner.txt.
+
 On the simulator the times are CPU wall-clock times; the figures carry no verdict.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -191,14 +211,108 @@ def two_gpus(simulated: bool) -> list[list]:
              verdict]]
 
 
+KT_LABEL = "Kernel Tuner vs wb.tune, Kernel Tuner's matmul.cu, exhaustive"
+#: Kernel Tuner's examples/cuda/matmul.py: its space, restriction and grid divisors.
+KT_PARAMS = {"block_size_x": [16 * 2**i for i in range(3)],
+             "block_size_y": [2**i for i in range(6)],
+             "tile_size_x": [2**i for i in range(4)],
+             "tile_size_y": [2**i for i in range(4)]}
+KT_RESTRICT = ["block_size_x==block_size_y*tile_size_y"]
+KT_GRID_DIV = {"grid_div_x": ["block_size_x", "tile_size_x"],
+               "grid_div_y": ["block_size_y", "tile_size_y"]}
+
+
+def kernel_tuner_matmul(examples: Path, out: Path, simulated: bool) -> list[list]:
+    """Kernel Tuner and wb.tune on Kernel Tuner's matmul example, one after the other."""
+    try:
+        from kernel_tuner import tune_kernel
+    except ImportError as exc:
+        return [[KT_LABEL, f"needs Kernel Tuner: pip install kernel_tuner ({exc})", "", ""]]
+    if simulated:
+        return [[KT_LABEL, "needs a GPU (Kernel Tuner runs CUDA kernels on a GPU only)", "", ""]]
+    source_path = next((p for p in (examples / "matmul.cu", examples / "cuda" / "matmul.cu")
+                        if p.is_file()), None)
+    if source_path is None:
+        return [[KT_LABEL, f"no matmul.cu in {examples}", "", ""]]
+    source = source_path.read_text()
+    width = 4096                       # the example's #define WIDTH
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((width, width)).astype(np.float32)
+    B = rng.standard_normal((width, width)).astype(np.float32)
+    os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="kt-row-")   # both compile afresh
+    out.mkdir(parents=True, exist_ok=True)
+    cache = out / "kernel_tuner_matmul_cache.json"
+    cache.unlink(missing_ok=True)
+    # a launch of each first: the GPU's clocks up, CuPy's and the workbench's set-up done
+    wb.compile("extern \"C\" __global__ void nop() {}")["nop"](grid=1, block=1)
+    wb.synchronize()
+
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        results, env = tune_kernel("matmul_kernel", source, (width, width),
+                                   [np.zeros_like(A), A, B], KT_PARAMS, restrictions=KT_RESTRICT,
+                                   iterations=32, lang="CUPY", cache=str(cache), quiet=True,
+                                   **KT_GRID_DIV)
+    kt_wall = time.perf_counter() - start
+    kt_best = {k: int(env["best_config"][k]) for k in KT_PARAMS}
+    cache.with_name(cache.stem + "_best.json").write_text(json.dumps(kt_best))
+
+    start = time.perf_counter()
+    r = wb.tune(source, [np.zeros_like(A), A, B], kernel_name="matmul_kernel", space=KT_PARAMS,
+                restrictions=KT_RESTRICT, problem_size=(width, width), output=0, repeat=32,
+                cache=False, progress=False, **KT_GRID_DIV)
+    wb_wall = time.perf_counter() - start
+    kt_ran = sum(1 for row in results if "__error__" not in row)
+    wb_ran = len(r.ok_rows())
+    kt_times = {tuple(row[k] for k in KT_PARAMS): row["time"] * 1e-3 for row in results
+                if "__error__" not in row}
+    wb_times = {tuple(row["config"][k] for k in KT_PARAMS): row["median_s"] for row in r.ok_rows()}
+    same = r.best == kt_best
+    key_kt, key_wb = tuple(kt_best.values()), tuple((r.best or {}).values())
+    best_text = (f"both {kt_best}" if same else
+                 f"Kernel Tuner {kt_best} ({kt_times.get(key_kt, float('nan')) * 1e3:.3f} ms; "
+                 f"wb.tune measured it {wb_times.get(key_kt, float('nan')) * 1e3:.3f} ms), "
+                 f"wb.tune {r.best} ({wb_times.get(key_wb, float('nan')) * 1e3:.3f} ms; "
+                 f"Kernel Tuner {kt_times.get(key_wb, float('nan')) * 1e3:.3f} ms)")
+    ratio = wb_wall / kt_wall
+    compile_s = sum(row["compile_s"] for row in r.rows)
+    return [[f"{KT_LABEL}: best configuration", best_text, "", "PASS" if same else "MISS"],
+            [f"{KT_LABEL}: wall time",
+             f"Kernel Tuner {kt_wall:.1f} s ({kt_ran} of {len(results)} ran), wb.tune "
+             f"{wb_wall:.1f} s ({wb_ran} of {len(r.rows)} ran, {compile_s:.1f} s compiling, "
+             f"each checked): {ratio:.2f}x", "target <= 0.9x", "PASS" if ratio <= 0.9 else "MISS"],
+            [f"{KT_LABEL}: Kernel Tuner's cache file", str(cache), "", ""]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a space of 256 configurations")
+    parser.add_argument("--kernel-tuner-examples", type=Path, default=None, metavar="DIR",
+                        help="a folder with Kernel Tuner's matmul.cu: adds the Kernel Tuner row")
+    parser.add_argument("--only-kernel-tuner", action="store_true",
+                        help="only the Kernel Tuner row")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")),
+                        help="where the Kernel Tuner row writes its files (default: $OUT)")
     opts = parser.parse_args()
     b = wb.backend()
     simulated = bool(b.simulated)
     print(f"backend: {b.name}, device: {b.device_properties().name}"
           + ("  [simulated: CPU wall-clock times, no verdicts]" if simulated else ""))
+    if opts.kernel_tuner_examples is not None or opts.only_kernel_tuner:
+        if opts.kernel_tuner_examples is None:
+            parser.error("--only-kernel-tuner needs --kernel-tuner-examples DIR (a folder with "
+                         "Kernel Tuner's examples/cuda/matmul.cu)")
+        examples = opts.kernel_tuner_examples
+        rows = kernel_tuner_matmul(examples, opts.out, simulated)
+        header = ["what", "result", "target", "verdict"]
+        print_table("Kernel Tuner and wb.tune side by side", header, rows)
+        table = io.StringIO()
+        with contextlib.redirect_stdout(table):
+            print_table("Kernel Tuner and wb.tune side by side", header, rows)
+        opts.out.mkdir(parents=True, exist_ok=True)
+        (opts.out / "tuning_kernel_tuner.txt").write_text(table.getvalue())
+        if opts.only_kernel_tuner:
+            return
     race = strategy_race(QUICK_SPACE if opts.quick else SPACE, simulated)
     print_table("Strategies on measured times (spin kernel, known optimum)",
                 ["what", "result", "found / exhaustive best", "verdict"], race)

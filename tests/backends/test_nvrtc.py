@@ -279,8 +279,29 @@ def test_cupy_wrapper_gives_the_same_figures(resource_result):
     ok, log, ptx, cubin, _ = bindings.CupyNvrtc().compile(RESOURCE_KERNELS, flags, (), nvrtc.BUILTIN_HEADERS)
     assert ok
     _, report = nvrtc.parse_ptxas_report(log)
+    report = report or nvrtc.cubin_resources(cubin)  # an NVRTC that prints no ptxas report
     for name in RESOURCE_NAMES:
         assert report[name]["registers"] == resource_result.resources[name].registers
+
+
+def test_the_cubin_gives_what_ptxas_reports(resource_result):
+    """What an NVRTC that leaves ptxas's report out of its log (13.0's) still tells, from the cubin."""
+    figures = nvrtc.cubin_resources(resource_result.cubin)
+    for name in RESOURCE_NAMES:
+        r = resource_result.resources[name]
+        assert (figures[name]["registers"], figures[name]["stack"], figures[name]["smem"]) == \
+            (r.registers, r.local_bytes, r.shared_bytes), name
+
+
+def test_resources_are_known_without_ptxas_report(monkeypatch, resource_result):
+    from workbench.backends.nvrtc import check
+    monkeypatch.setenv("WORKBENCH_NVRTC_CACHE", "0")
+    monkeypatch.setattr(check, "parse_ptxas_report", lambda log: (log, {}))
+    silent = nvrtc.check_with_nvrtc(RESOURCE_KERNELS, CompileOptions(), RESOURCE_NAMES)
+    for name in RESOURCE_NAMES:
+        ours, ptxas = silent.resources[name], resource_result.resources[name]
+        assert (ours.registers, ours.local_bytes, ours.shared_bytes) == \
+            (ptxas.registers, ptxas.local_bytes, ptxas.shared_bytes), name
 
 
 def test_result_repr_and_table(resource_result):

@@ -81,8 +81,9 @@ def test_rowwise_kernels_on_short_and_long_rows(backend, shape):
 
 @pytest.mark.parametrize("cols", [1025, 2048, 20000, 33000])
 def test_softmax_paths_for_long_rows_in_both_dtypes(backend, cols):
-    """Rows in registers (float32 up to 32768 columns, float64 up to 16384)
-    and the online one-pass kernel beyond."""
+    """Rows in registers (float32 up to 32768 columns, float64 up to 16384; staged
+    through shared memory from 2k floats or 1k doubles) and the online one-pass
+    kernel beyond."""
     rng = np.random.default_rng(3)
     for dtype in (np.float32, np.float64):
         x = (rng.standard_normal((3, cols)) * 4).astype(dtype)
@@ -178,6 +179,7 @@ def test_launches_are_timed_and_the_module_is_registered(backend):
     assert compiled is library.module("elementwise")
     assert wb.modules["wb.kernels.elementwise"] is compiled
     assert "map_kernel<float, 14>" in compiled.kernel_names()
+    assert "fma_chain_kernel<float>" in compiled.kernel_names()
 
 
 def test_catalog_lists_every_kernel_with_its_roofline_numbers():
@@ -225,8 +227,8 @@ def test_import_compiles_nothing():
 
 
 @pytest.mark.parametrize("cols", [16400, 32768])
-def test_long_rows_in_registers_with_the_next_row_prefetched(backend, cols):
-    """Rows of 16k to 32k floats: 512 threads a row, the block's next row staged in
+def test_long_rows_streamed_through_shared_memory(backend, cols):
+    """Rows of 16k to 32k floats: 512 threads a row, the block's next rows staged in
     shared memory while this one is reduced; more rows than blocks, so each block
     takes several."""
     rng = np.random.default_rng(4)

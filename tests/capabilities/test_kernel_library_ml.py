@@ -151,6 +151,9 @@ POOL_CASES = [  # shape, kernel, stride, padding
     ((1, 1, 1, 1), 1, 1, 0),
     ((2, 2, 6, 11), (2, 3), (1, 2), (1, 1)),
     ((0, 2, 4, 4), 2, 2, 0),
+    ((1, 2, 151, 70), 3, 2, 1),     # 76 output rows: patches of 32 rows, the last cut short
+    ((2, 1, 100, 40), 2, 2, 0),     # 2 x 2 windows, four outputs a thread inside
+    ((1, 1, 70, 9), 3, 1, 0),       # stride 1: neighbouring threads' windows overlap
 ]
 
 
@@ -165,6 +168,17 @@ def test_pooling_matches_numpy(backend, dtype, shape, kernel, stride, padding):
         result = wb.to_host(pooling.avg_pool2d(xd, kernel, stride, padding, include))
         expected = pooling.avg_pool2d_reference(x, kernel, stride, padding, include)
         _close(result, expected.astype(np.float64), terms=9, dtype=dtype)
+
+
+def test_max_pooling_lets_a_nan_win_inside_and_at_the_edges(backend):
+    x = rng.standard_normal((1, 1, 90, 40)).astype(np.float32)
+    x[0, 0, 41, 7] = np.nan      # inside: output rows 20, 21 and columns 3, 4 (stride 2, 3 x 3)
+    x[0, 0, 0, 0] = np.nan       # the corner window reaches into the padding
+    got = wb.to_host(pooling.max_pool2d(_dev(x), 3, 2, 1))
+    expected = pooling.max_pool2d_reference(x, 3, 2, 1)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    assert np.isnan(got).sum() == 5
+    np.testing.assert_array_equal(got[~np.isnan(got)], expected[~np.isnan(expected)])
 
 
 def test_pooling_errors(backend):
@@ -234,6 +248,14 @@ def test_dropout_mask_equals_the_numpy_philox(backend, dtype, n):
     seed, offset = (1 << 40) + 12345, 3
     y, mask = dropout.dropout(_dev(x), 0.3, seed, offset, return_mask=True)
     ey, emask = dropout.dropout_reference(x, 0.3, seed, offset, return_mask=True)
+    np.testing.assert_array_equal(wb.to_host(mask), emask)
+    np.testing.assert_array_equal(wb.to_host(y), ey)
+
+
+def test_dropout_on_an_unaligned_view_takes_the_element_path(backend):
+    x = rng.standard_normal(1002).astype(np.float32)
+    y, mask = dropout.dropout(_dev(x)[1:], 0.4, 5, 1, return_mask=True)
+    ey, emask = dropout.dropout_reference(x[1:], 0.4, 5, 1, return_mask=True)
     np.testing.assert_array_equal(wb.to_host(mask), emask)
     np.testing.assert_array_equal(wb.to_host(y), ey)
 

@@ -86,16 +86,17 @@ def test_a_missing_nsys_says_what_to_install(monkeypatch, tmp_path):
     assert "Nsight Systems (nsys) is not available" in text and "install Nsight Systems" in text
 
 
-def test_the_simulator_has_nothing_to_profile(simulator, shell):
+def test_the_simulator_counts_instead_of_tracing(simulator, shell):
+    # wb.profile counts the launch (tests/test_simulator_profile.py); a timeline needs a GPU
     module = wb.compile(COPY)
     x, y = wb.to_device(np.ones(64, np.float32)), wb.allocate(64)
-    with pytest.raises(wb.ProfilerUnavailable) as info:
-        wb.profile(module["copy_kernel"], x, y, 64, n=64)
-    assert "simulator" in _one_line(info.value)
-    result = shell.run_cell("%%ncu\ncopy_kernel(x, y, 64, n=64)")
-    assert isinstance(result.error_in_exec, wb.ProfilerUnavailable)
+    report = wb.profile(module["copy_kernel"], x, y, 64, n=64)
+    assert report.simulated and report[0].duration is None
+    assert report[0].metrics["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"] == 8
+    shell.user_ns.update(copy_kernel=module["copy_kernel"], x=x, y=y)
     result = shell.run_cell("%%nsys\ncopy_kernel(x, y, 64, n=64)")
     assert isinstance(result.error_in_exec, wb.ProfilerUnavailable)
+    assert "simulator" in _one_line(result.error_in_exec)
 
 
 def test_restricted_counters_say_how_to_allow_them(tmp_path, monkeypatch):

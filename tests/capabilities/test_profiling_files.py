@@ -21,6 +21,7 @@ def simulator_profiled(monkeypatch, tmp_path, simulator):
     """The simulator standing in for the GPU a profiler needs, a stand-in
     ncu, and a private temporary folder to see what is left there."""
     monkeypatch.setattr(tools, "require_gpu_backend", lambda what: simulator)
+    monkeypatch.setattr(simulator, "simulated", False)  # (else wb.profile counts on the simulator itself)
     _fake_ncu(tmp_path, monkeypatch)
     temp = tmp_path / "temp"
     temp.mkdir()

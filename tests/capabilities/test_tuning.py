@@ -75,9 +75,14 @@ def test_failures_are_recorded_with_their_reason(backend):
     assert rows[(128, 2)]["status"] == "ok"
     assert rows[(128, 4)]["status"] == "check" and "differ from the reference" in rows[(128, 4)]["reason"]
     assert rows[(128, 5)]["status"] == "compile" and "W=5 is not supported" in rows[(128, 5)]["reason"]
-    assert rows[(2048, 2)]["status"] == "launch" and "block" in rows[(2048, 2)]["reason"]
+    # a block the device cannot launch is left out before compiling, with the reason
+    for w in (2, 4, 5):
+        row = rows[(2048, w)]
+        assert row["status"] == "restricted" and row["compile_s"] == 0.0
+        assert "2048 threads per block" in row["reason"] and "allows 1024" in row["reason"]
     assert r.best == {"block": 128, "W": 2}
-    assert len(r.failed()) == 5
+    assert len(r.failed()) == 2 and len(r.limited()) == 3
+    assert "3 over the device's limits" in repr(r)
     # the workbench still works after the failures
     out = wb.to_device(np.zeros(4, np.float32))
     wb.compile(SPIN, defines=["W=2"])["spin"](out, np.int64(10), grid=4, block=32)

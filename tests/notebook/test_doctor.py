@@ -245,3 +245,9 @@ def test_the_counter_check_agrees_with_ncu():
     assert deep["performance counters"].status == said.status
     assert deep["compile and run"].status == "ok"
     assert deep["C module: launcher"].found.startswith("built")
+
+
+def test_every_c_module_row_names_a_source_that_exists():
+    from workbench.checkup import host
+    for label, source, *_ in host.C_MODULES:
+        assert source.is_file(), f"the doctor's '{label}' row reads {source}, which is not there"

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..backends import native_build, native_words
+from ..backends.gpu import NATIVE_DIR as GPU_NATIVE_DIR
 from ..backends.gpu import native_cupti as cupti_native, native_launch
 from ..backends.simulator import build as simulator_build
 from ..core.arrays import to_device, to_host
@@ -25,7 +26,7 @@ from .tools import tiny_kernel
 C_MODULES = (
     ("launcher", native_launch.SOURCE, "_wb_launch", "WORKBENCH_NATIVE_LAUNCH", True,
      "kernels launch from Python, a little slower"),
-    ("memory tracking", native_build.NATIVE_DIR / "allocations.c", "_wb_allocations",
+    ("memory tracking", GPU_NATIVE_DIR / "allocations.c", "_wb_allocations",
      "WORKBENCH_NATIVE_ALLOCATIONS", True, "allocations are recorded from Python"),
     ("CUPTI records", cupti_native.SOURCE, "_wb_cupti", cupti_native.SWITCH, True,
      "cupti-python or CUDA events time the launches"),
@@ -57,11 +58,12 @@ def check_cc() -> Check:
     return Check("C compiler (C modules)", "ok", f"{' '.join(cc)}, with Python's headers")
 
 
-def _cupti_flags():
+def _cupti_builds() -> list[tuple]:
+    """``(flags, headers)`` of each CUPTI header set the collector is built
+    against, in the order the backend tries them (the first that builds wins)."""
     sets, _, _ = cupti_native.locate()
-    if not sets:
-        return None
-    return tuple(f"-I{f}" for f in sets[0]), cupti_native._headers(sets[0])
+    return [(tuple(f"-I{f}" for f in folders), cupti_native._headers(folders))
+            for folders in sets or ()]
 
 
 def check_c_module(row, g: Gpus, deep: bool) -> Check:
@@ -69,17 +71,19 @@ def check_c_module(row, g: Gpus, deep: bool) -> Check:
     name = f"C module: {label}"
     if gpu_only and not g.present:
         return Check(name, "ok", f"not needed here ({source.name}: used on a GPU)")
-    flags, depends = (), ()
+    builds = [((), ())]
     if module == "_wb_cupti":
-        found = _cupti_flags()
-        if found is None:
+        builds = _cupti_builds()
+        if not builds:
             return Check(name, "ok" if gpu_only and not g.present else "missing",
                          "not built: no CUPTI headers", "see the CUPTI row")
-        flags, depends = found
     if deep and module != "_wb_allocations":  # (that one loads only beside CuPy's pool)
         {"_wb_launch": native_launch.module, "_wb_words": native_words.module,
          "_wb_cupti": cupti_native.module}[module]()
-    state, detail = native_build.state(source, module, switch, flags, depends)
+    # the first header set that built, else the first not yet tried, else the first refusal
+    states = [native_build.state(source, module, switch, flags, depends) for flags, depends in builds]
+    state, detail = next((sd for wanted in ("built", "not built") for sd in states if sd[0] == wanted),
+                         states[0])
     if state == "built":
         return Check(name, "ok", f"built ({Path(detail).name})")
     if state == "not built":

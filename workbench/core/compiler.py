@@ -47,6 +47,9 @@ class Module:
         self.warnings: list[Diagnostic] = warnings
         self.line_offset = line_offset
         self.seconds = seconds
+        #: values written with set_global, by variable: a copy of the module
+        #: (pickled for a Dask worker, compiled again by wb.tune) gets them too
+        self.assigned: dict[str, np.ndarray] = {}
 
     @property
     def cache_hit(self) -> bool:
@@ -89,7 +92,8 @@ class Module:
         if self.kernels.get(key) is not kernel:
             key = next((e for t in self.templates.values() for e, k in t.instances.items()
                         if k is kernel), key)
-        return (rebuild_kernel, (self.source, self.options, self.name, self.line_offset, key))
+        return (rebuild_kernel, (self.source, self.options, self.name, self.line_offset, key,
+                                 dict(self.assigned)))
 
     # -- module variables ---------------------------------------------------------------
     @property
@@ -155,6 +159,8 @@ class Module:
                 raise ValueError(f"variable {v.qualified_name!r} holds {size} element"
                                  f"{'s' if size != 1 else ''} of {dt}; the value has {data.size}")
         self.compiled.write_global(v.qualified_name, data.tobytes())
+        if not v.pointer_depth:  # an address means nothing in another process
+            self.assigned[v.qualified_name] = data
 
     def get_global(self, name: str, dtype=None, shape=None):
         """The current value of module variable ``name`` as a NumPy array of
@@ -315,9 +321,12 @@ def compile(source: str, *, name: str | None = None, arch: str | None = None,
 _rebuilt: dict = {}
 
 
-def rebuild_kernel(source: str, options: CompileOptions, name: str, line_offset: int, key: str):
+def rebuild_kernel(source: str, options: CompileOptions, name: str, line_offset: int, key: str,
+                   assigned: dict | None = None):
     """The kernel ``key`` of ``source`` compiled with ``options`` on this
-    process's active backend (compiled once per process and backend)."""
+    process's active backend (compiled once per process and backend), its
+    module variables set to ``assigned`` (what ``set_global`` wrote in the
+    original)."""
     b = _active_backend()
     cache_key = (id(b), source, options)
     module = _rebuilt.get(cache_key)
@@ -327,4 +336,6 @@ def rebuild_kernel(source: str, options: CompileOptions, name: str, line_offset:
                          instantiate=tuple(e for e in options.name_expressions if "<" in e),
                          checked=options.checked, line_offset=line_offset)
         _rebuilt[cache_key] = module
+    for variable, value in (assigned or {}).items():
+        module.set_global(variable, value, dtype=value.dtype)
     return module[key]

@@ -59,15 +59,20 @@ class ProfileMagics(Magics):
                               help="keep the report file in this folder (for the Nsight GUI)")
     @magic_arguments.argument("--quiet", "-q", action="store_true",
                               help="do not print what the profiled cell printed")
+    @magic_arguments.argument("--device", "-d", default=None,
+                              help="on the CPU simulator: the GPU to predict times for (H100, "
+                                   "H200, A100, L4, T4, 'RTX 4090'; default: the simulated one)")
     @cell_magic
     def ncu(self, line, cell):
         """Run the cell under Nsight Compute; its value is an ``NcuReport``
-        (per launch: time, memory/compute throughput, limiter, occupancy...)."""
+        (per launch: time, memory/compute throughput, limiter, occupancy...).
+        On the CPU simulator the cell's launches are counted instead, with
+        predicted times (docs/profiling.md)."""
         args = magic_arguments.parse_argstring(self.ncu, line)
         report = profile_code(cell, self.shell.user_ns, kernel=args.kernel,
                               launch_skip=args.launch_skip,
                               launch_count=args.launch_count or None, timeout=args.timeout,
-                              report_dir=args.report_dir)
+                              report_dir=args.report_dir, device=args.device)
         if not args.quiet:
             _print_output(report.output)
         return report

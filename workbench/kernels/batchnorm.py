@@ -163,4 +163,8 @@ register(KernelSpec(
                 "several blocks, fixed summation order; running statistics updated in place) or "
                 "inference (running statistics).",
     function=batch_norm, reference=batch_norm_reference,
-    library_equivalent=_batch_norm_library, example=_example))
+    library_equivalent=_batch_norm_library, example=_example,
+    roofline="copy bandwidth, 12 bytes an element counted (x read for the statistics and "
+             "again to normalise, y written); no target: training reads x twice for its "
+             "statistics (an exact two-pass variance in double, 16 bytes an element, so at most "
+             "75% of that ceiling) with one scalar load in flight a thread, in four launches"))

@@ -2,9 +2,11 @@
 activations relu, leaky relu, gelu (tanh and erf forms), sigmoid, tanh,
 softplus and silu, for float32 and float64 arrays of any shape.
 
-All of them are one CUDA template, ``map_kernel<T, OP>`` in
-``cu/elementwise.cu``: a grid-stride loop with two 16-byte vector loads per
-input in flight per thread.
+All but the chain are one CUDA template, ``map_kernel<T, OP>`` in
+``cu/elementwise.cu``: a grid-stride loop with four 16-byte vector loads in
+flight per thread (two per input for two or three inputs). The multiply-add
+chain, compute-bound, has ``fma_chain_kernel<T>``: independent chains side by
+side and its loads one step ahead.
 """
 from __future__ import annotations
 
@@ -19,16 +21,28 @@ from .library import KernelSpec, c_type, check_dtype, grid_1d, module, register
 FAMILY = "elementwise"
 DTYPES = ("float32", "float64")
 _BLOCK = 256
+#: fma_chain_kernel's blocks resident on a multiprocessor (64 registers a thread).
+_CHAIN_BLOCKS_PER_SM = 4
 
 #: The operation codes of ``enum MapOp`` in elementwise.cu.
-_OPS = {"add": 0, "scale": 1, "axpy": 2, "fma": 3, "fma_chain": 4, "relu": 10,
-        "leaky_relu": 11, "gelu": 12, "gelu_erf": 13, "sigmoid": 14, "tanh": 15,
-        "softplus": 16, "silu": 17}
+_OPS = {"add": 0, "scale": 1, "axpy": 2, "fma": 3, "relu": 10, "leaky_relu": 11, "gelu": 12,
+        "gelu_erf": 13, "sigmoid": 14, "tanh": 15, "softplus": 16, "silu": 17}
+#: The inputs of map_kernel's operations that read more than one.
+_INPUTS = {"add": 2, "axpy": 2, "fma": 3}
 
-INSTANTIATE = tuple(f"map_kernel<{t}, {op}>" for t in ("float", "double") for op in _OPS.values())
+
+def _map_blocks_per_sm(name: str, dtype) -> int:
+    """Blocks of map_kernel resident on a multiprocessor: its launch bounds'
+    promise (``MapBlocks`` in elementwise.cu)."""
+    if np.dtype(dtype).itemsize == 8:
+        return 4
+    return 5 if name == "fma" else 6
+
+INSTANTIATE = (tuple(f"map_kernel<{t}, {op}>" for t in ("float", "double") for op in _OPS.values())
+               + ("fma_chain_kernel<float>", "fma_chain_kernel<double>"))
 
 
-def _map(name: str, inputs: dict, p0=0.0, p1=0.0, steps: int = 0):
+def _map(name: str, inputs: dict, p0=0.0, p1=0.0, steps: int | None = None):
     dtype = check_dtype(name, inputs, DTYPES)
     arrays = list(inputs.values())
     shape = tuple(arrays[0].shape)
@@ -46,10 +60,16 @@ def _map(name: str, inputs: dict, p0=0.0, p1=0.0, steps: int = 0):
     a = arrays[0]
     b = arrays[1] if len(arrays) > 1 else a
     c = arrays[2] if len(arrays) > 2 else a
-    kernel = module(FAMILY)[f"map_kernel<{c_type(dtype)}, {_OPS[name]}>"]
     width = 4 if dtype == np.float32 else 2
-    kernel(a, b, c, out, n, float(p0), float(p1), int(steps),
-           grid=grid_1d(n, _BLOCK, per_thread=2 * width, blocks_per_sm=8), block=_BLOCK)
+    if steps is not None:
+        kernel = module(FAMILY)[f"fma_chain_kernel<{c_type(dtype)}>"]
+        kernel(a, out, n, float(p0), float(p1), int(steps), block=_BLOCK,
+               grid=grid_1d(n, _BLOCK, per_thread=4 * width, blocks_per_sm=_CHAIN_BLOCKS_PER_SM))
+        return out
+    kernel = module(FAMILY)[f"map_kernel<{c_type(dtype)}, {_OPS[name]}>"]
+    vectors = 4 if _INPUTS.get(name, 1) == 1 else 2
+    kernel(a, b, c, out, n, float(p0), float(p1), block=_BLOCK,
+           grid=grid_1d(n, _BLOCK, per_thread=vectors * width, blocks_per_sm=_map_blocks_per_sm(name, dtype)))
     return out
 
 
@@ -185,7 +205,9 @@ _spec(fma, "a * b + c, one rounding", inputs=3, flops=2, reference=lambda a, b, 
 _spec(fma_chain, "64 dependent multiply-adds per element (y = y * a + b)", inputs=1, flops=128,
       reference=_fma_chain_reference,
       roofline="min(float32 FMA peak, copy bandwidth x 16 FLOP/byte): at 64 steps the kernel sits "
-               "at the ridge point of an H100/H200, where both ceilings meet",
+               "at the ridge point of an H100/H200, where both ceilings meet, so it reaches its "
+               "roofline only with the memory and the FMA units busy at once: fma_chain_kernel "
+               "runs 16 chains side by side a thread and loads a step ahead",
       example=lambda size, dtype, rng: ((rng.uniform(-1, 1, size).astype(dtype), 0.5, 0.25, 64),
                                         size))
 _spec(relu, "max(x, 0)", inputs=1, flops=1, reference=lambda x: np.maximum(x, x.dtype.type(0)),

@@ -14,6 +14,8 @@ from .library import KernelSpec, c_type, check_array, module, register
 FAMILY = "pooling"
 DTYPES = ("float32", "float64")
 
+#: Output rows of a block's patch: 8 rows of threads, POOL_ROWS (4) outputs each.
+_PATCH_ROWS = 32
 #: Square windows known at compile time (unrolled), and 0: any window.
 _SIZES = (0, 2, 3)
 INSTANTIATE = tuple(f"pool2d<{t}, {op}, {ks}>" for t in ("float", "double") for op in (0, 1)
@@ -54,10 +56,10 @@ def _pool(name, op, x, kernel_size, stride, padding, count_include_pad=True):
         return y
     square = kh if kh == kw and kh in _SIZES else 0
     kernel = module(FAMILY)[f"pool2d<{c_type(x.dtype)}, {op}, {square}>"]
-    if P * Q >= 2 ** 31 or H * W >= 2 ** 31 or -(-P // 8) > 65535:
+    if P * Q >= 2 ** 31 or H * W >= 2 ** 31 or -(-P // _PATCH_ROWS) > 65535:
         raise ValueError(f"wb.kernels.{name}(): images of {H} x {W} are too large for this "
                          f"kernel's 32-bit indices and grid.")
-    grid = (-(-Q // 32), -(-P // 8), min(N * C, 65535))
+    grid = (-(-Q // 32), -(-P // _PATCH_ROWS), min(N * C, 65535))
     kernel(x, y, N * C, H, W, P, Q, kh, kw, sh, sw, ph, pw, int(bool(count_include_pad)),
            grid=grid, block=(32, 8))
     return y
@@ -155,7 +157,7 @@ register(KernelSpec(
     name="max_pool2d", family=FAMILY, dtypes=DTYPES,
     bytes_per_element=4 * (4 + 1), flops_per_element=9.0,
     description="2-D max pooling, NCHW, kernel / stride / padding (padding never wins); "
-                "one thread per output, 2x2 and 3x3 windows unrolled. Roofline figures for 3x3 "
+                "four outputs a thread, 2x2 and 3x3 windows unrolled. Roofline figures for 3x3 "
                 "windows, stride 2 (each input read once from memory; the overlap of the "
                 "windows comes from the caches).",
     function=max_pool2d, reference=max_pool2d_reference,

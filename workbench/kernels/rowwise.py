@@ -1,12 +1,17 @@
 """Row-wise kernels over the last axis: softmax, log-softmax, layer norm and
 cross-entropy, for float32 and float64.
 
-``cu/rowwise.cu``'s ``rowwise_kernel`` holds each row in registers (16-byte
-vectors, read once, written once): a warp per row for rows of up to 1024
-floats, a block of 256 or 512 threads per row up to 32768 floats (16384
-doubles); for the longest rows each block also prefetches its next row into
-shared memory. Longer rows take one block per row and two reads (softmax in
-the one-pass online form).
+``cu/rowwise.cu`` reduces each row with one reduction over values held in
+registers (16-byte vectors, read once, written once). Three kernels:
+
+* ``rowwise_staged_kernel`` for rows of 2k to 32k floats (1k to 16k doubles)
+  on whole, aligned 16-byte vectors, on Hopper and later GPUs and on the
+  simulator: a persistent grid whose blocks stream their rows through a ring
+  of shared-memory stages filled by the copy engine (``cp.async.bulk``), so
+  that the next rows are always being read;
+* ``rowwise_kernel``: rows of up to 32k floats loaded straight into
+  registers, a warp a row up to 1024 floats, 256 or 512 threads beyond;
+* one block a row and two reads for longer rows (softmax in the online form).
 """
 from __future__ import annotations
 
@@ -14,14 +19,15 @@ import numpy as np
 
 from ..errors import KernelArgumentError
 from ..runtime.session import backend as active_backend
-from .library import (KernelSpec, c_type, check_array, check_dtype, module, multiprocessors,
-                      register)
+from .library import (KernelSpec, c_type, check_array, check_dtype, compute_capability,
+                      module, multiprocessors, note_variant, register)
 
 FAMILY = "rowwise"
 DTYPES = ("float32", "float64")
 
 #: The operation codes of ``enum RowOp`` in rowwise.cu.
 _SOFTMAX, _LOG_SOFTMAX, _LAYER_NORM, _CROSS_ENTROPY = range(4)
+_NAMES = ("softmax", "log_softmax", "layer_norm", "cross_entropy")
 #: 16-byte vectors per thread that rowwise_kernel is instantiated for.
 _VPT = (1, 2, 4, 8, 16)
 #: (threads per row, vectors per thread) by row length in 16-byte vectors: a warp per
@@ -30,12 +36,32 @@ _LADDER = ((32, 1), (32, 2), (32, 4), (32, 8), (256, 2), (256, 4), (512, 4), (51
 _BLOCK = 256          # for warp-per-row launches: 8 rows a block
 _LONG_BLOCK = 512     # the long-row kernels
 
+#: rowwise_staged_kernel: (threads, vectors per thread, blocks per SM) by row length in
+#: 16-byte vectors, for rows of more than _STAGED_FROM vectors (2048 floats).
+_STAGED = ((256, 4, 2), (256, 8, 2), (512, 8, 1), (512, 16, 1))
+_STAGED_FROM = 512
+#: Shared memory of the stages, per multiprocessor (of 228 KiB on Hopper: the rest is
+#: the blocks' static shared memory, the reserve and some L1), and stages at most
+#: (ROW_MAX_STAGES in rowwise.cu).
+_RING_BYTES = 200 * 1024
+_MAX_STAGES = 8
+
+_VARIANTS = {
+    "staged": "rows streamed through shared memory by the copy engine (cp.async.bulk + "
+              "mbarrier ring, persistent grid), one reduction a row: 2k-32k floats on Hopper",
+    "registers": "row in registers (16-byte vectors, read once), one reduction a row: a warp "
+                 "per row up to 1024 floats, 256 or 512 threads up to 32768",
+    "long": "block per row, two reads (longer rows)",
+}
+
 _FLAGS = ("false", "true")
 INSTANTIATE = (
     tuple(f"rowwise_kernel<{t}, {op}, {vpt}>" for t in ("float", "double") for op in range(4)
           for vpt in _VPT)
-    + tuple(f"softmax_kernel<{t}, {log}, false>" for t in ("float", "double") for log in _FLAGS)
-    + tuple(f"{k}<{t}, false>" for k in ("layer_norm_kernel", "cross_entropy_kernel")
+    + tuple(f"rowwise_staged_kernel<{t}, {op}, {threads}, {vpt}>" for t in ("float", "double")
+            for op in range(4) for threads, vpt, _ in _STAGED)
+    + tuple(f"softmax_kernel<{t}, {log}>" for t in ("float", "double") for log in _FLAGS)
+    + tuple(f"{k}<{t}>" for k in ("layer_norm_kernel", "cross_entropy_kernel")
             for t in ("float", "double")))
 
 
@@ -55,34 +81,67 @@ def row_layout(cols: int, dtype) -> tuple[int, int] | None:
     return next(((g, v) for g, v in _LADDER if g * v >= vectors), None)
 
 
+def staged_layout(cols: int, dtype) -> tuple[int, int, int, int] | None:
+    """``(threads, vectors per thread, blocks per SM, stages)`` of
+    rowwise_staged_kernel for rows of ``cols`` values of ``dtype`` (whole
+    16-byte vectors); None for rows it does not take."""
+    itemsize = np.dtype(dtype).itemsize
+    width = 16 // itemsize
+    if cols % width:
+        return None
+    vectors = cols // width
+    if vectors <= _STAGED_FROM:
+        return None
+    for threads, vpt, per_sm in _STAGED:
+        if threads * vpt >= vectors:
+            stages = min(_MAX_STAGES, _RING_BYTES // per_sm // (cols * itemsize))
+            return (threads, vpt, per_sm, stages) if stages else None
+    return None
+
+
+def _staged_here() -> bool:
+    """Whether rowwise_staged_kernel may run: Hopper or later (the copy engine), or
+    the simulator (which imitates its copies)."""
+    capability = compute_capability()
+    return capability is None or capability >= (9, 0)
+
+
 def _launch_rows(op: int, x, y, rows: int, cols: int, gamma=None, beta=None, targets=None,
                  eps: float = 0.0) -> bool:
-    """Launch rowwise_kernel for ``op``; False when the rows are too long for it."""
+    """Launch the staged kernel or rowwise_kernel for ``op``; False when the rows are
+    too long for either."""
     layout = row_layout(cols, x.dtype)
     if layout is None:
         return False
-    group, vpt = layout
     b = active_backend()
     arrays = [a for a in (x, y, gamma, beta) if a is not None]
     vec = int(cols % (16 // x.dtype.itemsize) == 0
               and all(b.device_pointer(a) % 16 == 0 for a in arrays))
+    staged = staged_layout(cols, x.dtype) if vec and _staged_here() else None
+    ctype = c_type(x.dtype)
+    if staged is not None:
+        threads, vpt, per_sm, stages = staged
+        kernel = module(FAMILY)[f"rowwise_staged_kernel<{ctype}, {op}, {threads}, {vpt}>"]
+        kernel(x, gamma, beta, targets, y, rows, cols, stages, float(eps),
+               grid=max(min(rows, per_sm * multiprocessors()), 1), block=threads,
+               shared_mem=stages * cols * x.dtype.itemsize)
+        note_variant(_NAMES[op], _VARIANTS["staged"])
+        return True
+    group, vpt = layout
     block = _BLOCK if group == 32 else group
-    rows_per_block = block // group
-    prefetch = int(vec and vpt == 16)
-    if prefetch:   # one block per multiprocessor, looping over its rows
-        grid = min(rows, multiprocessors())
-    else:
-        grid = min(-(-rows // rows_per_block), 32 * multiprocessors())
-    kernel = module(FAMILY)[f"rowwise_kernel<{c_type(x.dtype)}, {op}, {vpt}>"]
-    kernel(x, gamma, beta, targets, y, rows, cols, group, vec, prefetch, float(eps),
-           grid=max(grid, 1), block=block, shared_mem=prefetch * group * vpt * 16)
+    grid = min(-(-rows // (block // group)), 32 * multiprocessors())
+    kernel = module(FAMILY)[f"rowwise_kernel<{ctype}, {op}, {vpt}>"]
+    kernel(x, gamma, beta, targets, y, rows, cols, group, vec, float(eps),
+           grid=max(grid, 1), block=block)
+    note_variant(_NAMES[op], _VARIANTS["registers"])
     return True
 
 
-def _launch_long(kernel: str, template_args: str, rows: int, *args):
+def _launch_long(op: int, kernel: str, rows: int, *args):
     """One block per row, for rows longer than registers hold."""
-    full = f"{kernel}<{template_args}, false>"
-    module(FAMILY)[full](*args, grid=max(min(rows, 32 * multiprocessors()), 1), block=_LONG_BLOCK)
+    module(FAMILY)[kernel](*args, grid=max(min(rows, 32 * multiprocessors()), 1),
+                           block=_LONG_BLOCK)
+    note_variant(_NAMES[op], _VARIANTS["long"])
 
 
 def _softmax(name: str, x, log: bool):
@@ -91,8 +150,9 @@ def _softmax(name: str, x, log: bool):
     y = active_backend().xp.empty(x.shape, dtype=dtype)
     if not (rows and cols):
         return y
-    if not _launch_rows(_LOG_SOFTMAX if log else _SOFTMAX, x, y, rows, cols):
-        _launch_long("softmax_kernel", f"{c_type(dtype)}, {_FLAGS[log]}", rows, x, y, rows, cols)
+    op = _LOG_SOFTMAX if log else _SOFTMAX
+    if not _launch_rows(op, x, y, rows, cols):
+        _launch_long(op, f"softmax_kernel<{c_type(dtype)}, {_FLAGS[log]}>", rows, x, y, rows, cols)
     return y
 
 
@@ -118,8 +178,8 @@ def layer_norm(x, gamma, beta, eps: float = 1e-5):
                 f"value per column of x, shape ({cols},).")
     y = active_backend().xp.empty(x.shape, dtype=dtype)
     if rows and cols and not _launch_rows(_LAYER_NORM, x, y, rows, cols, gamma, beta, eps=eps):
-        _launch_long("layer_norm_kernel", c_type(dtype), rows, x, gamma, beta, y, rows, cols,
-                     float(eps))
+        _launch_long(_LAYER_NORM, f"layer_norm_kernel<{c_type(dtype)}>", rows, x, gamma, beta, y,
+                     rows, cols, float(eps))
     return y
 
 
@@ -142,8 +202,8 @@ def cross_entropy(logits, targets):
         if targets.dtype != np.int64:
             targets = targets.astype(np.int64)
         if not _launch_rows(_CROSS_ENTROPY, logits, losses, rows, cols, targets=targets):
-            _launch_long("cross_entropy_kernel", c_type(dtype), rows, logits, targets, losses,
-                         rows, cols)
+            _launch_long(_CROSS_ENTROPY, f"cross_entropy_kernel<{c_type(dtype)}>", rows, logits,
+                         targets, losses, rows, cols)
     return losses
 
 
@@ -215,24 +275,21 @@ def _library_softmax(x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-_IN_REGISTERS = ("row in registers (16-byte vectors, read once): a warp per row up to 1024 "
-                 "floats, 256 or 512 threads up to 32768, the next row prefetched into shared "
-                 "memory beyond 16384")
-_VARIANTS = (_IN_REGISTERS, "block per row, two reads (longer rows)")
+_VARIANT_LIST = tuple(_VARIANTS.values())
 register(KernelSpec("softmax", FAMILY, DTYPES, 8.0, 5.0, "row-wise softmax, one read and one "
                     "write per element", softmax, _softmax_reference, _library_softmax, _matrix,
-                    variants=_VARIANTS))
+                    variants=_VARIANT_LIST))
 register(KernelSpec("log_softmax", FAMILY, DTYPES, 8.0, 5.0, "row-wise log-softmax",
-                    log_softmax, _log_softmax_reference, None, _matrix, variants=_VARIANTS))
+                    log_softmax, _log_softmax_reference, None, _matrix, variants=_VARIANT_LIST))
 register(KernelSpec("layer_norm", FAMILY, DTYPES, 8.0, 7.0, "row-wise layer norm with gamma, "
                     "beta (mean, then variance about it, both over registers)",
                     layer_norm, _layer_norm_reference, None, _layer_norm_example,
-                    variants=_VARIANTS,
+                    variants=_VARIANT_LIST,
                     roofline="copy bandwidth; gamma and beta (one row) come from L2, not counted"))
 # elements: the logits (each read once; one loss per row is written)
 register(KernelSpec("cross_entropy", FAMILY, DTYPES, 4.0, 4.0,
                     "per-row cross-entropy loss of logits and class indices",
                     cross_entropy, _cross_entropy_reference, None, _cross_entropy_example,
-                    variants=_VARIANTS,
+                    variants=_VARIANT_LIST,
                     roofline="copy bandwidth, bytes read only (a read-only stream can run "
                              "somewhat above the copy's read-plus-write rate)"))

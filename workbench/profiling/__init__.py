@@ -10,6 +10,10 @@
   intervals and NVTX ranges from Nsight Systems (:class:`NsysReport`).
 - :func:`tools_status`: which of ncu, nsys and Nsight Compute's Python
   report reader are installed.
+- On the CPU simulator, :func:`profile` and :func:`profile_code` count the
+  launches instead (:mod:`.simulated`): the same report, its metrics under
+  ncu's names, a predicted time on a chosen GPU (:mod:`.predict`), the
+  source lines worst first; :func:`latest_profile` is a kernel's latest.
 
 Where a tool is missing, there is no GPU or the counters are restricted,
 :class:`~workbench.ProfilerUnavailable` says so in one line. NVTX ranges
@@ -21,7 +25,9 @@ from __future__ import annotations
 from .ncu import DEFAULT_LAUNCH_COUNT, profile, profile_code, profile_executable
 from .nsys import NsysReport, trace_code, trace_executable
 from .report import KernelProfile, NcuReport
+from .simulated import latest_profile
 from .tools import status as tools_status
 
 __all__ = ["profile", "profile_code", "profile_executable", "NcuReport", "KernelProfile",
-           "trace_code", "trace_executable", "NsysReport", "tools_status", "DEFAULT_LAUNCH_COUNT"]
+           "trace_code", "trace_executable", "NsysReport", "tools_status", "DEFAULT_LAUNCH_COUNT",
+           "latest_profile"]

@@ -88,7 +88,13 @@ def main(argv=None) -> int:
     spec = json.loads((folder / ship.SPEC).read_text())
     if spec.get("device"):
         device(spec["device"])
-    (run_kernel if spec["mode"] == "kernel" else run_code)(spec, folder)
+    run = run_kernel if spec["mode"] == "kernel" else run_code
+    if spec.get("count") is not None:  # on the simulator: the launches counted
+        from .simulated import count_code  # (only a counting child needs it)
+        report = count_code(lambda: run(spec, folder), **spec["count"])
+        (folder / ship.COUNTS).write_bytes(pickle.dumps(report))
+        return 0
+    run(spec, folder)
     return 0
 
 

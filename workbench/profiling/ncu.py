@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -19,7 +20,9 @@ from pathlib import Path
 
 from .. import subprocesses
 from ..errors import ProfileFailed
-from . import ship, tools
+from ..runtime.session import backend as active_backend
+from ..runtime.session import session
+from . import ship, simulated, tools
 from .report import ALL_METRICS, METRICS, NcuReport
 
 #: Kernel launches profiled at most when not said otherwise (each is replayed
@@ -236,7 +239,8 @@ def _child(folder: str) -> list[str]:
 
 
 def profile(kernel, *args, grid=None, block=None, shared_mem: int = 0, n=None, warmup: int = 1,
-            metrics=ALL_METRICS, timeout: float = 600, report_dir=None) -> NcuReport:
+            metrics=ALL_METRICS, timeout: float = 600, report_dir=None, device=None,
+            max_blocks: int | None = None) -> NcuReport:
     """Profile one launch of ``kernel(*args, grid=, block=, shared_mem=, n=)``
     with Nsight Compute.
 
@@ -248,7 +252,20 @@ def profile(kernel, *args, grid=None, block=None, shared_mem: int = 0, n=None, w
     with ``set_global`` are not copied. The child's files (the arguments'
     copies included) are removed at the end; ``report_dir``: keep the
     ``.ncu-rep`` file there. Returns an :class:`~workbench.profiling.NcuReport`.
+
+    On the CPU simulator the launch runs here, instrumented, on copies of the
+    device arrays: its report has the counted metrics under the same names,
+    a predicted time on ``device`` (``"H100"``, ``"H200"``, ``"A100"``,
+    ``"L4"``, ``"T4"``, ``"RTX 4090"``; default: the simulated device), the
+    source lines worst first and access maps (:mod:`.simulated`).
+    ``max_blocks``: count about so many blocks and scale (faster, an
+    estimate); ``warmup``, ``metrics``, ``timeout`` and ``report_dir`` are
+    for Nsight Compute.
     """
+    if active_backend().simulated:
+        return simulated.profile_launch(kernel, args, grid=grid, block=block,
+                                        shared_mem=shared_mem, n=n, device=device,
+                                        max_blocks=max_blocks)
     b = tools.require_gpu_backend("Nsight Compute")
     tools.require("ncu")
     folder = tempfile.mkdtemp(prefix="workbench-ncu-")  # the spec and arrays: removed at the end
@@ -264,7 +281,8 @@ def profile(kernel, *args, grid=None, block=None, shared_mem: int = 0, n=None, w
 
 def profile_code(code: str, user_ns: dict | None = None, *, kernel: str | None = None,
                  launch_skip: int = 0, launch_count: int | None = DEFAULT_LAUNCH_COUNT,
-                 metrics=ALL_METRICS, timeout: float = 600, report_dir=None) -> NcuReport:
+                 metrics=ALL_METRICS, timeout: float = 600, report_dir=None,
+                 device=None) -> NcuReport:
     """Profile the kernels that Python ``code`` (a cell) launches.
 
     The code runs in a new Python process with every module compiled in
@@ -276,7 +294,14 @@ def profile_code(code: str, user_ns: dict | None = None, *, kernel: str | None =
     ``launch_skip``, ``launch_count``, ``report_dir``: as in
     :func:`profile_executable`. The files sent to the child (the variables'
     copies) are removed at the end.
+
+    On the CPU simulator the child counts the launches instead (see
+    :func:`profile`; ``device``: the GPU the times are predicted for).
     """
+    b = active_backend()
+    if b.simulated:
+        return _count_in_child(code, user_ns, b, kernel=kernel, launch_skip=launch_skip,
+                               launch_count=launch_count, device=device, timeout=timeout)
     b = tools.require_gpu_backend("Nsight Compute")
     tools.require("ncu")
     folder = tempfile.mkdtemp(prefix="workbench-ncu-")
@@ -286,5 +311,28 @@ def profile_code(code: str, user_ns: dict | None = None, *, kernel: str | None =
                                kernel=name_filter(kernel), launch_skip=launch_skip,
                                launch_count=launch_count, metrics=metrics, timeout=timeout,
                                folder=folder, report_dir=report_dir, temporary=True)
+    finally:
+        _remove(folder)
+
+
+def _count_in_child(code, user_ns, b, *, kernel, launch_skip, launch_count, device,
+                    timeout) -> NcuReport:
+    """``%%ncu`` on the simulator: the cell runs in a child process as under
+    ncu, its launches counted there (:func:`.simulated.count_code`)."""
+    simulated.require_counting(b, "%%ncu")
+    folder = tempfile.mkdtemp(prefix="workbench-count-")
+    try:
+        count = {"kernel": kernel, "launch_skip": int(launch_skip), "launch_count": launch_count,
+                 "device": device or simulated.default_device(b)}
+        ship.write_code_spec(Path(folder), code, user_ns, b, count=count)
+        result = _run(_child(folder), child_environment(b.name), timeout, "the cell")
+        found = Path(folder) / ship.COUNTS
+        if result.returncode != 0 or not found.exists():
+            raise ProfileFailed(f"the cell failed on the simulator (exit code {result.returncode}):\n"
+                                f"{_tail(result.stdout or '')}")
+        report = pickle.loads(found.read_bytes())
+        report.output = result.stdout or ""
+        simulated.remember(report, [m for m in session().modules.values() if m.backend is b])
+        return report
     finally:
         _remove(folder)

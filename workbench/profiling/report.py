@@ -13,8 +13,13 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ..benchmarking.ceiling_figures import Ceilings
 from ..benchmarking.plots import plot_roofline
 from ..present.tables import html_table, pandas
+from . import counters
+from .gpus import gpu_figures
+from .predict import DRAM_EFFICIENCY
+from .line_table import LineTable
 
 #: Metric names (Nsight Compute 2023 and later) for each field of a :class:`KernelProfile`.
 METRICS = {
@@ -35,8 +40,12 @@ METRICS = {
 FLOP_METRICS = {f"sm__sass_thread_inst_executed_op_{p}{op}_pred_on.sum": weight
                 for p in "fdh" for op, weight in (("add", 1), ("mul", 1), ("fma", 2))}
 
-#: Every metric a profile collects (``--metrics``).
-ALL_METRICS = tuple(METRICS.values()) + tuple(FLOP_METRICS)
+#: DRAM bytes read and written (the simulator predicts them from its footprint).
+DRAM_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+
+#: Every metric a profile collects (``--metrics``): with the access counters
+#: the simulator counts too (:mod:`.counters`), so a cell reads the same on both.
+ALL_METRICS = tuple(METRICS.values()) + tuple(FLOP_METRICS) + DRAM_METRICS + counters.ALL
 
 #: Both throughputs under this % of peak: neither unit limits; the kernel waits (latency).
 LATENCY_BOUND_PCT = 60.0
@@ -112,7 +121,15 @@ def read_csv(text: str) -> list[dict]:
 class KernelProfile:
     """One profiled kernel launch. Times in seconds, sizes in bytes,
     throughputs and occupancy in % of the device's peak; None where the
-    metric was not collected (or the device has no such counter)."""
+    metric was not collected (or the device has no such counter).
+
+    ``metrics`` holds every metric by Nsight Compute's name. A launch counted
+    on the CPU simulator (``simulated``) has no measured time or throughput:
+    its ``metrics`` are the counted access figures (:data:`.counters.COUNTED`;
+    :data:`.counters.ESTIMATED` are estimates, named in ``estimated``),
+    ``predicted`` its time on a chosen GPU (:class:`.predict.Prediction`, a
+    model), ``lines`` the source lines worst first (:class:`.counters.LineRow`)
+    and :meth:`access_map` draws one line's warp."""
 
     id: int
     name: str
@@ -128,13 +145,25 @@ class KernelProfile:
     grid: tuple | None = None
     flops: float | None = None                # FLOPs executed (an FMA is two), all precisions
     metrics: dict = field(default_factory=dict, repr=False)  # every metric: name -> number
+    predicted: object = None                  # simulator: a Prediction (a model, not measured)
+    lines: list = field(default_factory=list, repr=False)    # simulator: LineRows, worst first
+    counts: object = field(default=None, repr=False)         # simulator: the LaunchCounts
+    arrays: tuple = field(default=(), repr=False)            # simulator: (name, address, bytes)
+    estimated: tuple = field(default=(), repr=False)         # metrics that are estimates
+
+    @property
+    def simulated(self) -> bool:
+        """True for a launch counted on the CPU simulator (nothing was measured)."""
+        return self.counts is not None
 
     @property
     def limiter(self) -> str | None:
         """``"memory"`` or ``"compute"``: the unit with the larger throughput
-        (% of its peak); None when neither was measured."""
+        (% of its peak); None when neither was measured. Counted on the
+        simulator: the predicted limiter, ``"memory"``, ``"compute"`` or
+        ``"latency"``."""
         if self.memory_pct is None or self.compute_pct is None:
-            return None
+            return self.predicted.limiter if self.predicted is not None else None
         return "memory" if self.memory_pct >= self.compute_pct else "compute"
 
     @property
@@ -142,22 +171,47 @@ class KernelProfile:
         """True when both throughputs are under :data:`LATENCY_BOUND_PCT` of
         peak: the kernel neither saturates memory nor compute (too little
         parallelism, or it waits on latency)."""
+        if self.predicted is not None and self.memory_pct is None:
+            return self.predicted.latency_bound
         values = [v for v in (self.memory_pct, self.compute_pct) if v is not None]
         return bool(values) and max(values) < LATENCY_BOUND_PCT
 
     @property
     def intensity(self) -> float | None:
-        """Arithmetic intensity: FLOPs per DRAM byte."""
+        """Arithmetic intensity: FLOPs per DRAM byte (predicted on the simulator)."""
+        if self.predicted is not None and not self.dram_bytes:
+            return self.predicted.intensity
         if not self.flops or not self.dram_bytes:
             return None
         return self.flops / self.dram_bytes
 
     @property
     def gflops(self) -> float | None:
-        """Performance: FLOPs per second, in GFLOP/s."""
+        """Performance: FLOPs per second, in GFLOP/s (predicted on the simulator)."""
+        if self.predicted is not None and not self.duration:
+            return self.predicted.gflops
         if not self.flops or not self.duration:
             return None
         return self.flops / self.duration / 1e9
+
+    def access_map(self, line: int | None = None, what: str | None = None, *, ax=None):
+        """Draw one warp's accesses of a source line (the worst one by
+        default): which sector or bank each lane touched. ``what``: ``"global
+        load"``, ``"shared store"``... when the line has several kinds."""
+        from .access_map import plot_access_map  # (matplotlib, when a map is drawn)
+        rows = [r for r in self.lines if r.sample is not None and (line is None or r.line == line)
+                and (what is None or r.what == what)]
+        if not rows:
+            known = ", ".join(f"{r.line} ({r.what})" for r in self.lines if r.sample is not None)
+            raise ValueError(f"no sampled access on line {line}{f' ({what})' if what else ''}; "
+                             f"lines with one: {known or 'none (a launch on a GPU has none)'}")
+        shared = self.counts.shared_variables if self.counts is not None else ()
+        return plot_access_map(rows[0], shared, self.arrays, ax=ax)
+
+    def line_table(self, limit: int | None = None):
+        """The source lines, worst first, as a table (``to_pandas()``'s
+        columns; HTML in a notebook)."""
+        return LineTable(self.lines[:limit] if limit else self.lines, self.name)
 
     @property
     def dram_gbps(self) -> float | None:
@@ -243,7 +297,15 @@ class NcuReport:
                            f"{', '.join(dict.fromkeys(k.name for k in self.kernels)) or 'none'}")
         return self.kernels[key]
 
+    @property
+    def simulated(self) -> bool:
+        """True when the launches were counted on the CPU simulator (their
+        times are predictions, not measurements)."""
+        return bool(self.kernels) and all(k.simulated for k in self.kernels)
+
     def rows(self) -> list[dict]:
+        if self.simulated:
+            return [_simulated_row(k) for k in self.kernels]
         return [{"kernel": k.name, "duration_us": None if k.duration is None else k.duration * 1e6,
                  "memory_pct": k.memory_pct, "compute_pct": k.compute_pct, "limiter": k.bound(),
                  "occupancy_pct": k.occupancy_pct, "registers": k.registers,
@@ -253,7 +315,11 @@ class NcuReport:
     def to_pandas(self):
         """One row per profiled launch: kernel, duration (µs), memory and
         compute throughput (% of peak), limiter, achieved occupancy (%),
-        registers, block, grid, DRAM bytes, FLOPs, GFLOP/s, DRAM GB/s."""
+        registers, block, grid, DRAM bytes, FLOPs, GFLOP/s, DRAM GB/s.
+        Counted on the simulator: kernel, device, predicted µs, limiter and
+        every counted metric by Nsight Compute's name."""
+        if self.simulated:
+            return pandas().DataFrame(self.rows())
         return pandas().DataFrame(self.rows(), columns=_COLUMNS)
 
     def _table(self) -> list[list]:
@@ -270,6 +336,8 @@ class NcuReport:
         head = f"<NcuReport of {self.target}: {len(self)} kernel launch{'es' if len(self) != 1 else ''}"
         if not self.kernels:
             return head + ">"
+        if self.simulated:
+            return head + "\n" + "\n".join(_simulated_text(k) for k in self.kernels) + ">"
         rows = [self._HEADER] + self._table()
         widths = [max(len(str(r[i])) for r in rows) for i in range(len(self._HEADER))]
         lines = ["  ".join(str(v).ljust(w) if i in (0, 4) else str(v).rjust(w)
@@ -277,6 +345,8 @@ class NcuReport:
         return head + "\n" + "\n".join(lines) + "\n(memory/compute: % of peak throughput)>"
 
     def _repr_html_(self) -> str:
+        if self.simulated:
+            return _simulated_html(self)
         notes = ["memory and compute: throughput in % of the device's peak (Nsight Compute's "
                  "speed of light); the larger one is the limiter, both under "
                  f"{LATENCY_BOUND_PCT:.0f}%: latency."]
@@ -292,8 +362,11 @@ class NcuReport:
 
     def roofline_points(self) -> list[dict]:
         """Each launch with FLOPs and DRAM bytes as a roofline point
-        (:func:`workbench.benchmarking.plots.plot_roofline` draws them)."""
-        return [{"label": f"{k.name} (ncu)", "name": f"{k.name} (ncu)", "intensity": k.intensity,
+        (:func:`workbench.benchmarking.plots.plot_roofline` draws them);
+        counted on the simulator: the predicted point."""
+        def label(k):
+            return f"{k.name} (predicted on {k.predicted.device})" if k.simulated else f"{k.name} (ncu)"
+        return [{"label": label(k), "name": label(k), "intensity": k.intensity,
                  "gflops": k.gflops, "simulated": False}
                 for k in self.kernels if k.intensity and k.gflops]
 
@@ -301,4 +374,69 @@ class NcuReport:
                       title: str | None = None):
         """The device's roofline (measured ceilings) with this report's
         kernels as points, and ``others`` (BenchResults, reports) beside them."""
+        if self.simulated and ceilings is None:  # the predicted device's published roofline
+            ceilings = published_ceilings(self.kernels[0].predicted.device)
+            title = title or f"predicted roofline of {ceilings.device}"
         return plot_roofline([self, *others], ceilings, ax=ax, annotate=annotate, title=title)
+
+
+def published_ceilings(device):
+    """A roofline's ceilings from GPU ``device``'s published peaks
+    (:mod:`.gpus`): copy bandwidth at the model's DRAM efficiency, the FP32
+    FMA peak."""
+    g = gpu_figures(device)
+    return Ceilings(device=f"{g.name} (published peaks)", backend="published figures",
+                    simulated=False, copy_gbps=g.dram_gbps * DRAM_EFFICIENCY,
+                    fma_gflops=g.fp32_gflops, measured=g.source)
+
+
+_SUMMARY = [("global load sectors / request", counters.SECTORS_PER_REQUEST.format(op="ld")),
+            ("global store sectors / request", counters.SECTORS_PER_REQUEST.format(op="st")),
+            ("shared load bank conflicts", counters.SHARED_CONFLICTS.format(op="ld")),
+            ("shared store bank conflicts", counters.SHARED_CONFLICTS.format(op="st")),
+            ("active lanes per instruction (estimate)", counters.LANES_PER_INSTRUCTION)]
+
+
+def _count(value) -> str:
+    """A counter as text: whole numbers with thousands separators, ratios to two places."""
+    if value is None:
+        return "N/A"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def _bound(k: KernelProfile) -> str:
+    p = k.predicted
+    if p.bound == "latency":
+        return "latency-bound (too few warps in flight to hide their waits)"
+    return f"{k.limiter}-bound ({p.bound})"
+
+
+def _simulated_row(k: KernelProfile) -> dict:
+    p = k.predicted
+    return {"kernel": k.name, "device": p.device, "predicted_us": p.seconds * 1e6,
+            "limiter": k.limiter, "bound": p.bound, **k.metrics}
+
+
+def _simulated_text(k: KernelProfile) -> str:
+    p = k.predicted
+    out = [f"{k.name}: predicted {p.seconds * 1e6:.4g} µs on {p.device}, {_bound(k)} (a model, "
+           f"not a measurement)"]
+    out += [f"  {label}: {_count(k.metrics.get(name))}" for label, name in _SUMMARY]
+    worst = [r for r in k.lines if r.advice][:3]
+    out += [f"  line {r.line} ({r.what}): {r.advice}" for r in worst]
+    return "\n".join(out)
+
+
+def _simulated_html(report: NcuReport) -> str:
+    header = ["kernel", "predicted time (µs)", "on", "limiter"] + [label for label, _ in _SUMMARY]
+    rows = [[k.name, round(k.predicted.seconds * 1e6, 3), k.predicted.device, _bound(k)]
+            + [None if k.metrics.get(name) is None else round(k.metrics[name], 2) for _, name in _SUMMARY]
+            for k in report.kernels]
+    notes = ["counted on the CPU simulator as Nsight Compute counts them (.metrics has every figure "
+             "by ncu's name); the times are predictions of a model on the device named, not "
+             "measurements"]
+    html = html_table(rows, header, title=f"Simulator counts: {report.target}", notes=notes)
+    for k in report.kernels[:4]:
+        if k.lines:
+            html += LineTable(k.lines[:8], k.name)._repr_html_()
+    return html

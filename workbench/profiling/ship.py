@@ -25,6 +25,8 @@ from ..runtime.session import session
 SPEC = "spec.json"
 ARRAYS = "arrays.npz"
 VARIABLES = "variables.pickle"
+#: The report a child that counted launches on the simulator writes back.
+COUNTS = "counted.pickle"
 
 
 def module_spec(module) -> dict:
@@ -139,11 +141,13 @@ def _owner(value, modules) -> tuple | None:
     return None
 
 
-def write_code_spec(folder: Path, code: str, user_ns: dict | None, b) -> None:
+def write_code_spec(folder: Path, code: str, user_ns: dict | None, b, count: dict | None = None) -> None:
     """Write what the child needs to run ``code``: the values it reads from
     ``user_ns``, by what they are: kernels, templates and modules compiled in
     this session (their modules are compiled again there), device arrays,
-    NumPy arrays, numbers, strings, containers of them, imported modules."""
+    NumPy arrays, numbers, strings, containers of them, imported modules.
+    ``count``: the child counts the launches on the simulator instead
+    (:func:`.simulated.count_code`'s options)."""
     user_ns = user_ns or {}
     read, stored = _names(code)
     compiled = [m for m in session().modules.values() if m.backend is b]
@@ -180,5 +184,5 @@ def write_code_spec(folder: Path, code: str, user_ns: dict | None, b) -> None:
     (folder / VARIABLES).write_bytes(pickle.dumps({"host": host, "imports": imports}))
     spec = {"mode": "code", "device": b.current_device(), "code": code,
             "modules": [module_spec(m) for m in modules.values()], "bound": bound,
-            "device_names": list(device)}
+            "device_names": list(device), "count": count}
     (folder / SPEC).write_text(json.dumps(spec))

@@ -158,6 +158,9 @@ def _build_simulator(all_files, compiled, opts: ProgramOptions, source, name, li
         raise CompileError([Diagnostic("error", message)], source=source or "",
                            line_offset=line_offset, compiler="g++ (simulator)")
     compile_flags, link_flags = opts.gxx_args()
+    # the simulator's runtime is the CUDA runtime (and NVTX): nothing to link for those
+    link_flags = [f for f in link_flags
+                  if not (f.startswith("-l") and f[2:] in sim_programs.PROVIDED_LIBRARIES)]
     start = time.perf_counter()
     try:
         built = sim_programs.build_program(all_files, compiled, defines=opts.defines, std=opts.std,

@@ -165,6 +165,7 @@ class TunedKernel:
             kernel_source(kernel, kernel_name)
         self._kernel = kernel if isinstance(kernel, (Kernel, KernelTemplate)) else None
         self._defines = tuple(options.pop("defines", ()))
+        options.pop("constants", None)   # read from the kernel's module at each call
         self._options = options
         self.problem_size = problem_size
         self.block = block
@@ -246,6 +247,11 @@ class TunedKernel:
             self.note = ("no tuned configuration for this device, problem size, defines and "
                          "compile options: default used")
         launch = launch_options(task)
+        if found is not None and self._kernel is not None:
+            # the values the kernel's module was given (set_global) reach the tuned compile
+            own = getattr(getattr(self._kernel, "module", None), "assigned", None) or {}
+            for variable, value in own.items():
+                kernel.module.set_global(variable, value, dtype=value.dtype)
         if stream is not None:
             launch["stream"] = stream
         said = (self.config is None, repr(self.config))

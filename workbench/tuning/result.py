@@ -10,6 +10,7 @@ from ..benchmarking.result import SIMULATED_TIMES, format_rate, format_seconds
 from ..present.figures import figure_axes
 from ..present.frames import readable
 from ..present.tables import html_fields, html_table, pandas, plain_value, shorten
+from .t4 import t4_metadata, t4_results, write_t4
 
 #: objective -> (row column, direction, unit)
 OBJECTIVES = {"time": ("median_s", "minimize", "s"),
@@ -42,7 +43,8 @@ class TuneResult:
 
     ``rows`` holds one dict per configuration evaluated, in the order they
     were asked for: its ``config``, ``status`` ("ok", or "compile", "launch",
-    "check", "error" with the ``reason``) and its measurements. ``best`` is
+    "check", "error", "timeout" with the ``reason``, or "restricted": beyond
+    the device's limits, not a failure) and its measurements. ``best`` is
     the best configuration (a dict) of the first objective; with several
     objectives :meth:`pareto` gives the configurations no other beats in
     every objective. ``to_pandas()`` is the table, one column per parameter.
@@ -77,7 +79,12 @@ class TuneResult:
 
     def failed(self) -> list[dict]:
         """Rows of the configurations that failed to compile, launch or check."""
-        return [r for r in self.rows if r["status"] != "ok"]
+        return [r for r in self.rows if r["status"] not in ("ok", "restricted")]
+
+    def limited(self) -> list[dict]:
+        """Rows of the configurations left out for the device's limits
+        (threads or shared memory per block, registers), each with its reason."""
+        return [r for r in self.rows if r["status"] == "restricted"]
 
     def _values(self, row) -> tuple | None:
         """The row's objective values, each to be minimised, or None."""
@@ -171,6 +178,20 @@ class TuneResult:
                 "resubmitted": self.resubmitted, "problem_size": plain_value(self.problem_size),
                 "key": self.key, "checked": self.checked, "note": self.note, "rows": rows}
 
+    def to_t4(self, path=None) -> dict:
+        """The rows as a results document of the T4 autotuning format (schema
+        1.0.0, the one Kernel Tuner writes), times in milliseconds. With
+        ``path``, also written there, and the metadata document
+        (:meth:`t4_metadata`) beside it as ``<stem>_metadata.json``."""
+        document = t4_results(self)
+        if path is not None:
+            write_t4(path, document, self.t4_metadata())
+        return document
+
+    def t4_metadata(self) -> dict:
+        """The T4 metadata document (schema 1.0.0): the device and the software."""
+        return t4_metadata(self)
+
     @classmethod
     def from_dict(cls, d: dict, *, from_cache: bool = False) -> "TuneResult":
         d = dict(d)
@@ -224,8 +245,10 @@ class TuneResult:
 
     # -- display -------------------------------------------------------------------
     def _summary(self) -> str:
-        failed = len(self.failed())
-        counts = f"{len(self.rows)} configurations ({len(self.rows) - failed} ran, {failed} failed)"
+        failed, limited = len(self.failed()), len(self.limited())
+        counts = (f"{len(self.rows)} configurations ({len(self.rows) - failed - limited} ran, "
+                  f"{failed} failed" + (f", {limited} over the device's limits" if limited else "")
+                  + ")")
         if self.best is None:
             return f"{self.kernel}: {counts}, none ran"
         objective = self.objectives[0]
@@ -248,9 +271,15 @@ class TuneResult:
             row = self.best_row
             fields.append((objective, objective_text(objective, row[column] if row else None)))
         failed = self.failed()
+        limited = self.limited()
         fields += [("configurations", f"{len(self.rows)} of {self.space_size} allowed "
                                       f"({self.restricted} left out by restrictions)"),
-                   ("failed", _reasons(failed) if failed else "0"),
+                   ("failed", _reasons(failed) if failed else "0")]
+        if limited:
+            fields.append(("over the device's limits", f"{len(limited)}, not compiled or not "
+                           f"launched; first: {shorten(limited[0]['reason'], 160)}"
+                           + (" (every reason: result.limited())" if len(limited) > 1 else "")))
+        fields += [
                    ("strategy", f"{self.strategy}, budget {self.budget or 'all'}"
                                 + (f", seed {self.seed}" if self.seed is not None else "")),
                    ("checked against", f"{self.reference} ({self.tolerance})")]

@@ -29,13 +29,15 @@ class Runner:
         if self.pool is None:
             self._done.append((task, handle, evaluate(task)))
             return
-        # the inputs and the reference travel once to every worker, not with each task
-        payload_key = (id(task.args), id(task.expected))
+        # the inputs, the reference and the module variables' values travel once to
+        # every worker, not with each task
+        payload_key = (id(task.args), id(task.expected), id(task.constants))
         payload = self._payloads.get(payload_key)
         if payload is None:
-            payload = self.pool.client.scatter((task.args, task.expected), broadcast=True)
+            payload = self.pool.client.scatter((task.args, task.expected, task.constants),
+                                               broadcast=True)
             self._payloads = {payload_key: payload}
-        light = replace(task, args=(), expected=None)
+        light = replace(task, args=(), expected=None, constants={})
         compiled = self.pool.submit(precompile, light, kind="compile", track=False)
         self.pool.submit(evaluate_compiled, compiled, light, payload, kind="measure",
                          tag=(task, handle))
@@ -68,11 +70,12 @@ class Runner:
 
 def evaluate_compiled(compiled, task: Task, payload) -> dict:
     """On a measuring worker: the row of a configuration whose compile (on a
-    CPU worker) failed, or its evaluation with ``payload`` (the inputs and
-    the reference output)."""
-    task = replace(task, args=payload[0], expected=payload[1])
+    CPU worker) failed, or its evaluation with ``payload`` (the inputs, the
+    reference output and the module variables' values)."""
+    task = replace(task, args=payload[0], expected=payload[1], constants=payload[2])
     ok, reason, seconds = compiled
     if not ok:
-        return {"index": task.index, "config": dict(task.config), "status": "compile",
+        status = "restricted" if reason.startswith("device limit") else "compile"
+        return {"index": task.index, "config": dict(task.config), "status": status,
                 "reason": reason, "median_s": None, "compile_s": seconds, "measure_s": 0.0}
     return evaluate(task)

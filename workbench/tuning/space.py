@@ -3,7 +3,8 @@
 A parameter is one of three kinds, told apart by its name:
 
 * ``block`` (and ``block_x``/``block_y``/``block_z``): the launch's block
-  size, no recompilation;
+  size, no recompilation; Kernel Tuner's ``block_size_x``/``_y``/``_z``:
+  the block size, and defines as well (its kernels read them as macros);
 * a template parameter name of the kernel (``template <int TILE> ...``):
   the kernel is instantiated with the value (``kern<16>``);
 * any other name: a preprocessor define, compiled with ``-D NAME=value``.
@@ -21,7 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-LAUNCH_NAMES = ("block", "block_x", "block_y", "block_z")
+LAUNCH_NAMES = ("block", "block_x", "block_y", "block_z", "block_size_x", "block_size_y",
+                "block_size_z")
 
 #: What a string restriction may call: pure helpers, nothing that reaches outside.
 _EXPRESSION_NAMES = {"min": min, "max": max, "abs": abs, "round": round, "int": int,

@@ -21,6 +21,8 @@ from ..core.compiler import compile as compile_source
 from ..errors import CompileError
 from ..hardware.live import energy_joules, live_stats
 from ..runtime.session import backend as active_backend
+from .grids import GridDivisors
+from .limits import DeviceLimits, shared_memory_refused
 
 #: Seconds of repeated launches for one energy reading (NVML's counter
 #: advances in steps of some milliseconds).
@@ -40,9 +42,10 @@ class Task:
     config: dict[str, Any]
     kinds: dict[str, str]             # parameter -> "launch" | "template" | "define"
     defines: tuple[str, ...] = ()     # fixed defines besides the tuned ones
+    constants: dict = field(default_factory=dict)  # module variable -> value, set before each run
     compile_options: dict = field(default_factory=dict)  # std, fast_math, options, arch
     args: tuple = ()                  # host arrays and scalars, copied to the device each time
-    grid: Any = None                  # a tuple, or grid(config) -> tuple; None with n
+    grid: Any = None                  # a tuple, grid(config) -> tuple, GridDivisors; None with n
     block: Any = None                 # the block when it is not tuned, or block(config)
     n: Any = None                     # elements: the workbench picks the grid
     shared_mem: Any = 0               # bytes, or shared_mem(config) -> bytes
@@ -67,10 +70,16 @@ def _value_text(value) -> str:
     return str(value)
 
 
+#: Launch parameters that are defines too: Kernel Tuner's names, which its
+#: kernels read as macros.
+DEFINED_LAUNCH_NAMES = ("block_size_x", "block_size_y", "block_size_z")
+
+
 def defines_of(task: Task) -> tuple[str, ...]:
-    """The fixed defines, then ``NAME=value`` for each tuned define."""
+    """The fixed defines, then ``NAME=value`` for each tuned define (and for
+    Kernel Tuner's block size names)."""
     tuned = tuple(f"{k}={_value_text(v)}" for k, v in task.config.items()
-                  if task.kinds.get(k) == "define")
+                  if task.kinds.get(k) == "define" or k in DEFINED_LAUNCH_NAMES)
     return tuple(task.defines) + tuned
 
 
@@ -101,8 +110,7 @@ def compile_config(task: Task):
                                     instantiate=(instance,) if instance else (), **opts)
             cached = (module, module[instance or task.kernel])
         except CompileError as exc:
-            first = next((d for d in exc.diagnostics if d.severity == "error"), None)
-            cached = (None, f"compile error: {first.message if first else str(exc).splitlines()[0]}")
+            cached = (None, shared_memory_refused(exc.log) or f"compile error: {_first_error(exc)}")
         except Exception as exc:  # noqa: BLE001 - recorded with the configuration
             cached = (None, f"compile error: {type(exc).__name__}: {exc}")
         _modules[key] = cached
@@ -111,6 +119,15 @@ def compile_config(task: Task):
     if module is None:
         return None, kernel, seconds
     return kernel, "", seconds
+
+
+def _first_error(exc: CompileError) -> str:
+    first = next((d.message for d in exc.diagnostics if d.severity == "error"
+                  and not d.message.startswith("ptxas info")), None)
+    if first is None:  # ptxas's own error sits in the log after its info lines
+        first = next((line.split(":", 1)[1].strip() for line in (exc.log or "").splitlines()
+                      if line.strip().startswith("ptxas error")), None)
+    return first or str(exc).splitlines()[0]
 
 
 def precompile(task: Task) -> tuple[bool, str, float]:
@@ -128,7 +145,14 @@ def launch_options(task: Task) -> dict:
         block = config["block"]
     elif dims:
         block = tuple(dims)
-    grid = task.grid(config) if callable(task.grid) else task.grid
+    elif any(k in config for k in DEFINED_LAUNCH_NAMES):
+        # Kernel Tuner's convention: 256 threads in x unless block_size_x says otherwise
+        x, y, z = (config.get(k, d) for k, d in zip(DEFINED_LAUNCH_NAMES, (256, 1, 1)))
+        block = (x, y, z)
+    if isinstance(task.grid, GridDivisors):
+        grid = task.grid.grid(config)
+    else:
+        grid = task.grid(config) if callable(task.grid) else task.grid
     shared = task.shared_mem(config) if callable(task.shared_mem) else task.shared_mem
     n = task.n(config) if callable(task.n) else task.n
     out = {"grid": grid, "block": block, "shared_mem": int(shared or 0)}
@@ -154,13 +178,20 @@ def evaluate(task: Task) -> dict[str, Any]:
                            "compile_s": 0.0, "measure_s": 0.0}
     kernel, reason, row["compile_s"] = compile_config(task)
     if kernel is None:
-        row.update(status="compile", reason=reason)
+        row.update(status="restricted" if reason.startswith("device limit") else "compile",
+                   reason=reason)
         return row
     b = active_backend()
     row["device"] = b.current_device()
     start = time.perf_counter()
     try:
         options = launch_options(task)
+        limit = _limits(b).after_compile(_resources(kernel), options)
+        if limit:
+            row.update(status="restricted", reason=limit)
+            return row
+        for name, value in task.constants.items():
+            kernel.module.set_global(name, value)
         args = tuple(to_device(a) if isinstance(a, np.ndarray) else a for a in task.args)
         kernel(*args, **options)
         b.synchronize()
@@ -197,6 +228,24 @@ def evaluate(task: Task) -> dict[str, Any]:
         row.update(status="launch", reason=_reason(exc))
     row["measure_s"] = time.perf_counter() - start
     return row
+
+
+_device_limits: dict = {}
+
+
+def _resources(kernel):
+    try:
+        return kernel.resources
+    except Exception:  # noqa: BLE001 - unknown resources judge nothing; the launch will tell
+        return None
+
+
+def _limits(b) -> DeviceLimits:
+    """The current device's limits (read once per backend and device)."""
+    key = (id(b), b.current_device())
+    if key not in _device_limits:
+        _device_limits[key] = DeviceLimits.of(b.device_properties())
+    return _device_limits[key]
 
 
 def _energy_per_call(b, kernel, args, options) -> float:

@@ -1,6 +1,7 @@
 """``wb.KernelPanel(kernel)``: a kernel's resources, its occupancy at a block
 size and dynamic shared-memory size chosen with sliders, the occupancy
-chart against block size, and its PTX and SASS."""
+chart against block size, its source lines worst first where it was profiled
+on the simulator, and its PTX and SASS."""
 from __future__ import annotations
 
 import html
@@ -10,6 +11,7 @@ from traitlets import Dict, Int, TraitError, Unicode, observe, validate
 
 from ..hardware.inspect import inspect_kernel
 from ..hardware.occupancy import occupancy
+from ..profiling.simulated import latest_profile
 from ..present.figures import figure_svg, new_figure
 from ..runtime.session import backend
 from .static import StaticFallback, html_part
@@ -22,6 +24,24 @@ def _chart_svg(occ) -> bytes:
     fig = new_figure(CHART_SIZE)
     occ.sweep().plot(ax=fig.add_subplot())
     return figure_svg(fig)
+
+
+#: Source lines the panel lists at most (worst first).
+LINES_SHOWN = 8
+
+
+def _lines_html(kernel) -> str:
+    """The latest simulator profile's source lines, worst first, or a hint."""
+    profile = latest_profile(kernel)
+    if profile is None:
+        if not backend().simulated:
+            return ""
+        return ("<p><i>wb.profile(kernel, ...) on the simulator counts its memory accesses: "
+                "its source lines, worst first, then show here.</i></p>")
+    head = (f"<p>Last profile: predicted {profile.predicted.seconds * 1e6:.4g} µs on "
+            f"{html.escape(profile.predicted.device)} ({html.escape(profile.limiter or '')}; a "
+            f"model, not a measurement)</p>")
+    return head + profile.line_table(LINES_SHOWN)._repr_html_()
 
 
 def _pre(text) -> str:
@@ -53,6 +73,7 @@ class KernelPanel(StaticFallback, widgets.VBox):
             block = occupancy(kernel, shared_mem=shared_mem).block
         self._resources_html = html_part(self._report._repr_html_())
         self._summary = html_part()
+        self._lines = html_part(_lines_html(kernel))
         self._chart = widgets.Image(format="svg+xml", layout=widgets.Layout(max_width="100%"))
         self._block_slider = widgets.IntSlider(value=block, min=32, max=self._max_block, step=32,
                                                description="block", continuous_update=False)
@@ -63,7 +84,7 @@ class KernelPanel(StaticFallback, widgets.VBox):
                                        titles=("PTX", "SASS"), selected_index=None)
         self._code.observe(self._show_code, names="selected_index")
         self.children = [self._resources_html, widgets.HBox([self._block_slider, self._shared_box]),
-                         self._summary, self._chart, self._code]
+                         self._summary, self._chart, self._lines, self._code]
         with self.hold_sync():
             self.shared_mem = shared_mem
             self.block = block
@@ -94,7 +115,12 @@ class KernelPanel(StaticFallback, widgets.VBox):
         if getattr(self, "_summary", None) is not None and self.kernel_name:
             self._update()
 
+    def refresh_lines(self) -> None:
+        """Show the kernel's latest profile (after a new ``wb.profile``)."""
+        self._lines.value = _lines_html(self._kernel)
+
     def _update(self) -> None:
+        self._lines.value = _lines_html(self._kernel)
         occ = occupancy(self._kernel, block=self.block, shared_mem=self.shared_mem)
         self.occupancy = occ.to_dict()
         self._summary.value = occ._repr_html_()
@@ -105,7 +131,7 @@ class KernelPanel(StaticFallback, widgets.VBox):
                 f"dynamic shared {self.shared_mem} B")
 
     def _snapshot_html(self) -> str:
-        return self._resources_html.value + self._summary.value
+        return self._resources_html.value + self._summary.value + self._lines.value
 
     def _show_code(self, change) -> None:
         index = change["new"]

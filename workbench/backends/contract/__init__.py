@@ -18,6 +18,7 @@ The contract is a few small interfaces, each an ABC of its own module
 - :class:`Devices` (devices.py): count, current device, properties, peers;
 - :class:`PersistentKernels` (persistent.py): mapped memory, background launches;
 - :class:`Activity` (activity.py): what times launches, activity counters;
+- :class:`Instrumentation` (instrumentation.py): launches counted access by access;
 
 and :class:`Backend` (backend.py), the one class both backends are, which
 inherits them all. A default method of one interface may call the methods of
@@ -32,6 +33,7 @@ from __future__ import annotations
 from .activity import Activity
 from .backend import Backend
 from .devices import Devices, visible_device
+from .instrumentation import Instrumentation
 from .kernels import Kernels
 from .memory import Arrays, MemoryKinds, MemoryPool
 from .persistent import MappedBuffer, PersistentKernels, PersistentLaunch
@@ -40,6 +42,6 @@ from .types import (CompiledModule, CompileFailed, CompileOptions, DevicePropert
                     KernelResources, normalise_arch)
 
 __all__ = ["Activity", "Arrays", "Backend", "CompiledModule", "CompileFailed", "CompileOptions",
-           "DeviceProperties", "Devices", "Events", "Graphs", "KernelResources", "Kernels",
+           "DeviceProperties", "Devices", "Events", "Graphs", "Instrumentation", "KernelResources", "Kernels",
            "MappedBuffer", "MemoryKinds", "MemoryPool", "PersistentKernels", "PersistentLaunch",
            "Streams", "normalise_arch", "visible_device"]

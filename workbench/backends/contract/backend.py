@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .activity import Activity
 from .devices import Devices
+from .instrumentation import Instrumentation
 from .kernels import Kernels
 from .memory import Arrays, MemoryKinds, MemoryPool
 from .persistent import PersistentKernels
@@ -11,7 +12,7 @@ from .streams import Events, Graphs, Streams
 
 
 class Backend(Devices, Kernels, Arrays, MemoryPool, MemoryKinds, Streams, Events, Graphs,
-              PersistentKernels, Activity):
+              PersistentKernels, Activity, Instrumentation):
     """One device and the operations the workbench needs on it: every
     interface of :mod:`workbench.backends.contract` (docs/backends.md)."""
 

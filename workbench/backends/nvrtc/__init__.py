@@ -31,11 +31,12 @@ from .bindings import PROGRAM_NAME, nvrtc_available, nvrtc_version
 from .cache import cache_dir, clear_cache
 from .check import DEFAULT_ARCH, NvrtcResult, check_with_nvrtc
 from .headers import BUILTIN_HEADERS, nvrtc_include_dirs
-from .ptxas import constant_bank_bytes, cubin_sections, parse_ptxas_report, ptx_thread_limits
+from .ptxas import (constant_bank_bytes, cubin_resources, cubin_sections, parse_ptxas_report,
+                    ptx_thread_limits)
 
 __all__ = [
     "BUILTIN_HEADERS", "DEFAULT_ARCH", "PROGRAM_NAME", "NvrtcResult", "cache_dir",
-    "check_with_nvrtc", "clear_cache", "constant_bank_bytes", "cubin_sections",
+    "check_with_nvrtc", "clear_cache", "constant_bank_bytes", "cubin_resources", "cubin_sections",
     "max_threads_per_block", "nvrtc_available", "nvrtc_include_dirs", "nvrtc_version",
     "parse_ptxas_report", "ptx_thread_limits",
 ]

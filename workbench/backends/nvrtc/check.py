@@ -12,7 +12,7 @@ from ..contract import CompileFailed, CompileOptions, KernelResources, normalise
 from ..registers import max_threads_per_block
 from . import bindings, cache
 from .headers import BUILTIN_HEADERS, nvrtc_include_dirs
-from .ptxas import constant_bank_bytes, parse_ptxas_report, ptx_thread_limits
+from .ptxas import constant_bank_bytes, cubin_resources, parse_ptxas_report, ptx_thread_limits
 
 DEFAULT_ARCH = "sm_90"
 _PTXAS_VERBOSE = "-Xptxas=-v"
@@ -118,6 +118,8 @@ def check_with_nvrtc(source: str, options: CompileOptions, kernel_names: Sequenc
     max_ntid = ptx_thread_limits(ptx)
     wanted = {n: n for n in kernel_names}
     wanted.update({expr: lowered[expr] for expr in names if expr in lowered})
+    if cubin and not all(symbol in per_function for symbol in wanted.values()):
+        per_function = {**cubin_resources(cubin), **per_function}  # an NVRTC that printed no report
     for name, symbol in wanted.items():
         report = per_function.get(symbol)
         if report is not None:

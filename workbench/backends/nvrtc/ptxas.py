@@ -65,19 +65,71 @@ def ptx_thread_limits(ptx: str) -> dict[str, int]:
     return limits
 
 
-def cubin_sections(cubin: bytes) -> dict[str, int]:
-    """``{section name: size}`` of a 64-bit little-endian ELF (a cubin)."""
+def _section_headers(cubin: bytes) -> tuple[list[tuple], list[str]]:
+    """The section headers of a 64-bit little-endian ELF (a cubin), each
+    ``(name, type, flags, addr, offset, size, link, info, align, entsize)``,
+    and their names; empty for anything else."""
     if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
-        return {}
+        return [], []
     (section_offset,) = struct.unpack_from("<Q", cubin, 0x28)
     entry_size, count, names_index = struct.unpack_from("<HHH", cubin, 0x3A)
-    headers = [struct.unpack_from("<IIQQQQ", cubin, section_offset + i * entry_size) for i in range(count)]
+    headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, section_offset + i * entry_size)
+               for i in range(count)]
     names_offset = headers[names_index][4]
-    sections = {}
-    for name_at, _type, _flags, _addr, _offset, size in headers:
-        start = names_offset + name_at
-        sections[cubin[start:cubin.index(b"\0", start)].decode(errors="replace")] = size
-    return sections
+    return headers, [_c_string(cubin, names_offset + h[0]) for h in headers]
+
+
+def _c_string(data: bytes, start: int) -> str:
+    return data[start:data.index(b"\0", start)].decode(errors="replace")
+
+
+def cubin_sections(cubin: bytes) -> dict[str, int]:
+    """``{section name: size}`` of a 64-bit little-endian ELF (a cubin)."""
+    headers, names = _section_headers(cubin)
+    return {name: h[5] for name, h in zip(names, headers)}
+
+
+# .nv.info attributes (EIATTR_*) that carry (symbol index, figure) pairs
+_REGCOUNT, _FRAME_SIZE = 0x2F, 0x11
+#: The shared memory a block keeps for the system on sm_90 and later; the
+#: section of a kernel's __shared__ variables includes it where the cubin has
+#: a ``.nv.shared.reserved.0`` section.
+_RESERVED_SHARED = 1024
+
+
+def cubin_resources(cubin: bytes) -> dict[str, dict[str, int]]:
+    """Per kernel symbol, what ptxas's ``-v`` report says, read from the cubin
+    itself (for an NVRTC whose log leaves the report out): ``registers`` and
+    ``stack`` (the frame: local memory per thread) from the ``.nv.info``
+    attributes, ``smem`` from the size of the kernel's ``.nv.shared.`` section
+    (the system's reserved kilobyte taken off where there is one; ptxas may
+    count a few bytes of alignment more)."""
+    try:
+        headers, names = _section_headers(cubin)
+        by_name = dict(zip(names, headers))
+        kernels = {name[len(".text."):]: {} for name in names if name.startswith(".text.")}
+        symtab, info = by_name.get(".symtab"), by_name.get(".nv.info")
+        if symtab is not None and info is not None:
+            strings = headers[symtab[6]][4]
+            at, end = info[4], info[4] + info[5]
+            while at + 4 <= end:
+                form, attribute, size = struct.unpack_from("<BBH", cubin, at)
+                at += 4
+                if form != 4:  # EIFMT_SVAL: a payload of `size` bytes follows; others carry none
+                    continue
+                if attribute in (_REGCOUNT, _FRAME_SIZE) and size >= 8:
+                    index, figure = struct.unpack_from("<II", cubin, at)
+                    (name_at,) = struct.unpack_from("<I", cubin, symtab[4] + 24 * index)
+                    key = "registers" if attribute == _REGCOUNT else "stack"
+                    kernels.setdefault(_c_string(cubin, strings + name_at), {})[key] = figure
+                at += size
+        reserved = _RESERVED_SHARED if ".nv.shared.reserved.0" in by_name else 0
+        for name, figures in kernels.items():
+            section = by_name.get(".nv.shared." + name)
+            figures["smem"] = max(0, section[5] - reserved) if section is not None else 0
+        return {name: figures for name, figures in kernels.items() if "registers" in figures}
+    except (struct.error, ValueError, IndexError):
+        return {}
 
 
 def constant_bank_bytes(cubin: bytes) -> int:

@@ -33,7 +33,7 @@ import threading
 
 from ...errors import KernelFault
 from ..contract import Backend
-from . import build, persistent
+from . import build, instrumented, persistent
 from .arena import Arena
 from .devices import SimulatorDevices, virtual_device
 from .faults import worker_fault
@@ -206,6 +206,13 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
         # launch is large (native/grid.cpp: 8192 threads or more); a smaller one
         # runs its blocks one after another, so one block runs at a time.
         return 1
+
+    # -- counted launches (instrumented.py) ---------------------------------------------
+    #: While count_launches() is active: takes each launch first (True: it ran it).
+    launch_observer = None
+
+    def count_launches(self, kernel=None, skip: int = 0, count=None, max_blocks=None):
+        return instrumented.count_launches(self, kernel, skip, count, max_blocks)
 
     def __repr__(self) -> str:
         return f"<SimulatorBackend {self.describe()}{f' ({self.reason})' if self.reason else ''}>"

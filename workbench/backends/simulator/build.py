@@ -42,6 +42,20 @@ BASE_FLAGS = ("-O2", "-fPIC", "-fno-strict-aliasing", "-fno-delete-null-pointer-
               "-fno-finite-loops", "-fno-semantic-interposition", "-fno-plt", "-pthread",
               "-fdiagnostics-column-unit=byte")  # as NVRTC counts: diagnostics.py makes them characters
 CHECKED_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
+#: The build that counts memory accesses (instrumented.py): ThreadSanitizer's
+#: instrumentation calls a hook of the worker (native/access.cpp) for every
+#: load, store and atomic, and SanitizerCoverage's for every basic block; the
+#: library is linked without libtsan. One source access stays one access, as
+#: the GPU's compiler keeps it: no vectorisation (which would merge
+#: neighbouring accesses into one) and no scalar replacement of aggregates
+#: (which would split a float4 copy into four loads). -gdwarf-4: sites become
+#: lines (binutils 2.40's addr2line misplaces DWARF 5's first file in functions
+#: that are not inlined). -fno-gnu-unique: a template's static __shared__
+#: variable is the library's own, not the one of the module's plain build
+#: loaded before it (a unique symbol is one per process).
+INSTRUMENT_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
+                    "-fsanitize-coverage=trace-pc", "-gdwarf-4", "-fno-tree-vectorize",
+                    "-fno-tree-slp-vectorize", "-fno-tree-sra", "-fno-gnu-unique", "-Wno-tsan")
 
 
 def compiler() -> str:
@@ -223,6 +237,17 @@ class BuiltLibrary:
     cache_hit: bool
 
 
+#: What each library of this process was built from (path -> generated source,
+#: g++ flags): the instrumented build of a module is made from the same.
+_INPUTS: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+
+def build_inputs(path) -> tuple[str, tuple[str, ...]] | None:
+    """``(generated source, flags)`` of the library at ``path`` built (or
+    found in the cache) by this process, or None."""
+    return _INPUTS.get(str(path))
+
+
 def std_flag(std: str | None) -> str:
     """The ``-std=`` flag: the user's standard, at least C++17 (the prelude needs it)."""
     if std:
@@ -232,34 +257,57 @@ def std_flag(std: str | None) -> str:
     return "-std=c++17"
 
 
-def build_library(generated: str, flags: list[str], checked: bool, warnings: bool) -> BuiltLibrary:
-    """Compile ``generated`` (C++ from :mod:`.source`) into a shared library.
+def build_library(generated: str, flags: list[str], checked: bool, warnings: bool,
+                  instrumented: bool = False) -> BuiltLibrary:
+    """Compile ``generated`` (C++ from :mod:`.source`) into a shared library
+    (``instrumented``: the build that counts accesses, :data:`INSTRUMENT_FLAGS`).
 
     Raises :class:`CompileFailed` with g++'s log on error.
     """
+    given = tuple(flags)
     cmd_flags = list(BASE_FLAGS) + list(flags)
     if checked:
         cmd_flags = [f for f in cmd_flags if f != "-O2"] + ["-O1", *CHECKED_FLAGS]
+    if instrumented:
+        cmd_flags += INSTRUMENT_FLAGS
     if not warnings:
         cmd_flags.append("-w")
     key_src = "\n".join([simulator_fingerprint(), " ".join(cmd_flags), generated])
     key = hashlib.sha256(key_src.encode()).hexdigest()[:24]
     target = CACHE.path(f"k-{key}.so")
     if target.exists():
+        _remember(target, generated, given)
         return BuiltLibrary(target, "", True)
     exe = _require_compiler()  # only a new build needs it
     src = CACHE.path(f"k-{key}.cpp")
     if not write_atomic(src, generated):
         raise CompileFailed(f"cannot write the generated source to {src}", compiler="g++",
                             line_shift=0)
-    cmd = [exe, *cmd_flags, "-shared", "-I", str(PRELUDE_DIR), "-x", "c++", str(src),
-           "-o", "{out}"]
-    proc = _atomic_build(target, cmd)
+    compile_cmd = [exe, *cmd_flags, "-I", str(PRELUDE_DIR), "-x", "c++", str(src)]
+    if instrumented:
+        # compiled with the instrumentation, linked without it: libtsan would
+        # otherwise come along as a dependency; the worker has the hooks
+        obj = CACHE.path(f"k-{key}.o")
+        proc = _atomic_build(obj, [*compile_cmd, "-c", "-o", "{out}"])
+        if proc.returncode == 0:
+            link = [c for c in cmd_flags if not c.startswith("-fsanitize")]
+            proc = _atomic_build(target, [exe, *link, "-shared", str(obj), "-o", "{out}"])
+        if obj.exists():
+            obj.unlink()
+    else:
+        proc = _atomic_build(target, [*compile_cmd, "-shared", "-o", "{out}"])
     log = _clean_log(proc.stderr, src)
     if proc.returncode != 0:
         raise CompileFailed(log or f"g++ failed with exit code {proc.returncode}",
                             compiler="g++", line_shift=0)
+    _remember(target, generated, given)
     return BuiltLibrary(target, log, False)
+
+
+def _remember(target: Path, generated: str, flags: tuple[str, ...]) -> None:
+    if len(_INPUTS) > 512:
+        _INPUTS.pop(next(iter(_INPUTS)))
+    _INPUTS[str(target)] = (generated, flags)
 
 
 def _clean_log(log: str, src: Path) -> str:

@@ -20,6 +20,11 @@ _DEVICES = {
                  shared_memory_per_multiprocessor=228 * KIB, max_threads_per_multiprocessor=2048,
                  max_blocks_per_multiprocessor=32, l2_cache_bytes=50 * 1024 * 1024,
                  clock_khz=1980000, memory_clock_khz=2619000, memory_bus_width=5120),
+    "H200": dict(name="NVIDIA H200", compute_capability=(9, 0), multiprocessors=132,
+                 total_memory=141 * GIB, shared_memory_per_block_optin=227 * KIB,
+                 shared_memory_per_multiprocessor=228 * KIB, max_threads_per_multiprocessor=2048,
+                 max_blocks_per_multiprocessor=32, l2_cache_bytes=60 * 1024 * 1024,
+                 clock_khz=1980000, memory_clock_khz=3201000, memory_bus_width=6144),
     "A100": dict(name="NVIDIA A100-SXM4-80GB", compute_capability=(8, 0), multiprocessors=108,
                  total_memory=80 * GIB, shared_memory_per_block_optin=163 * KIB,
                  shared_memory_per_multiprocessor=164 * KIB, max_threads_per_multiprocessor=2048,
@@ -45,7 +50,7 @@ DEFAULT_DEVICE = "H100"
 
 
 def virtual_device(device=None, memory_bytes: int | None = None) -> DeviceProperties:
-    """Properties of the simulated device: a model name (H100, A100, L4,
+    """Properties of the simulated device: a model name (H100, H200, A100, L4,
     RTX 4090, T4), a :class:`DeviceProperties`, or a dict of overrides of the
     default."""
     if isinstance(device, DeviceProperties):

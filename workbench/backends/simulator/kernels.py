@@ -215,6 +215,10 @@ class SimulatorKernels(Kernels):
     def _run(self, function, grid, block, shared_mem: int, arguments: bytes,
              cooperative: bool) -> None:
         """Send the launch to the worker, wait for its end and print its output."""
+        observer = self.launch_observer
+        if observer is not None and observer(function, grid, block, shared_mem, arguments,
+                                             cooperative):
+            return  # counted (instrumented.py)
         module = function.module
         checked = module.checked
         with self.lock:

@@ -16,7 +16,7 @@ import enum
 import struct
 
 #: ``WBSIM_ABI_VERSION``: the worker says it in its first reply.
-ABI_VERSION = 6
+ABI_VERSION = 7
 
 CONTROL_MAGIC = 0x57425349        # WBSIM_CONTROL_MAGIC
 PRINTF_OFFSET = 65536             # WBSIM_PRINTF_OFFSET
@@ -32,6 +32,7 @@ class Op(enum.IntEnum):
     LAUNCH = 2          # see launch.launch_request -> u64 kernel nanoseconds
     SYMBOL_WRITE = 3    # u32 handle, name, u64 offset, u64 bytes, data -> nothing
     SYMBOL_READ = 4     # u32 handle, name, u64 offset, u64 bytes -> data
+    INSTRUMENTED_LAUNCH = 5  # a launch of an instrumented library -> nanoseconds, counts
 
 
 class FaultKind(enum.IntEnum):

@@ -46,6 +46,10 @@ _UNSUPPORTED = [
      ("include",)),
 ]
 
+#: What whole programs have that cells do not (see find_unsupported); a program's
+#: includes of GPU-only headers are found by program_source.gpu_only_features.
+_PROGRAMS_HAVE = (("<<<",), ("tex", "Texture", "surf", "Surface"), ("bf16", "bfloat16"), ("include",))
+
 _EXTERN_SHARED = re.compile(r"\bextern\b(?P<decl>[^;{}()]*?(?:\([^;{}]*?\)[^;{}()]*?)*?)"
                             r"\b(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;")
 _ATTRIBUTES = re.compile(r"__align__\s*\(\s*\d+\s*\)|alignas\s*\([^)]*\)|__attribute__\s*\(\(.*?\)\)"
@@ -71,7 +75,9 @@ def find_unsupported(source: str, defines: Sequence[str] | None = None,
     With ``defines`` (the ``-D`` options g++ gets), constructs in ``#if``
     branches those leave out are not reported; without them every branch is
     searched. In a whole ``program``, ``<<<`` is the host's launch syntax
-    (a launch from a kernel is found when it runs)."""
+    (a launch from a kernel is found when it runs), texture objects and
+    bfloat16 are supported (the program runtime has them), and includes are
+    left to ``program_source.gpu_only_features``."""
     return list(_find_unsupported(source, None if defines is None else tuple(defines), program))
 
 
@@ -81,7 +87,7 @@ def _find_unsupported(source: str, defines: tuple[str, ...] | None,
     code = cxx.scan(source, defines).visible
     found = []
     for pattern, message, words in _UNSUPPORTED:
-        if program and words == ("<<<",):
+        if program and words in _PROGRAMS_HAVE:
             continue
         if not any(w in code for w in words):
             continue

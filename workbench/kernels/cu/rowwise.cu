@@ -1,17 +1,27 @@
-// Row-wise kernels over a (rows, cols) array: softmax, log-softmax, layer
-// norm and cross-entropy. Rows are visited in a grid-stride loop.
+// Row-wise kernels over a (rows, cols) array: softmax, log-softmax, layer norm and
+// cross-entropy, for float and double.
 //
-// The kernels with a WARP parameter run one warp per row when it is true
-// (8 rows per block of 256 threads: short rows, up to about a thousand
-// columns) and one block per row when it is false (long rows).
+// One reduction a row. Each thread first reduces its own values (held in registers)
+// to partial statistics, then the row's threads merge those in one tree:
+//   softmax, log-softmax, cross-entropy: (m, s), this thread's maximum and the sum of
+//     exp(x - m) over its values; two pairs merge as (max, s_a e^(m_a - m) + s_b e^(m_b - m)).
+//     Softmax keeps each e^(x - m_t) and scales it by e^(m_t - M) / S at the end.
+//   layer norm: (n, mean, M2), the count, mean and sum of squared deviations of this
+//     thread's values (two passes over registers: exact); triples merge by Chan's formula.
+// A block-wide reduction thus costs one barrier a row; its shared slots alternate
+// between two sets from one row to the next, so no second barrier guards their reuse.
 //
-// Rows of up to 32768 floats (16384 doubles) go to rowwise_kernel, which holds
-// the row in registers (below). Longer rows take the kernels at the end, one
-// block per row: softmax_kernel is the "online" form (each thread keeps a
-// running maximum m and a sum s of exp(x - m), rescaling s when m grows; the
-// (m, s) pairs are combined across the block), so the row is read once for its
-// statistics and once more for the result; layer norm takes the sum and the sum
-// of squares of x - x[0] (the shift keeps the variance accurate) in one pass.
+// Three kernels, chosen by the host (rowwise.py):
+//  * rowwise_staged_kernel: rows of 2k to 32k floats (1k to 16k doubles) on whole
+//    16-byte vectors, on Hopper and later GPUs (and on the simulator, which imitates
+//    the copies). A persistent grid; each block streams its rows through a ring of
+//    shared-memory stages filled by the copy engine (below), so that the next rows'
+//    reads are always in flight while this row is reduced and written.
+//  * rowwise_kernel: rows of up to 32k floats read straight into registers: a warp a
+//    row up to 1024 floats, a block of 256 or 512 threads beyond (where the staged
+//    kernel cannot run: unaligned rows, GPUs before Hopper).
+//  * softmax_kernel, layer_norm_kernel, cross_entropy_kernel: longer rows, a block a
+//    row, two reads (online softmax; layer norm from sums of x - x[0]).
 
 template <typename T> __device__ __forceinline__ T infinity();
 template <> __device__ __forceinline__ float infinity<float>() { return __int_as_float(0x7f800000); }
@@ -19,18 +29,22 @@ template <> __device__ __forceinline__ double infinity<double>() {
   return __longlong_as_double(0x7ff0000000000000LL);
 }
 
-// A running maximum and the sum of exp(x - max).
-template <typename T> struct MaxSum { T m; T s; };
+enum RowOp { ROW_SOFTMAX = 0, ROW_LOG_SOFTMAX = 1, ROW_LAYER_NORM = 2, ROW_CROSS_ENTROPY = 3 };
 
-template <typename T>
-__device__ __forceinline__ void add_value(MaxSum<T>& a, T x) {
-  if (x > a.m) {
-    a.s = a.s * exp(a.m - x) + T(1);
-    a.m = x;
-  } else {
-    a.s += exp(x - a.m);
-  }
-}
+template <typename T> struct Vec;
+template <> struct Vec<float> { typedef float4 type; static const int width = 4; };
+template <> struct Vec<double> { typedef double2 type; static const int width = 2; };
+
+template <typename T, typename V>
+__device__ __forceinline__ T& component(V& v, int c) { return reinterpret_cast<T*>(&v)[c]; }
+
+// ---- partial statistics and how two merge ----------------------------------------------
+// Both merges are symmetric (merge(a, b) == merge(b, a) bit for bit), so every lane of
+// a butterfly reduction ends with the same result.
+
+template <typename T> struct MaxSum { T m; T s; };        // a maximum, the sum of exp(x - m)
+template <typename T> struct Moments { T n; T mean; T m2; };  // count, mean, sum of (x - mean)^2
+template <typename T> struct Sums { T a; T b; };          // two plain sums
 
 template <typename T>
 __device__ __forceinline__ MaxSum<T> merge(MaxSum<T> a, MaxSum<T> b) {
@@ -44,195 +58,358 @@ __device__ __forceinline__ MaxSum<T> merge(MaxSum<T> a, MaxSum<T> b) {
 }
 
 template <typename T>
-__device__ __forceinline__ MaxSum<T> warp_merge(MaxSum<T> v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    MaxSum<T> other;
-    other.m = __shfl_xor_sync(0xffffffffu, v.m, offset);
-    other.s = __shfl_xor_sync(0xffffffffu, v.s, offset);
-    v = merge(v, other);
-  }
-  return v;
+__device__ __forceinline__ Moments<T> merge(Moments<T> a, Moments<T> b) {
+  Moments<T> r;
+  r.n = a.n + b.n;
+  const T inverse = r.n > T(0) ? T(1) / r.n : T(0);
+  const T delta = b.mean - a.mean;
+  r.mean = (a.n * a.mean + b.n * b.mean) * inverse;
+  r.m2 = a.m2 + b.m2 + delta * delta * (a.n * b.n) * inverse;
+  return r;
 }
 
 template <typename T>
-__device__ __forceinline__ T warp_sum(T v) {
+__device__ __forceinline__ Sums<T> merge(Sums<T> a, Sums<T> b) {
+  Sums<T> r;
+  r.a = a.a + b.a;
+  r.b = a.b + b.b;
+  return r;
+}
+
+// What a thread with no values contributes.
+template <typename T> __device__ __forceinline__ void make_empty(MaxSum<T>& v) { v.m = -infinity<T>(); v.s = T(0); }
+template <typename T> __device__ __forceinline__ void make_empty(Moments<T>& v) { v.n = v.mean = v.m2 = T(0); }
+template <typename T> __device__ __forceinline__ void make_empty(Sums<T>& v) { v.a = v.b = T(0); }
+
+// A statistics structure, shuffled field by field (all fields are of type T).
+template <typename T, typename S>
+__device__ __forceinline__ S shuffle_xor(S v, int offset) {
+  const int fields = sizeof(S) / sizeof(T);
+  T* f = reinterpret_cast<T*>(&v);
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  for (int i = 0; i < fields; ++i) f[i] = __shfl_xor_sync(0xffffffffu, f[i], offset);
   return v;
 }
 
-// The (m, s) of the whole row in every thread of the row's group.
-template <typename T, bool WARP>
-__device__ __forceinline__ MaxSum<T> row_merge(MaxSum<T> v) {
-  v = warp_merge(v);
-  if (WARP) return v;
-  __shared__ T ms[32], ss[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) { ms[warp] = v.m; ss[warp] = v.s; }
-  __syncthreads();
-  MaxSum<T> w;
-  w.m = -infinity<T>();
-  w.s = T(0);
-  if (lane < (int)(blockDim.x >> 5)) { w.m = ms[lane]; w.s = ss[lane]; }
-  w = warp_merge(w);
-  __syncthreads();  // the shared slots are reused by the next row
-  return w;
+template <typename T, typename S>
+__device__ __forceinline__ S warp_reduce(S v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = merge(v, shuffle_xor<T>(v, offset));
+  return v;
 }
 
-// Two sums of the whole row in every thread of the row's group.
-template <typename T, bool WARP>
-__device__ __forceinline__ void row_sums(T& a, T& b) {
-  a = warp_sum(a);
-  b = warp_sum(b);
-  if (WARP) return;
-  __shared__ T as[32], bs[32];
+// The block's statistics in every thread, with one barrier: `slots` holds two sets of
+// 32; call i uses set i & 1 (a thread already in the next row writes the other set).
+template <typename T, typename S>
+__device__ __forceinline__ S block_reduce(S v, S* slots, long long call) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) { as[warp] = a; bs[warp] = b; }
+  S* set = slots + 32 * (int)(call & 1);
+  v = warp_reduce<T>(v);
+  if (lane == 0) set[warp] = v;
   __syncthreads();
-  const bool live = lane < (int)(blockDim.x >> 5);
-  a = warp_sum(live ? as[lane] : T(0));
-  b = warp_sum(live ? bs[lane] : T(0));
-  __syncthreads();
+  if (lane < (int)(blockDim.x >> 5)) v = set[lane]; else make_empty(v);
+  return warp_reduce<T>(v);
 }
 
-// Where this thread starts in a row, how far it steps, which row it takes
-// first and how many rows the grid moves on.
-struct RowLoop { int lane; int step; long long first; long long stride; };
+// The statistics type of an operation.
+template <typename T, int OP> struct RowStats { typedef MaxSum<T> type; };
+template <typename T> struct RowStats<T, ROW_LAYER_NORM> { typedef Moments<T> type; };
 
-template <bool WARP>
-__device__ __forceinline__ RowLoop row_loop() {
-  RowLoop r;
-  if (WARP) {
-    const int rows_per_block = blockDim.x >> 5;
-    r.lane = threadIdx.x & 31;
-    r.step = 32;
-    r.first = (long long)blockIdx.x * rows_per_block + (threadIdx.x >> 5);
-    r.stride = (long long)gridDim.x * rows_per_block;
+// This thread's partial statistics of its VPT vectors; `valid(k, c)` says whether
+// component c of vector k is in the row (values outside are -inf, or 0 for layer norm).
+// For softmax the values become their exponentials e^(x - m_t).
+template <typename T, int OP, int VPT, typename V, typename Valid>
+__device__ __forceinline__ typename RowStats<T, OP>::type thread_stats(V (&v)[VPT], Valid valid) {
+  const int W = Vec<T>::width;
+  typename RowStats<T, OP>::type r;
+  if (OP == ROW_LAYER_NORM) {
+    T* p = reinterpret_cast<T*>(&r);   // n, mean, m2
+    T n = T(0), sum = T(0);
+#pragma unroll
+    for (int k = 0; k < VPT; ++k)
+#pragma unroll
+      for (int c = 0; c < W; ++c) {
+        n += valid(k, c) ? T(1) : T(0);
+        sum += component<T>(v[k], c);
+      }
+    const T mean = n > T(0) ? sum / n : T(0);
+    T m2 = T(0);
+#pragma unroll
+    for (int k = 0; k < VPT; ++k)
+#pragma unroll
+      for (int c = 0; c < W; ++c) {
+        const T d = valid(k, c) ? component<T>(v[k], c) - mean : T(0);
+        m2 = fma(d, d, m2);
+      }
+    p[0] = n; p[1] = mean; p[2] = m2;
   } else {
-    r.lane = threadIdx.x;
-    r.step = blockDim.x;
-    r.first = blockIdx.x;
-    r.stride = gridDim.x;
+    T* p = reinterpret_cast<T*>(&r);   // m, s
+    T m = -infinity<T>();
+#pragma unroll
+    for (int k = 0; k < VPT; ++k)
+#pragma unroll
+      for (int c = 0; c < W; ++c) m = fmax(m, component<T>(v[k], c));
+    const T base = m == -infinity<T>() ? T(0) : m;   // no -inf - -inf for a thread of -infs
+    T s = T(0);
+#pragma unroll
+    for (int k = 0; k < VPT; ++k)
+#pragma unroll
+      for (int c = 0; c < W; ++c) {   // exp(-inf) = 0 past the row's end
+        const T e = exp(component<T>(v[k], c) - base);
+        s += e;
+        if (OP == ROW_SOFTMAX) component<T>(v[k], c) = e;
+      }
+    p[0] = m; p[1] = s;
   }
   return r;
 }
 
-template <typename T, bool MAX>
-__device__ __forceinline__ T warp_all(T v) {
+// The outputs of one vector v of a row: softmax v scale (v holds e^(x - m_t)),
+// log-softmax v - shift, layer norm (v - shift) scale g + b.
+template <typename T, int OP, typename V>
+__device__ __forceinline__ V row_output(V v, T scale, T shift, V g, V b) {
+  V r;
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const T other = __shfl_xor_sync(0xffffffffu, v, offset);
-    v = MAX ? (other > v ? other : v) : v + other;
+  for (int c = 0; c < Vec<T>::width; ++c) {
+    const T x = component<T>(v, c);
+    component<T>(r, c) = OP == ROW_SOFTMAX ? x * scale
+                       : OP == ROW_LOG_SOFTMAX ? x - shift
+                       : fma((x - shift) * scale, component<T>(g, c), component<T>(b, c));
   }
-  return v;
+  return r;
 }
 
-// The maximum (MAX) or the sum of v over the block, in every thread.
-template <typename T, bool MAX>
-__device__ __forceinline__ T block_all(T v) {
-  __shared__ T slots[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_all<T, MAX>(v);
-  if (lane == 0) slots[warp] = v;
-  __syncthreads();
-  v = lane < (int)(blockDim.x >> 5) ? slots[lane] : (MAX ? -infinity<T>() : T(0));
-  v = warp_all<T, MAX>(v);
-  __syncthreads();  // the slots are reused by the next call
-  return v;
+// (scale, shift) of row_output: softmax e^(m_t - M) / S and -; log-softmax - and
+// M + log S; layer norm rstd and the mean.
+template <typename T, int OP, typename S>
+__device__ __forceinline__ void output_terms(const S& row, const S& mine, T eps, T& scale, T& shift) {
+  const T* r = reinterpret_cast<const T*>(&row);
+  const T* t = reinterpret_cast<const T*>(&mine);
+  if (OP == ROW_LAYER_NORM) {
+    shift = r[1];
+    scale = T(1) / sqrt(r[2] / r[0] + eps);
+  } else {
+    scale = exp(t[0] - r[0]) / r[1];
+    shift = r[0] + log(r[1]);
+  }
 }
 
-// ---- rows held in registers --------------------------------------------------------
+// Cross-entropy's loss from the row's (M, S) and the target's logit; a target outside
+// 0..cols-1 gives NaN rather than reading past the row.
+template <typename T>
+__device__ __forceinline__ T cross_entropy_loss(MaxSum<T> row, long long t, long long cols,
+                                                const T* in) {
+  return (t >= 0 && t < cols) ? row.m + log(row.s) - in[t] : infinity<T>() - infinity<T>();
+}
+
+// ---- rows streamed through shared memory by the copy engine ---------------------------
 //
-// rowwise_kernel<T, OP, VPT>: a group of `group` threads (a warp, or the whole block)
-// takes a row; thread `lane` of the group holds the row's 16-byte vectors lane,
-// lane + group, lane + 2 group, ... (VPT of them: up to 64 floats), so the row is read
-// from memory once, with coalesced 16-byte loads, whatever the cache holds; the
-// reductions (max, sums) run over registers and the result is written once. Every
-// unrolled load is independent, so all of a thread's loads are in flight together.
-// `vec` says rows are whole vectors on 16-byte boundaries (cols a multiple of the
-// width, aligned arrays); otherwise the same vectors are gathered element by element.
+// rowwise_staged_kernel<T, OP, THREADS, VPT>: a persistent grid (`blocks per SM` x SMs);
+// block b takes rows b, b + gridDim.x, ... Thread 0 keeps `stages` of them in flight:
+// each stage is one row's buffer in dynamic shared memory, filled by one bulk copy
+// (cp.async.bulk, Hopper's Tensor Memory Accelerator, no tensor map needed for a
+// contiguous row) that completes on the stage's mbarrier with the row's byte count.
+// The block waits on the stage's phase, copies the row into registers (thread t holds
+// 16-byte vectors t, t + THREADS, ...: VPT of them), reduces it with one barrier,
+// after which every thread has read the stage, so thread 0 refills it with the row
+// `stages` ahead; then the block computes and writes its outputs from registers while
+// the copies run.
 //
-// With `prefetch` (the longest rows, where one block fills a multiprocessor and there
-// is no other block to overlap with) each thread also copies its vectors of the
-// block's next row into shared memory with cp.async while it works on this one, so
-// that the memory system never waits on the arithmetic and the reductions. Each
-// thread reads back only what it copied itself (prefetch runs with whole-block groups,
-// whose first reduction's barrier orders those reads before the next copies).
-enum RowOp { ROW_SOFTMAX = 0, ROW_LOG_SOFTMAX = 1, ROW_LAYER_NORM = 2, ROW_CROSS_ENTROPY = 3 };
+// Why: a row in flight only while its block waits for it (rowwise_kernel) leaves the
+// memory idle during the reductions and the writes, and registers limit a 4k-16k
+// float row to one or two blocks per SM: 60-77% of the copy bandwidth on an H200.
+// Little's law: ~4.8 TB/s x ~0.7 us is ~3.4 MB in flight, ~26 KB per SM; the host
+// sizes the ring to keep 2 or more rows ahead (16k floats: 3 stages of 64 KB, one
+// 512-thread block an SM; 4k: 6 stages of 16 KB in each of 2 blocks of 256), far
+// above that, whatever the block is doing. The 32k-float row (128 KB) fits one stage:
+// its next row loads while this one is finished.
 
-template <typename T> struct Vec;
-template <> struct Vec<float> { typedef float4 type; static const int width = 4; };
-template <> struct Vec<double> { typedef double2 type; static const int width = 2; };
+#define ROW_MAX_STAGES 8
 
-#if defined(__WBSIM__) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800)
-__device__ __forceinline__ void row_copy16(void* dst, const void* src, bool valid) {
-  if (valid) *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(src);
+#if defined(__WBSIM__) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
+// Without the copy engine (the CPU simulator; GPUs before Hopper, where the host never
+// chooses this kernel) thread 0 copies the row itself and counts completed fills; a
+// waiter sees the same phase parity an mbarrier would give.
+typedef unsigned int stage_barrier;
+__device__ __forceinline__ void stage_init(stage_barrier* bar) { *bar = 0; }
+__device__ __forceinline__ void stage_fill(void* dst, const void* src, unsigned bytes,
+                                           stage_barrier* bar) {
+  memcpy(dst, src, bytes);
+  __threadfence_block();
+  *(volatile stage_barrier*)bar = *bar + 1;
 }
-__device__ __forceinline__ void row_copies_wait() {}
+__device__ __forceinline__ void stage_wait(stage_barrier* bar, unsigned parity) {
+  while ((*(volatile stage_barrier*)bar & 1u) == parity) {
+#if defined(__WBSIM__) || __CUDA_ARCH__ >= 700
+    __nanosleep(32);
+#endif
+  }
+  __threadfence_block();
+}
 #else
-__device__ __forceinline__ void row_copy16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-               :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))), "l"(src),
-                  "r"(valid ? 16 : 0) : "memory");
+typedef unsigned long long stage_barrier;   // an mbarrier
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
-__device__ __forceinline__ void row_copies_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+__device__ __forceinline__ void stage_init(stage_barrier* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"(shared_address(bar)));
+}
+// Arm the barrier with the byte count, then start the copy that completes it.
+__device__ __forceinline__ void stage_fill(void* dst, const void* src, unsigned bytes,
+                                           stage_barrier* bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+               :: "r"(shared_address(bar)), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1], %2, [%3];\n"
+               :: "r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
+               : "memory");
+}
+// Wait until the phase of parity `parity` has completed (a fresh barrier is in phase 0).
+__device__ __forceinline__ void stage_wait(stage_barrier* bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done) {
+    asm volatile("{\n .reg .pred p;\n"
+                 " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(shared_address(bar)), "r"(parity) : "memory");
+  }
+}
 #endif
 
-// The maximum (MAX) or sum of v over the row's group, in every thread of it.
-template <typename T, bool MAX>
-__device__ __forceinline__ T group_all(T v, int group) {
-  return group > 32 ? block_all<T, MAX>(v) : warp_all<T, MAX>(v);
-}
+extern __shared__ __align__(16) unsigned char row_dynamic_shared[];
 
-template <typename T, typename V>
-__device__ __forceinline__ T& component(V& v, int c) { return reinterpret_cast<T*>(&v)[c]; }
-template <typename T, typename V>
-__device__ __forceinline__ T component(const V& v, int c) { return reinterpret_cast<const T*>(&v)[c]; }
-
-template <typename T, int OP, int VPT>
-__global__ void __launch_bounds__(512) rowwise_kernel(
+template <typename T, int OP, int THREADS, int VPT>
+__global__ void __launch_bounds__(THREADS, THREADS <= 256 ? 2 : 1) rowwise_staged_kernel(
     const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
     const long long* __restrict__ targets, T* __restrict__ y, long long rows, long long cols,
-    int threads_per_row, int vec, int prefetch, T eps) {
+    int stages, T eps) {
   typedef typename Vec<T>::type V;
+  typedef typename RowStats<T, OP>::type S;
+  const int W = Vec<T>::width;
+  __shared__ stage_barrier full[ROW_MAX_STAGES];
+  __shared__ S slots[64];
+  V* ring = reinterpret_cast<V*>(row_dynamic_shared);   // stages x vectors
+  const int vectors = (int)(cols / W);                   // the host checks cols % W == 0
+  const unsigned row_bytes = (unsigned)(cols * sizeof(T));
+  const int lane = threadIdx.x;
+  const long long first = blockIdx.x, stride = gridDim.x;
+  const long long mine = first < rows ? (rows - 1 - first) / stride + 1 : 0;
+  const T filler = OP == ROW_LAYER_NORM ? T(0) : -infinity<T>();   // past the row's end
+
+  // layer norm: gamma and beta of this thread's columns stay in registers when few
+  const bool keep = OP == ROW_LAYER_NORM && VPT <= 4;
+  V g[keep ? VPT : 1], b[keep ? VPT : 1];
+  if (keep)
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      const int j = lane + k * THREADS;
+      if (j < vectors) {
+        g[keep ? k : 0] = reinterpret_cast<const V*>(gamma)[j];
+        b[keep ? k : 0] = reinterpret_cast<const V*>(beta)[j];
+      }
+    }
+
+  if (lane == 0)
+    for (int s = 0; s < stages; ++s) stage_init(&full[s]);
+  __syncthreads();
+  if (lane == 0)
+    for (int s = 0; s < stages && s < mine; ++s)
+      stage_fill(ring + (size_t)s * vectors, x + (first + s * stride) * cols, row_bytes, &full[s]);
+
+  int s = 0;
+  unsigned phase = 0;
+  for (long long i = 0; i < mine; ++i) {
+    const long long row = first + i * stride;
+    T target_logit = T(0);
+    long long t = -1;
+    if (OP == ROW_CROSS_ENTROPY && lane == 0) {   // early: its latency hides behind the row
+      t = targets[row];
+      if (t >= 0 && t < cols) target_logit = x[row * cols + t];
+    }
+    stage_wait(&full[s], phase);
+    const V* staged = ring + (size_t)s * vectors;
+    V v[VPT];
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      const int j = lane + k * THREADS;
+      if (j < vectors) {
+        v[k] = staged[j];
+      } else {
+#pragma unroll
+        for (int c = 0; c < W; ++c) component<T>(v[k], c) = filler;
+      }
+    }
+    const S partial = thread_stats<T, OP, VPT>(
+        v, [&](int k, int) { return lane + k * THREADS < vectors; });
+    const S whole = block_reduce<T>(partial, slots, i);
+    // every thread has read stage s: it takes the row `stages` ahead
+    if (lane == 0 && i + stages < mine)
+      stage_fill(ring + (size_t)s * vectors, x + (row + stages * stride) * cols, row_bytes, &full[s]);
+    if (++s == stages) { s = 0; phase ^= 1; }
+
+    if (OP == ROW_CROSS_ENTROPY) {
+      if (lane == 0) {
+        const MaxSum<T>& r = reinterpret_cast<const MaxSum<T>&>(whole);
+        y[row] = (t >= 0 && t < cols) ? r.m + log(r.s) - target_logit : infinity<T>() - infinity<T>();
+      }
+      continue;
+    }
+    T scale, shift;
+    output_terms<T, OP>(whole, partial, eps, scale, shift);
+    V* out = reinterpret_cast<V*>(y + row * cols);
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      const int j = lane + k * THREADS;
+      if (j < vectors) {
+        V gk = v[k], bk = v[k];
+        if (OP == ROW_LAYER_NORM) {
+          gk = keep ? g[keep ? k : 0] : reinterpret_cast<const V*>(gamma)[j];
+          bk = keep ? b[keep ? k : 0] : reinterpret_cast<const V*>(beta)[j];
+        }
+        out[j] = row_output<T, OP>(v[k], scale, shift, gk, bk);
+      }
+    }
+  }
+}
+
+// ---- rows held in registers, read straight from memory ----------------------------------
+//
+// rowwise_kernel<T, OP, VPT>: a group of `group` threads (a warp, or the whole block)
+// takes a row in a grid-stride loop; thread `lane` of the group holds the row's 16-byte
+// vectors lane, lane + group, ... (VPT of them), all loads unrolled and in flight
+// together, so the row is read once and written once. `vec` says rows are whole
+// vectors on 16-byte boundaries; otherwise the same vectors are gathered element by
+// element. (For double the launch bounds promise one block of 512 an SM: without it
+// ptxas keeps the kernels, whose double math has out-of-line slow paths, at 64
+// registers and spills.)
+template <typename T, int OP, int VPT>
+__global__ void __launch_bounds__(512, sizeof(T) == 8 ? 1 : 0) rowwise_kernel(
+    const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
+    const long long* __restrict__ targets, T* __restrict__ y, long long rows, long long cols,
+    int threads_per_row, int vec, T eps) {
+  typedef typename Vec<T>::type V;
+  typedef typename RowStats<T, OP>::type S;
   // VPT = 16 is launched with whole blocks of 512 only: a constant keeps the unrolled
-  // addresses immediate offsets from one base (fewer registers beside the 64 values)
+  // addresses immediate offsets from one base
   const int group = VPT == 16 ? 512 : threads_per_row;
   const int W = Vec<T>::width;
-  extern __shared__ __align__(16) unsigned char row_dynamic_shared[];
-  V* staged = reinterpret_cast<V*>(row_dynamic_shared);   // group * VPT vectors, with prefetch
+  __shared__ S slots[64];
   const int lane = threadIdx.x % group;
   const int rows_per_block = blockDim.x / group;
   const long long stride = (long long)gridDim.x * rows_per_block;
   const long long first = (long long)blockIdx.x * rows_per_block + threadIdx.x / group;
-  const T filler = OP == ROW_LAYER_NORM ? T(0) : -infinity<T>();   // past the row's end
+  const T filler = OP == ROW_LAYER_NORM ? T(0) : -infinity<T>();
   const int n = (int)cols;                 // the host keeps rows under 2^31 values
   const int vectors = (n + W - 1) / W;
 
-  auto stage = [&](long long row) {   // this thread's vectors of `row` into shared memory
-    const V* in = reinterpret_cast<const V*>(x + row * cols);
-#pragma unroll
-    for (int k = 0; k < VPT; ++k) {
-      const int j = lane + k * group;
-      row_copy16(&staged[lane + k * group], in + (j < vectors ? j : 0), j < vectors);
-    }
-  };
-  if (prefetch && first < rows) stage(first);
-
-  for (long long row = first; row < rows; row += stride) {
+  long long call = 0;
+  for (long long row = first; row < rows; row += stride, ++call) {
     const T* in = x + row * cols;
     V v[VPT];
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
       const int j = lane + k * group;   // vector j: columns W j .. W j + W - 1
-      if (prefetch) {
-        if (k == 0) row_copies_wait();
-        v[k] = staged[lane + k * group];
-        if (j >= vectors)
-#pragma unroll
-          for (int c = 0; c < W; ++c) component<T>(v[k], c) = filler;
-      } else if (vec) {
+      if (vec) {
         if (j < vectors) {
           v[k] = reinterpret_cast<const V*>(in)[j];
         } else {
@@ -245,164 +422,124 @@ __global__ void __launch_bounds__(512) rowwise_kernel(
           component<T>(v[k], c) = W * j + c < n ? in[W * j + c] : filler;
       }
     }
-    // the next row's copies start after the first reduction, whose barrier also
-    // guarantees that every read of the staging buffer above has completed
-    auto stage_next = [&]() { if (prefetch && row + stride < rows) stage(row + stride); };
-
-    if (OP == ROW_LAYER_NORM) {
-      T sum = T(0);
-#pragma unroll
-      for (int k = 0; k < VPT; ++k)
-#pragma unroll
-        for (int c = 0; c < W; ++c) sum += component<T>(v[k], c);
-      const T mean = group_all<T, false>(sum, group) / T(n);
-      stage_next();
-      T squares = T(0);   // the second pass runs over registers: exact, and free
-#pragma unroll
-      for (int k = 0; k < VPT; ++k)
-#pragma unroll
-        for (int c = 0; c < W; ++c) {
-          const T d = W * (lane + k * group) + c < n ? component<T>(v[k], c) - mean : T(0);
-          squares = fma(d, d, squares);
-        }
-      const T rstd = T(1) / sqrt(group_all<T, false>(squares, group) / T(n) + eps);
-      T* out = y + row * cols;
-#pragma unroll
-      for (int k = 0; k < VPT; ++k) {
-        const int j = lane + k * group;
-        if (vec) {
-          if (j < vectors) {
-            const V g = reinterpret_cast<const V*>(gamma)[j], b = reinterpret_cast<const V*>(beta)[j];
-            V r;
-#pragma unroll
-            for (int c = 0; c < W; ++c)
-              component<T>(r, c) = fma((component<T>(v[k], c) - mean) * rstd,
-                                       component<T>(g, c), component<T>(b, c));
-            reinterpret_cast<V*>(out)[j] = r;
-          }
-        } else {
-#pragma unroll
-          for (int c = 0; c < W; ++c) {
-            const int col = W * j + c;
-            if (col < n) out[col] = fma((component<T>(v[k], c) - mean) * rstd, gamma[col], beta[col]);
-          }
-        }
-      }
-      continue;
-    }
-
-    T m = -infinity<T>();
-#pragma unroll
-    for (int k = 0; k < VPT; ++k)
-#pragma unroll
-      for (int c = 0; c < W; ++c) m = fmax(m, component<T>(v[k], c));
-    m = group_all<T, true>(m, group);
-    stage_next();
-    T s = T(0);
-#pragma unroll
-    for (int k = 0; k < VPT; ++k)
-#pragma unroll
-      for (int c = 0; c < W; ++c) {   // exp(-inf) = 0 past the row's end
-        const T e = exp(component<T>(v[k], c) - m);
-        s += e;
-        if (OP == ROW_SOFTMAX) component<T>(v[k], c) = e;   // only the exponentials are needed now
-      }
-    s = group_all<T, false>(s, group);
+    const S partial = thread_stats<T, OP, VPT>(
+        v, [&](int k, int c) { return W * (lane + k * group) + c < n; });
+    const S whole = group > 32 ? block_reduce<T>(partial, slots, call) : warp_reduce<T>(partial);
     if (OP == ROW_CROSS_ENTROPY) {
-      if (lane == 0) {
-        const long long t = targets[row];
-        // a target outside 0..cols-1 gives NaN rather than reading past the row
-        y[row] = (t >= 0 && t < cols) ? m + log(s) - in[t] : infinity<T>() - infinity<T>();
-      }
+      if (lane == 0)
+        y[row] = cross_entropy_loss(reinterpret_cast<const MaxSum<T>&>(whole), targets[row], cols, in);
       continue;
     }
-    const T shift = m + log(s), inverse = T(1) / s;
+    T scale, shift;
+    output_terms<T, OP>(whole, partial, eps, scale, shift);
     T* out = y + row * cols;
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
       const int j = lane + k * group;
-      V r;
-#pragma unroll
-      for (int c = 0; c < W; ++c)
-        component<T>(r, c) = OP == ROW_SOFTMAX ? component<T>(v[k], c) * inverse : component<T>(v[k], c) - shift;
       if (vec) {
-        if (j < vectors) reinterpret_cast<V*>(out)[j] = r;
+        if (j < vectors) {
+          V gk = v[k], bk = v[k];
+          if (OP == ROW_LAYER_NORM) {
+            gk = reinterpret_cast<const V*>(gamma)[j];
+            bk = reinterpret_cast<const V*>(beta)[j];
+          }
+          reinterpret_cast<V*>(out)[j] = row_output<T, OP>(v[k], scale, shift, gk, bk);
+        }
       } else {
+        V gk = v[k], bk = v[k];
+        if (OP == ROW_LAYER_NORM)
+#pragma unroll
+          for (int c = 0; c < W; ++c) {
+            const int col = W * j + c;
+            component<T>(gk, c) = col < n ? gamma[col] : T(0);
+            component<T>(bk, c) = col < n ? beta[col] : T(0);
+          }
+        V r = row_output<T, OP>(v[k], scale, shift, gk, bk);
 #pragma unroll
         for (int c = 0; c < W; ++c)
           if (W * j + c < n) out[W * j + c] = component<T>(r, c);
       }
     }
   }
-  if (prefetch) row_copies_wait();   // no copy may land after the block has gone
 }
 
-// ---- rows longer than the registers hold ---------------------------------------------
+// ---- rows longer than the registers hold: a block a row --------------------------------
 
-template <typename T, bool LOG, bool WARP>
+template <typename T>
+__device__ __forceinline__ void add_value(MaxSum<T>& a, T x) {
+  if (x > a.m) {
+    a.s = a.s * exp(a.m - x) + T(1);
+    a.m = x;
+  } else {
+    a.s += exp(x - a.m);
+  }
+}
+
+// Online softmax: each thread keeps a running maximum m and the sum s of exp(x - m),
+// rescaling s when m grows; one read for the statistics, one more for the result.
+template <typename T, bool LOG>
 __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, long long rows,
                                long long cols) {
-  const RowLoop loop = row_loop<WARP>();
-  for (long long row = loop.first; row < rows; row += loop.stride) {
+  __shared__ MaxSum<T> slots[64];
+  long long call = 0;
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x, ++call) {
     const T* in = x + row * cols;
     T* out = y + row * cols;
     MaxSum<T> v;
-    v.m = -infinity<T>();
-    v.s = T(0);
-    for (long long j = loop.lane; j < cols; j += loop.step) add_value(v, in[j]);
-    v = row_merge<T, WARP>(v);
+    make_empty(v);
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) add_value(v, in[j]);
+    v = block_reduce<T>(v, slots, call);
     if (LOG) {
       const T shift = v.m + log(v.s);
-      for (long long j = loop.lane; j < cols; j += loop.step) out[j] = in[j] - shift;
+      for (long long j = threadIdx.x; j < cols; j += blockDim.x) out[j] = in[j] - shift;
     } else {
       const T inverse = T(1) / v.s;
-      for (long long j = loop.lane; j < cols; j += loop.step) out[j] = exp(in[j] - v.m) * inverse;
+      for (long long j = threadIdx.x; j < cols; j += blockDim.x) out[j] = exp(in[j] - v.m) * inverse;
     }
   }
 }
 
-template <typename T, bool WARP>
+// Layer norm from the sums of d = x - x[0] and d^2 (the shift keeps the variance accurate).
+template <typename T>
 __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                   const T* __restrict__ beta, T* __restrict__ y, long long rows,
                                   long long cols, T eps) {
-  const RowLoop loop = row_loop<WARP>();
-  for (long long row = loop.first; row < rows; row += loop.stride) {
+  __shared__ Sums<T> slots[64];
+  long long call = 0;
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x, ++call) {
     const T* in = x + row * cols;
     T* out = y + row * cols;
     const T shift = in[0];
-    T sum = T(0), squares = T(0);
-    for (long long j = loop.lane; j < cols; j += loop.step) {
+    Sums<T> sums;
+    make_empty(sums);
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
       const T d = in[j] - shift;
-      sum += d;
-      squares = fma(d, d, squares);
+      sums.a += d;
+      sums.b = fma(d, d, sums.b);
     }
-    row_sums<T, WARP>(sum, squares);
-    const T mean_shifted = sum / T(cols);
-    T variance = squares / T(cols) - mean_shifted * mean_shifted;
+    sums = block_reduce<T>(sums, slots, call);
+    const T mean_shifted = sums.a / T(cols);
+    T variance = sums.b / T(cols) - mean_shifted * mean_shifted;
     variance = variance > T(0) ? variance : T(0);
     const T mean = shift + mean_shifted;
     const T rstd = T(1) / sqrt(variance + eps);
-    for (long long j = loop.lane; j < cols; j += loop.step)
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x)
       out[j] = fma((in[j] - mean) * rstd, gamma[j], beta[j]);
   }
 }
 
-template <typename T, bool WARP>
+template <typename T>
 __global__ void cross_entropy_kernel(const T* __restrict__ logits,
                                      const long long* __restrict__ targets,
                                      T* __restrict__ losses, long long rows, long long cols) {
-  const RowLoop loop = row_loop<WARP>();
-  for (long long row = loop.first; row < rows; row += loop.stride) {
+  __shared__ MaxSum<T> slots[64];
+  long long call = 0;
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x, ++call) {
     const T* in = logits + row * cols;
     MaxSum<T> v;
-    v.m = -infinity<T>();
-    v.s = T(0);
-    for (long long j = loop.lane; j < cols; j += loop.step) add_value(v, in[j]);
-    v = row_merge<T, WARP>(v);
-    if (loop.lane == 0) {
-      const long long t = targets[row];
-      // a target outside 0..cols-1 gives NaN rather than reading past the row
-      losses[row] = (t >= 0 && t < cols) ? v.m + log(v.s) - in[t] : infinity<T>() - infinity<T>();
-    }
+    make_empty(v);
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) add_value(v, in[j]);
+    v = block_reduce<T>(v, slots, call);
+    if (threadIdx.x == 0) losses[row] = cross_entropy_loss(v, targets[row], cols, in);
   }
 }

@@ -35,6 +35,7 @@ bool begin_fault() {
 }
 
 void (*g_fault_hook)(int kind) = nullptr;
+void (*g_assert_hook)(const char* message) = nullptr;
 
 [[noreturn]] void end_fault(int kind) {
     __atomic_store_n(&g_ctl->fault.kind, kind, __ATOMIC_SEQ_CST);
@@ -60,6 +61,7 @@ extern "C" void wbsim_assert_fail(const char* expr, const char* file, int line, 
     snprintf(msg, sizeof msg, "%s:%d: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.",
              file, line, func, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y,
              threadIdx.z, expr);
+    if (g_assert_hook) g_assert_hook(msg);  // a whole program's: ends this thread only
     if (!begin_fault()) park_forever();
     record_location(&g_ctl->fault);
     g_ctl->fault.line = line;

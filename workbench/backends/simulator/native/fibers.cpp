@@ -8,6 +8,7 @@
 
 #include <sys/mman.h>
 
+#include "access.h"
 #include "runtime.h"
 
 size_t g_stack_bytes = 128 * 1024;
@@ -87,8 +88,9 @@ void free_block_state() {
     BlockState* b = t_block;
     if (!b) return;
     for (unsigned i = 0; i < kMaxThreads; ++i)
-        if (b->stacks[i].base)
+        if (b->stacks[i].base && !b->stacks[i].in_arena)
             munmap(b->stacks[i].base - kGuardBytes, b->stacks[i].size + kGuardBytes);
+    if (b->arena) munmap(b->arena, b->arena_bytes);
     delete b;
     t_block = nullptr;
 }
@@ -101,8 +103,23 @@ static inline uint3 tid_of(unsigned linear) {
     return t;
 }
 
+uint64_t g_cooperative_fibers = 0;
+
 static void ensure_stack(BlockState* b, unsigned i) {
     if (b->stacks[i].base) return;
+    if (g_cooperative && g_cooperative_fibers > kGuardedCooperativeFibers) {
+        if (!b->arena) {
+            b->arena_bytes = (size_t)kMaxThreads * g_stack_bytes;
+            void* m = mmap(nullptr, b->arena_bytes, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m == MAP_FAILED) fault_now(WBSIM_FAULT_ERROR, "cannot allocate the fiber stacks of a block");
+            b->arena = (char*)m;
+        }
+        b->stacks[i].base = b->arena + (size_t)i * g_stack_bytes;
+        b->stacks[i].size = g_stack_bytes;
+        b->stacks[i].in_arena = true;
+        return;
+    }
     size_t total = g_stack_bytes + kGuardBytes;
     char* mem = (char*)mmap(nullptr, total, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -110,6 +127,7 @@ static void ensure_stack(BlockState* b, unsigned i) {
     mprotect(mem, kGuardBytes, PROT_NONE);
     b->stacks[i].base = mem + kGuardBytes;
     b->stacks[i].size = g_stack_bytes;
+    b->stacks[i].in_arena = false;
 }
 
 [[noreturn]] static void fiber_exit();
@@ -144,6 +162,7 @@ static inline void switch_to(BlockState* b, void** save, int next) {
     Fiber& f = b->fibers[next];
     b->cur = next;
     threadIdx = f.tid;
+    if (g_access_on) access_thread_runs((unsigned)next);
     if (f.state == NOT_STARTED) {
         init_fiber_stack(b, next);
         f.state = READY;
@@ -179,6 +198,7 @@ static void release_barrier(BlockState* b) {
     for (unsigned w = 0; w < b->nwarps; ++w) b->warp_at_barrier[w] = 0;
     b->bar_arrived = 0;
     b->bar_true = 0;
+    if (g_access_on) access_barrier_released();
 }
 
 void switch_away(BlockState* b, void** save) {

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "runtime.h"
 
 // -- built-in variables (exported to kernel libraries) --------------------------
@@ -68,6 +69,12 @@ static void enter_grid(Grid* g) {
     gridDim = dim3(g->grid[0], g->grid[1], g->grid[2]);
     t_kernel = g->kernel;
     t_in_kernel = 1;
+    if (g_access_on) access_enter_grid(g->shared_bytes);
+}
+
+static void leave_grid() {
+    t_in_kernel = 0;
+    if (g_access_on) access_leave_grid();
 }
 
 static void run_block(Grid* g, uint64_t i) {
@@ -77,17 +84,21 @@ static void run_block(Grid* g, uint64_t i) {
     blockIdx.z = (unsigned)(i / gxy);
     threadIdx = uint3{0, 0, 0};
     __wbsim_fiber_mode = 0;
+    if (g_access_on) access_block_begins();
     g->kernel->run_block(g->kernel->args);
+    if (g_access_on) access_block_ends();
 }
+
+std::atomic<int> g_launch_abandoned{0};
 
 static void run_blocks(Grid* g) {
     enter_grid(g);
     for (;;) {
         uint64_t i = g->next.fetch_add(1, std::memory_order_relaxed);
-        if (i >= g->nblocks) break;
+        if (i >= g->nblocks || g_launch_abandoned.load(std::memory_order_relaxed)) break;
         run_block(g, i);
     }
-    t_in_kernel = 0;
+    leave_grid();
 }
 
 // -- cooperative launches: a thread per block, and the grid barrier -------------
@@ -164,7 +175,7 @@ static void* coop_thread(void* arg) {
     watch_thread(pthread_self(), true);
     enter_grid(cb->g);
     run_block(cb->g, cb->index);
-    t_in_kernel = 0;
+    leave_grid();
     watch_thread(pthread_self(), false);
     free_block_state();  // this thread ends: its fibers' stacks and block state go with it
     free(__wbsim_dsmem);
@@ -178,6 +189,7 @@ static void* coop_thread(void* arg) {
 
 static void run_cooperative(Grid* g) {
     g_gs_total = g->nblocks;
+    g_cooperative_fibers = g->nblocks * g->block[0] * g->block[1] * g->block[2];
     g_gs_arrived = g_gs_finished = 0;
     std::vector<CoopBlock> blocks(g->nblocks);
     pthread_attr_t attr;
@@ -308,6 +320,7 @@ void launch_begins(uint32_t timeout_ms) {
     {
         std::lock_guard<std::mutex> lk(g_wd_mu);
         g_current_launch.store(++g_wd_launches);
+        g_launch_abandoned.store(0);
         g_wd_deadline_ns = timeout_ms ? now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
         wake = g_wd_deadline_ns != 0 && (g_wd_idle || g_wd_deadline_ns < g_wd_wait_until);
     }

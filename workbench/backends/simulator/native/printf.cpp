@@ -3,6 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 #include "runtime.h"
@@ -47,6 +48,10 @@ extern "C" unsigned long long wbsim_clock64(void) {
 #else
     return (unsigned long long)std::chrono::steady_clock::now().time_since_epoch().count();
 #endif
+}
+
+extern "C" long wbsim_clock(void) {
+    return t_in_kernel ? (long)wbsim_clock64() : (long)clock();
 }
 
 extern "C" unsigned long long wbsim_globaltimer(void) {

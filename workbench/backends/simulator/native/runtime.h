@@ -10,6 +10,9 @@
 //   warp.cpp    warp operations (shuffle, vote, match, reduce, __activemask)
 //   faults.cpp  the fault record, signal handlers, assert and __trap
 //   printf.cpp  device printf and the clocks
+//   access.cpp  instrumented launches: the hooks of instrumented kernel code,
+//               per-warp buffers of memory accesses and their consumers (access.h)
+//   access_counts.cpp  the profiler's consumer: requests, sectors, wavefronts
 // Whole programs link every part but worker.cpp with their own runtime API
 // (../program_runtime/cudart.cpp), which owns the control page instead.
 #ifndef WBSIM_RUNTIME_H
@@ -40,6 +43,10 @@ bool begin_fault();
 // Called by end_fault with the record complete, before the process ends (a
 // whole program reports the fault itself: program_runtime/cudart.cpp).
 extern void (*g_fault_hook)(int kind);
+// Called by a failed device assert with its message (GPU's words); a whole program's
+// runtime sets it (as a GPU does, the thread ends and the launch goes on: the hook
+// throws), else the assert is a fault.
+extern void (*g_assert_hook)(const char* message);
 [[noreturn]] void park_forever();
 [[noreturn]] void fault_now(int kind, const char* msg);
 void setup_thread_signals();
@@ -64,6 +71,9 @@ void describe_grid_wait(char* out, size_t n);
 // Let the watchdog signal (stop) this thread, or forget it.
 void watch_thread(pthread_t t, bool add);
 void launch_ends();
+// Set when a launch is to start no more blocks (a failed assert in a whole program);
+// cleared by launch_begins.
+extern std::atomic<int> g_launch_abandoned;
 // True when the watchdog is stopping the launch running now (a late SIGUSR1
 // meant for a launch that has finished is ignored).
 bool stopping_current_launch();
@@ -93,7 +103,13 @@ struct Fiber {
 struct Stack {
     char* base;   // lowest usable address (above the guard page)
     size_t size;
+    bool in_arena;  // part of the block's arena (no guard page of its own)
 };
+// Fibers of a cooperative launch beyond which their stacks share one mapping per
+// block, without guard pages: each guarded stack costs the process two memory
+// mappings, and a process gets about 65,000 (vm.max_map_count).
+const uint64_t kGuardedCooperativeFibers = 16384;
+extern uint64_t g_cooperative_fibers;  // of the cooperative launch running
 
 // The block running on this OS thread.
 struct BlockState {
@@ -113,6 +129,8 @@ struct BlockState {
     uint32_t warp_at_op[kMaxThreads / 32][kOpSlots];
     void* main_sp = nullptr;
     void* dead_sp = nullptr;
+    char* arena = nullptr;  // one mapping for every fiber stack (big cooperative launches)
+    size_t arena_bytes = 0;
 };
 
 extern __thread BlockState* t_block WBSIM_LE;

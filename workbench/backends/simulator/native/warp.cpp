@@ -3,6 +3,7 @@
 // last one to arrive computes every lane's result.
 #include <cstring>
 
+#include "access.h"
 #include "runtime.h"
 
 static inline uint64_t load_u(const unsigned char* p, unsigned size) {
@@ -102,6 +103,7 @@ static void complete_warp_group(BlockState* b, unsigned w, uint32_t group) {
     }
     b->warp_arrived[w] &= ~group;
     b->warp_at_op[w][op_slot(op)] &= ~group;
+    if (g_access_on) access_warp_synced(w, group, op);
 }
 
 // The lanes lane l of warp w waits for; complete when they all wait at the same

@@ -39,6 +39,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "runtime.h"
 
 #ifdef WBSIM_CHECKED
@@ -176,7 +177,10 @@ static void set_accessible_end(uint64_t top) {
     g_accessible_end = end;
 }
 
-static void handle_launch(Reader& r) {
+// A launch request; `instrumented` (WBSIM_OP_INSTRUMENTED_LAUNCH): the kernel
+// library was built for counting and the request ends with what its
+// consumers need (see launch.py), the reply with their results.
+static void handle_launch(Reader& r, bool instrumented) {
     uint32_t lib = r.get<uint32_t>();
     std::string sym = r.str();
     wbsim_launch L;
@@ -212,6 +216,20 @@ static void handle_launch(Reader& r) {
         __asan_unpoison_memory_region((void*)(uintptr_t)a, n);
     }
 #endif
+    AccessSetup access;
+    if (instrumented) {
+        access.consumers = r.get<uint32_t>();
+        access.sample_stride = r.get<uint32_t>();
+        access.anchor_offset = r.get<uint64_t>();
+        uint32_t nvars = r.get<uint32_t>();
+        for (uint32_t i = 0; i < nvars; ++i) {
+            int64_t offset = r.get<int64_t>();
+            uint64_t bytes = r.get<uint64_t>();
+            access.shared_vars.emplace_back(offset, bytes);
+        }
+        uint32_t naccessors = r.get<uint32_t>();
+        for (uint32_t i = 0; i < naccessors; ++i) access.accessors.push_back(r.str());
+    }
     if (lib >= g_libs.size()) { reply_text(2, "unknown library"); return; }
     // Entry points looked up once per (library, symbol).
     static std::unordered_map<std::string, launcher_fn> entry_points;
@@ -229,14 +247,36 @@ static void handle_launch(Reader& r) {
     L.nargs = nargs;
     L.error = err;
     L.error_size = sizeof err;
+    if (instrumented) {
+        access.library = g_libs[lib];
+        access.entry = (const void*)fn;
+        for (const std::string& name : access.accessors) {  // __device__ variables
+            auto accessor = (void* (*)(unsigned long long*))dlsym(g_libs[lib], name.c_str());
+            unsigned long long size = 0;
+            void* addr = accessor ? accessor(&size) : nullptr;
+            if (addr && size) access.device_vars.emplace_back((uint64_t)(uintptr_t)addr, size);
+        }
+        std::string why;
+        if (!access_launch_begins(access, &L, g_arena_base + WBSIM_ARENA_RESERVED, g_accessible_end, why)) {
+            reply_text(2, why);
+            return;
+        }
+    }
     g_ctl->fault.kind = 0;
     launch_begins(timeout_ms);
     uint64_t t0 = now_ns();
     int rc = fn(&L);
     uint64_t t1 = now_ns();
     launch_ends();
-    if (rc != 0) { reply_text(3, err); return; }
     uint64_t elapsed = t1 - t0;
+    if (instrumented) {
+        std::string out((const char*)&elapsed, 8);
+        access_launch_ends(out);
+        if (rc != 0) { reply_text(3, err); return; }
+        reply(0, out.data(), (uint32_t)out.size());
+        return;
+    }
+    if (rc != 0) { reply_text(3, err); return; }
     reply(0, &elapsed, 8);
 }
 
@@ -310,7 +350,8 @@ int main(int argc, char** argv) {
         Reader r{payload.data(), payload.data() + payload.size()};
         switch (head[0]) {
             case WBSIM_OP_LOAD: handle_load(r); break;
-            case WBSIM_OP_LAUNCH: handle_launch(r); break;
+            case WBSIM_OP_LAUNCH: handle_launch(r, false); break;
+            case WBSIM_OP_INSTRUMENTED_LAUNCH: handle_launch(r, true); break;
             case WBSIM_OP_SYMBOL_WRITE: handle_symbol(r, true); break;
             case WBSIM_OP_SYMBOL_READ: handle_symbol(r, false); break;
             default: reply_text(9, "unknown request");

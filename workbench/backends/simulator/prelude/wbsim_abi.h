@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include "vector_types.h"
 
-#define WBSIM_ABI_VERSION 6
+#define WBSIM_ABI_VERSION 7
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,16 +18,26 @@ extern "C" {
 
 #define WBSIM_IE __attribute__((tls_model("initial-exec")))
 
+/* In a kernel library built to count accesses (-fsanitize=thread: see
+ * backends/simulator/instrumented.py) the variables kernel code only reads
+ * are declared const: reads of const objects are not instrumented, so they
+ * cost no call. The worker, which writes them, is not built so. */
+#if defined(__SANITIZE_THREAD__) && defined(__cplusplus)
+#define WBSIM_READ_ONLY const
+#else
+#define WBSIM_READ_ONLY
+#endif
+
 /* CUDA's built-in variables: one copy per OS thread; the scheduler writes
  * threadIdx whenever it switches between simulated threads. */
-extern __thread uint3 threadIdx WBSIM_IE;
-extern __thread uint3 blockIdx WBSIM_IE;
-extern __thread dim3 blockDim WBSIM_IE;
-extern __thread dim3 gridDim WBSIM_IE;
+extern __thread WBSIM_READ_ONLY uint3 threadIdx WBSIM_IE;
+extern __thread WBSIM_READ_ONLY uint3 blockIdx WBSIM_IE;
+extern __thread WBSIM_READ_ONLY dim3 blockDim WBSIM_IE;
+extern __thread WBSIM_READ_ONLY dim3 gridDim WBSIM_IE;
 /* Nonzero once the current block runs its threads as fibers. */
 extern __thread int __wbsim_fiber_mode WBSIM_IE;
 /* This OS thread's dynamic shared memory (extern __shared__). */
-extern __thread unsigned char* __wbsim_dsmem WBSIM_IE;
+extern __thread unsigned char* WBSIM_READ_ONLY __wbsim_dsmem WBSIM_IE;
 
 typedef struct wbsim_kernel {
     const char* name;
@@ -87,7 +97,11 @@ void wbsim_assert_fail(const char* expr, const char* file, int line, const char*
 void wbsim_trap(const char* what) __attribute__((noreturn));
 void wbsim_yield(void);
 unsigned long long wbsim_clock64(void);
+/* clock(): in a kernel the cycle counter (as clock64), in host code the C library's. */
+long wbsim_clock(void);
 unsigned long long wbsim_globaltimer(void);
+/* A build that counts accesses: the block loop says which thread runs next. */
+void wbsim_access_thread(unsigned tid);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
+#include <cfenv>
 #include <ctime>
 #include <stdint.h>
 #include <stddef.h>
@@ -42,6 +43,7 @@
 #define CUDART_VERSION 13000
 #define __CUDACC_VER_MAJOR__ 13
 #define __CUDACC_VER_MINOR__ 0
+#define __CUDACC_VER_BUILD__ 0
 
 /* ---- keywords ------------------------------------------------------------ */
 #define __global__
@@ -75,7 +77,12 @@ static inline __attribute__((noreturn)) void __trap(void) { wbsim_trap("__trap()
 static inline __attribute__((noreturn)) void __brkpt(void) { wbsim_trap("__brkpt() called"); }
 static inline void __nanosleep(unsigned) { wbsim_yield(); }
 static inline long long clock64(void) { return (long long)wbsim_clock64(); }
-static inline unsigned long long __globaltimer(void) { return wbsim_globaltimer(); }
+/* clock() in a kernel counts cycles, as on a GPU (host code keeps the C library's). */
+#define clock() wbsim_clock()
+namespace std { using ::wbsim_clock; }  /* std::clock(), after the macro */
+/* a template, so that a program's own __globaltimer() (PTX's %globaltimer read by asm,
+ * a common idiom) is an overload that wins rather than a redefinition */
+template <int = 0> static inline unsigned long long __globaltimer(void) { return wbsim_globaltimer(); }
 static inline void __prof_trigger(int) {}
 
 /* ---- synchronisation ---------------------------------------------------- */
@@ -330,24 +337,71 @@ static inline float __fdividef(float a, float b) { return a / b; }
 #define __isinff(x) isinf(x)
 #define __isnanf(x) isnan(x)
 static inline float __saturatef(float x) { return x != x ? 0.0f : (x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x)); }
-static inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
-static inline float __frcp_rn(float x) { return 1.0f / x; }
-static inline float __fsqrt_rn(float x) { return sqrtf(x); }
-static inline double __drcp_rn(double x) { return 1.0 / x; }
-static inline double __dsqrt_rn(double x) { return sqrt(x); }
-#define WBSIM_ROUNDED(R) \
-    static inline float __fadd_##R(float a, float b) { return a + b; } \
-    static inline float __fsub_##R(float a, float b) { return a - b; } \
-    static inline float __fmul_##R(float a, float b) { return a * b; } \
-    static inline float __fdiv_##R(float a, float b) { return a / b; } \
-    static inline float __fmaf_##R(float a, float b, float c) { return fmaf(a, b, c); } \
-    static inline double __dadd_##R(double a, double b) { return a + b; } \
-    static inline double __dsub_##R(double a, double b) { return a - b; } \
-    static inline double __dmul_##R(double a, double b) { return a * b; } \
-    static inline double __ddiv_##R(double a, double b) { return a / b; } \
-    static inline double __fma_##R(double a, double b, double c) { return fma(a, b, c); }
-WBSIM_ROUNDED(rn) WBSIM_ROUNDED(rz) WBSIM_ROUNDED(ru) WBSIM_ROUNDED(rd)
+/* Rounded arithmetic: _rn to nearest, _rz toward zero, _ru up, _rd down, done in the
+ * host's rounding mode set for the one operation (volatile keeps the compiler from
+ * folding or moving it out of that mode). */
+#if defined(__x86_64__)
+/* SSE's own rounding control (MXCSR) only: a few cycles, where fesetround also sets the
+ * x87's (the C library's fma reads that one: the fma forms use __wbsim_rounded_fenv) */
+template <class F> static inline auto __wbsim_rounded(int mode, F f) -> decltype(f()) {
+    unsigned old = __builtin_ia32_stmxcsr();
+    unsigned rc = mode == FE_DOWNWARD ? 0x2000u : mode == FE_UPWARD ? 0x4000u : mode == FE_TOWARDZERO ? 0x6000u : 0u;
+    __builtin_ia32_ldmxcsr((old & ~0x6000u) | rc);
+    auto r = f();
+    __builtin_ia32_ldmxcsr(old);
+    return r;
+}
+#endif
+template <class F> static inline auto __wbsim_rounded_fenv(int mode, F f) -> decltype(f()) {
+    int old = fegetround();
+    fesetround(mode);
+    auto r = f();
+    fesetround(old);
+    return r;
+}
+#if !defined(__x86_64__)
+template <class F> static inline auto __wbsim_rounded(int mode, F f) -> decltype(f()) {
+    return __wbsim_rounded_fenv(mode, f);
+}
+#endif
+#define WBSIM_OP2(T, NAME, R, MODE, EXPR) \
+    static inline T NAME##_##R(T a, T b) { \
+        return __wbsim_rounded(MODE, [=] { volatile T x = a, y = b; volatile T r = EXPR; return (T)r; }); }
+#define WBSIM_OP1(T, NAME, R, MODE, EXPR) \
+    static inline T NAME##_##R(T a) { return __wbsim_rounded(MODE, [=] { volatile T x = a; volatile T r = EXPR; return (T)r; }); }
+#define WBSIM_OP3(T, NAME, R, MODE, FN) \
+    static inline T NAME##_##R(T a, T b, T c) { \
+        return __wbsim_rounded_fenv(MODE, [=] { volatile T x = a, y = b, z = c; volatile T r = FN(x, y, z); return (T)r; }); }
+#define WBSIM_ROUNDED(R, MODE) \
+    WBSIM_OP2(float, __fadd, R, MODE, x + y) WBSIM_OP2(float, __fsub, R, MODE, x - y) \
+    WBSIM_OP2(float, __fmul, R, MODE, x * y) WBSIM_OP2(float, __fdiv, R, MODE, x / y) \
+    WBSIM_OP3(float, __fmaf, R, MODE, fmaf) WBSIM_OP1(float, __fsqrt, R, MODE, sqrtf(x)) \
+    WBSIM_OP1(float, __frcp, R, MODE, 1.0f / x) \
+    WBSIM_OP2(double, __dadd, R, MODE, x + y) WBSIM_OP2(double, __dsub, R, MODE, x - y) \
+    WBSIM_OP2(double, __dmul, R, MODE, x * y) WBSIM_OP2(double, __ddiv, R, MODE, x / y) \
+    WBSIM_OP3(double, __fma, R, MODE, fma) WBSIM_OP1(double, __dsqrt, R, MODE, sqrt(x)) \
+    WBSIM_OP1(double, __drcp, R, MODE, 1.0 / x)
+WBSIM_ROUNDED(rz, FE_TOWARDZERO) WBSIM_ROUNDED(ru, FE_UPWARD) WBSIM_ROUNDED(rd, FE_DOWNWARD)
 #undef WBSIM_ROUNDED
+#undef WBSIM_OP1
+#undef WBSIM_OP2
+#undef WBSIM_OP3
+/* to nearest: the host's own mode */
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline float __fsqrt_rn(float x) { return sqrtf(x); }
+static inline float __frcp_rn(float x) { return 1.0f / x; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
+static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+static inline double __dsqrt_rn(double x) { return sqrt(x); }
+static inline double __drcp_rn(double x) { return 1.0 / x; }
+static inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
 static inline float __fmaf_ieee_rn(float a, float b, float c) { return fmaf(a, b, c); }
 
 /* conversions and reinterpretations */
@@ -373,10 +427,23 @@ static inline int __double2int_rn(double x) { return __wbsim_sat<int>(nearbyint(
 static inline int __double2int_rz(double x) { return __wbsim_sat<int>(trunc(x)); }
 static inline long long __double2ll_rn(double x) { return __wbsim_sat<long long>(nearbyint(x)); }
 static inline float __double2float_rn(double x) { return (float)x; }
-static inline float __double2float_rz(double x) { return (float)x; }
 static inline float __int2float_rn(int x) { return (float)x; }
 static inline float __uint2float_rn(unsigned x) { return (float)x; }
 static inline float __ll2float_rn(long long x) { return (float)x; }
+static inline float __ull2float_rn(unsigned long long x) { return (float)x; }
+static inline double __ull2double_rn(unsigned long long x) { return (double)x; }
+/* conversions that round one way: done in that rounding mode (as __fadd_rz ...) */
+#define WBSIM_CONVERT(FROM, TO, NAME, R, MODE) \
+    static inline TO NAME##_##R(FROM a) { return __wbsim_rounded(MODE, [=] { volatile FROM x = a; volatile TO r = (TO)x; return (TO)r; }); }
+#define WBSIM_CONVERTS(R, MODE) \
+    WBSIM_CONVERT(double, float, __double2float, R, MODE) WBSIM_CONVERT(int, float, __int2float, R, MODE) \
+    WBSIM_CONVERT(unsigned, float, __uint2float, R, MODE) WBSIM_CONVERT(long long, float, __ll2float, R, MODE) \
+    WBSIM_CONVERT(unsigned long long, float, __ull2float, R, MODE) \
+    WBSIM_CONVERT(long long, double, __ll2double, R, MODE) \
+    WBSIM_CONVERT(unsigned long long, double, __ull2double, R, MODE)
+WBSIM_CONVERTS(rz, FE_TOWARDZERO) WBSIM_CONVERTS(ru, FE_UPWARD) WBSIM_CONVERTS(rd, FE_DOWNWARD)
+#undef WBSIM_CONVERTS
+#undef WBSIM_CONVERT
 static inline double __int2double_rn(int x) { return (double)x; }
 static inline double __ll2double_rn(long long x) { return (double)x; }
 static inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
@@ -459,17 +526,28 @@ static inline __attribute__((always_inline)) void __wbsim_call(Tuple& t, std::in
  * of cells and of whole programs (program_runtime/) both run blocks so. */
 template <class Call> static inline __attribute__((always_inline)) void __wbsim_block_loop(Call call) {
     const unsigned bx = blockDim.x, by = blockDim.y, bz = blockDim.z;
+    uint3& tid = const_cast<uint3&>(threadIdx);  /* (const where accesses are counted: wbsim_abi.h) */
     for (unsigned z = 0; z < bz; ++z)
         for (unsigned y = 0; y < by; ++y)
             for (unsigned x = 0; x < bx; ++x) {
-                threadIdx.x = x; threadIdx.y = y; threadIdx.z = z;
+                tid.x = x; tid.y = y; tid.z = z;
+#ifdef __SANITIZE_THREAD__
+                wbsim_access_thread(x + bx * (y + by * z));
+#endif
                 call();
                 if (__builtin_expect(__wbsim_fiber_mode, 0)) { wbsim_finish_block(); return; }
             }
 }
 
+/* The simulator's own loop over threads is not instrumented in a build that
+ * counts accesses (backends/simulator/instrumented.py): each thread's call
+ * then starts after threadIdx is set, so its accesses are its own. (Without
+ * the instrumentation the attribute changes nothing.) */
+#define WBSIM_UNCOUNTED __attribute__((no_sanitize("thread"), no_sanitize_coverage))
+
 template <auto F, class... A> struct __wbsim_kernel_impl {
     typedef std::tuple<A...> Tuple;
+#ifndef __SANITIZE_THREAD__
     static void run_thread(void* p) {
         __wbsim_call<F>(*static_cast<Tuple*>(p), std::index_sequence_for<A...>{});
     }
@@ -477,6 +555,29 @@ template <auto F, class... A> struct __wbsim_kernel_impl {
         Tuple& t = *static_cast<Tuple*>(p);
         __wbsim_block_loop([&t] { __wbsim_call<F>(t, std::index_sequence_for<A...>{}); });
     }
+#else
+    /* Counting: the kernel is called, never inlined, once per thread with its
+     * arguments in registers, from the block loop and from a fiber's start
+     * alike (one copy of its code: one site per access). The arguments'
+     * addresses are taken first (std::get is not inlined into uninstrumented
+     * code). */
+    WBSIM_UNCOUNTED static void run_block(void* p) {
+        run_block_with(*static_cast<Tuple*>(p), std::index_sequence_for<A...>{});
+    }
+    template <size_t... I> WBSIM_UNCOUNTED static void run_block_with(Tuple& t, std::index_sequence<I...>) {
+        void* at[] = {(void*)&std::get<I>(t)..., nullptr};
+        (void)at;
+        __wbsim_block_loop([&at]() WBSIM_UNCOUNTED { F(*static_cast<A*>(at[I])...); });
+    }
+    WBSIM_UNCOUNTED static void run_thread(void* p) {
+        run_thread_with(*static_cast<Tuple*>(p), std::index_sequence_for<A...>{});
+    }
+    template <size_t... I> WBSIM_UNCOUNTED static void run_thread_with(Tuple& t, std::index_sequence<I...>) {
+        void* at[] = {(void*)&std::get<I>(t)..., nullptr};
+        (void)at;
+        F(*static_cast<A*>(at[I])...);
+    }
+#endif
     template <size_t... I> static Tuple unpack(const wbsim_launch* L, std::index_sequence<I...>) {
         return Tuple(*reinterpret_cast<A*>(L->argv[I])...);
     }

@@ -1,0 +1,411 @@
+"""The simulator's profiler: counts of small kernels against figures worked
+out by hand (coalesced, strided, misaligned, scattered, shared memory with
+and without bank conflicts, broadcast, 64- and 128-bit accesses, divergent
+branches, atomics, transposes), the per-line report, the prediction and
+``%%ncu``. Arrays are 256-byte aligned in the simulator's arena, as
+``cudaMalloc``'s are, so the sectors a warp touches are those of a GPU.
+"""
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench.errors import ProfilerUnavailable
+from workbench.profiling import counters
+from workbench.profiling.counters import atomic_ops
+
+LD_REQ = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+LD_SEC = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
+ST_REQ = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"
+ST_SEC = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
+SH_LD_WAVES = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"
+SH_ST_WAVES = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"
+SH_LD_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
+SH_ST_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
+ATOM = "l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum"
+RED = "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum"
+LANES = "smsp__thread_inst_executed_per_inst_executed.ratio"
+
+SOURCE = r"""
+extern "C" __global__ void copy(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+extern "C" __global__ void strided(const float* x, float* y, int n, int stride) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[(long long)i * stride % n];
+}
+extern "C" __global__ void shifted(const float* x, float* y, int n, int shift) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i + shift];
+}
+extern "C" __global__ void gather(const float* x, const int* index, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[index[i]];
+}
+extern "C" __global__ void shared_stride(float* out, int stride) {
+    __shared__ float s[32 * 33];
+    int t = threadIdx.x;
+    s[t * stride] = (float)t;
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + t] = s[t * stride];
+}
+extern "C" __global__ void broadcast(float* out) {
+    __shared__ float s[32];
+    s[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s[0];
+}
+extern "C" __global__ void wide_shared(const double* x, const float4* v, double* y, float4* w) {
+    __shared__ double d[64];
+    __shared__ float4 f[64];
+    int t = threadIdx.x;
+    d[t] = x[t];
+    f[t] = v[t];
+    __syncthreads();
+    y[t] = d[t];
+    w[t] = f[t];
+}
+extern "C" __global__ void divergent(float* x) {
+    int t = threadIdx.x;
+    if (t % 32 < 8) x[t] = 1.0f;
+}
+extern "C" __global__ void count(int* counter, int* first) {
+    atomicAdd(counter, 1);
+    int old = atomicAdd(counter + 1, 1);
+    if (old == 0) first[0] = blockIdx.x;
+}
+extern "C" __global__ void transpose_naive(const float* in, float* out, int n) {
+    int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
+    out[x * n + y] = in[y * n + x];
+}
+extern "C" __global__ void transpose_tiled(const float* in, float* out, int n, int pad) {
+    __shared__ float tile[32 * 33];
+    int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
+    tile[threadIdx.y * (32 + pad) + threadIdx.x] = in[y * n + x];
+    __syncthreads();
+    x = blockIdx.y * 32 + threadIdx.x;
+    y = blockIdx.x * 32 + threadIdx.y;
+    out[y * n + x] = tile[threadIdx.x * (32 + pad) + threadIdx.y];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def sim():
+    from workbench.runtime import session as s
+    previous = s.active_backend_or_none()
+    b = s.use_backend("simulator")
+    try:
+        yield b, wb.compile(SOURCE, name="profile_tests")
+    finally:
+        s.restore_backend(previous)
+
+
+def counted(kernel, *args, **launch):
+    report = wb.profile(kernel, *args, **launch)
+    assert len(report) == 1 and report.simulated
+    return report[0]
+
+
+def test_a_coalesced_warp_reads_four_sectors_per_request(sim):
+    b, m = sim
+    n = 4096
+    x = wb.to_device(np.random.default_rng(1).random(n, dtype=np.float32))
+    y = wb.allocate(n)
+    p = counted(m["copy"], x, y, n, grid=n // 256, block=256)
+    warps = n // 32
+    assert p.metrics[LD_REQ] == warps and p.metrics[LD_SEC] == 4 * warps
+    assert p.metrics[ST_REQ] == warps and p.metrics[ST_SEC] == 4 * warps
+    assert p.metrics[SH_LD_WAVES] == 0 and p.metrics[ATOM] == 0
+    assert p.counts.footprint_read == n * 4 // 32 and p.counts.footprint_written == n * 4 // 32
+    assert not any(r.advice for r in p.lines)
+
+
+@pytest.mark.parametrize("stride, per_request", [(1, 4), (2, 8), (4, 16), (8, 32), (64, 32)])
+def test_strided_loads_touch_a_sector_per_lane_from_eight_floats_apart(sim, stride, per_request):
+    b, m = sim
+    n = 8192
+    x = wb.to_device(np.ones(n, np.float32))
+    y = wb.allocate(n)
+    p = counted(m["strided"], x, y, n, stride, grid=n // 256, block=256)
+    assert p.metrics[LD_SEC] == per_request * (n // 32)
+    assert p.metrics[ST_SEC] == 4 * (n // 32)
+
+
+def test_a_warp_shifted_by_one_float_reads_one_sector_more(sim):
+    b, m = sim
+    n = 4096
+    x = wb.to_device(np.ones(n + 1, np.float32))
+    y = wb.allocate(n)
+    p = counted(m["shifted"], x, y, n, 1, grid=n // 256, block=256)
+    assert p.metrics[LD_SEC] == 5 * (n // 32)
+    row = next(r for r in p.lines if r.what == "global load")
+    assert row.units_per_request == 5 and row.ideal_per_request == 4
+    assert "32-byte boundary" in row.advice
+
+
+def test_scattered_loads_count_the_distinct_sectors_of_each_warp(sim):
+    b, m = sim
+    n = 2048
+    rng = np.random.default_rng(7)
+    index = rng.permutation(n).astype(np.int32)
+    x, y = wb.to_device(rng.random(n, dtype=np.float32)), wb.allocate(n)
+    p = counted(m["gather"], x, wb.to_device(index), y, n, grid=n // 256, block=256)
+    expected = sum(len(set(index[w * 32:(w + 1) * 32] // 8)) for w in range(n // 32))
+    index_sectors = 4 * (n // 32)
+    assert p.metrics[LD_REQ] == 2 * (n // 32)
+    assert p.metrics[LD_SEC] == expected + index_sectors
+    gather_row = next(r for r in p.lines if r.what == "global load" and r.units_per_request > 4)
+    assert "scattered" in gather_row.advice
+
+
+@pytest.mark.parametrize("stride, ways", [(1, 1), (2, 2), (4, 4), (32, 32), (33, 1)])
+def test_shared_memory_wavefronts_are_the_most_words_of_one_bank(sim, stride, ways):
+    b, m = sim
+    out = wb.allocate(64)
+    p = counted(m["shared_stride"], out, stride, grid=2, block=32)
+    assert p.metrics[SH_ST_WAVES] == 2 * ways and p.metrics[SH_LD_WAVES] == 2 * ways
+    assert p.metrics[SH_ST_CONFLICTS] == 2 * (ways - 1)
+    assert p.metrics[SH_LD_CONFLICTS] == 2 * (ways - 1)
+    if ways == 32:
+        row = p.lines[0]
+        assert row.what.startswith("shared") and row.ways == 32
+        assert "32.0-way bank conflict" in row.advice and "pad" in row.advice
+
+
+def test_a_broadcast_of_one_word_is_one_wavefront(sim):
+    b, m = sim
+    out = wb.allocate(64)
+    p = counted(m["broadcast"], out, grid=2, block=32)
+    assert p.metrics[SH_LD_WAVES] == 2 and p.metrics[SH_LD_CONFLICTS] == 0
+
+
+def test_64_and_128_bit_shared_accesses_take_half_and_quarter_warps(sim):
+    b, m = sim
+    x = wb.to_device(np.arange(64, dtype=np.float64))
+    v = wb.to_device(np.ones((64, 4), np.float32))
+    y, w = wb.to_device(np.zeros(64)), wb.allocate((64, 4), np.float32)
+    p = counted(m["wide_shared"], x, v, y, w, grid=1, block=64)
+    # per warp: doubles 2 phases of 16 lanes, float4 4 phases of 8 lanes, no conflicts
+    assert p.metrics[SH_ST_WAVES] == 2 * (2 + 4) and p.metrics[SH_LD_WAVES] == 2 * (2 + 4)
+    assert p.metrics[SH_ST_CONFLICTS] == 0 and p.metrics[SH_LD_CONFLICTS] == 0
+    # global: 32 lanes x 8 bytes = 8 sectors, x 16 bytes = 16 sectors a request
+    assert p.metrics[LD_SEC] == 2 * (8 + 16) and p.metrics[LD_REQ] == 4
+    np.testing.assert_array_equal(wb.to_host(y), 0)  # the caller's arrays are not written
+
+
+def test_a_divergent_store_has_the_lanes_that_took_the_branch(sim):
+    b, m = sim
+    x = wb.allocate(128)
+    p = counted(m["divergent"], x, grid=1, block=128)
+    row = next(r for r in p.lines if r.what == "global store")
+    assert row.requests == 4 and row.lanes == 8
+    assert p.metrics[ST_SEC] == 4  # 8 lanes x 4 bytes: one sector a warp
+    assert 8 < p.metrics[LANES] < 32  # an estimate: the branch's lanes and the rest's
+
+
+def test_atomics_count_once_per_warp_and_split_reductions_from_returning_ones(sim):
+    b, m = sim
+    counter, first = wb.to_device(np.zeros(2, np.int32)), wb.to_device(np.zeros(1, np.int32))
+    p = counted(m["count"], counter, first, grid=4, block=64)
+    assert p.metrics[RED] == 8 and p.metrics[ATOM] == 8
+    np.testing.assert_array_equal(wb.to_host(counter), 0)  # counted on copies
+    row = next(r for r in p.lines if r.what == "global atomic" and "counter, 1);" in r.text)
+    assert "one address" in row.advice
+
+
+def test_the_result_of_an_atomic_decides_red_or_atom():
+    assert atomic_ops("    atomicAdd(&sum[0], v);") == "red"
+    assert atomic_ops("    if (v > 0) atomicMax(best, v);") == "red"
+    assert atomic_ops("    int slot = atomicAdd(count, 1);") == "atom"
+    assert atomic_ops("    out[atomicAdd(count, 1)] = v;") == "atom"
+    assert atomic_ops("    atomicExch(lock, 0);") == "atom"
+
+
+def test_transposes_naive_and_tiled(sim):
+    b, m = sim
+    n = 64
+    a = wb.to_device(np.random.default_rng(3).random((n, n), dtype=np.float32))
+    out = wb.allocate((n, n))
+    launch = dict(grid=(n // 32, n // 32), block=(32, 32))
+    warps = n * n // 32
+    naive = counted(m["transpose_naive"], a, out, n, **launch)
+    assert naive.metrics[LD_SEC] == 4 * warps and naive.metrics[ST_SEC] == 32 * warps
+    worst = naive.lines[0]
+    assert worst.what == "global store" and worst.units_per_request == 32
+    assert f"{n * 4} bytes apart" in worst.advice
+    tiled = counted(m["transpose_tiled"], a, out, n, 0, **launch)
+    assert tiled.metrics[LD_SEC] == 4 * warps and tiled.metrics[ST_SEC] == 4 * warps
+    assert tiled.metrics[SH_LD_WAVES] == 32 * warps and tiled.metrics[SH_ST_WAVES] == warps
+    padded = counted(m["transpose_tiled"], a, out, n, 1, **launch)
+    assert padded.metrics[SH_LD_WAVES] == warps and padded.metrics[SH_LD_CONFLICTS] == 0
+    assert tiled.predicted.seconds > padded.predicted.seconds
+
+
+def test_the_per_line_report_names_cell_lines_and_draws_a_warp(sim):
+    b, m = sim
+    n = 64
+    a, out = wb.to_device(np.ones((n, n), np.float32)), wb.allocate((n, n))
+    p = counted(m["transpose_tiled"], a, out, n, 0, grid=(2, 2), block=(32, 32))
+    source_lines = SOURCE.splitlines()
+    for row in p.lines:
+        assert source_lines[row.line - 1].strip() == row.text
+    assert p.lines[0].what == "shared load" and "tile[threadIdx.x" in p.lines[0].text
+    table = p.line_table()
+    assert "bank conflict" in repr(table) and "<table" in table._repr_html_()
+    frame = table.to_pandas()
+    assert list(frame["line"])[:1] == [p.lines[0].line]
+    fig = p.access_map(p.lines[0].line, "shared load")
+    assert "32.0 wavefronts" in fig.axes[0].get_title()
+    with pytest.raises(ValueError, match="no sampled access on line 1"):
+        p.access_map(1)
+
+
+def test_the_prediction_is_a_model_on_the_chosen_device(sim):
+    b, m = sim
+    n = 1 << 16
+    x, y = wb.to_device(np.ones(n, np.float32)), wb.allocate(n)
+    on = {d: counted(m["copy"], x, y, n, grid=n // 256, block=256, device=d) for d in ("H100", "T4")}
+    for device, p in on.items():
+        assert p.predicted.device == device and p.duration is None and p.memory_pct is None
+        assert p.limiter in ("memory", "latency") and p.predicted.seconds > 2e-6
+        assert "not a measurement" in repr(p.predicted)
+    # 512 KiB read and written: L2-resident on both; T4's L2 is the slower
+    assert on["T4"].predicted.seconds > on["H100"].predicted.seconds
+    with pytest.raises(ValueError, match="H100, H200"):
+        counted(m["copy"], x, y, n, grid=n // 256, block=256, device="V100")
+
+
+def test_counting_a_sample_of_blocks_scales_to_the_launch(sim):
+    b, m = sim
+    n = 1 << 15
+    x, y = wb.to_device(np.ones(n, np.float32)), wb.allocate(n)
+    whole = counted(m["copy"], x, y, n, grid=n // 256, block=256)
+    sampled = counted(m["copy"], x, y, n, grid=n // 256, block=256, max_blocks=16)
+    assert sampled.counts.blocks_recorded == 16 and sampled.counts.blocks == n // 256
+    assert sampled.metrics[LD_SEC] == whole.metrics[LD_SEC]
+
+
+def test_counting_needs_the_plain_simulator(private_simulator):
+    private_simulator(checked=True)
+    m = wb.compile(SOURCE, name="profile_checked")
+    x, y = wb.to_device(np.ones(64, np.float32)), wb.allocate(64)
+    with pytest.raises(ProfilerUnavailable, match="checked=False"):
+        wb.profile(m["copy"], x, y, 64, grid=1, block=64)
+
+
+def test_ncu_on_a_cell_counts_its_launches_in_a_child(sim, shell):
+    b, m = sim
+    shell.user_ns.update(copy=m["copy"], x=wb.to_device(np.ones(256, np.float32)),
+                         y=wb.allocate(256), n=256)
+    result = shell.run_cell("%%ncu --device H200\ncopy(x, y, n, grid=1, block=256)\n"
+                            "copy(x, y, n, grid=2, block=128)")
+    result.raise_error()
+    report = result.result
+    assert report.simulated and len(report) == 2
+    assert [k.metrics[LD_SEC] for k in report] == [32, 32]
+    assert report[0].predicted.device == "H200" and report[0].name == "copy"
+
+
+def test_the_gpu_is_asked_for_the_same_metrics():
+    from workbench.profiling.report import ALL_METRICS
+    assert set(counters.COUNTED) <= set(ALL_METRICS)
+    assert counters.LANES_PER_INSTRUCTION in ALL_METRICS
+
+
+def test_the_kernel_panel_shows_the_latest_profiles_lines(sim):
+    from workbench.widgets.kernel_panel import KernelPanel
+    b, m = sim
+    n = 64
+    a, out = wb.to_device(np.ones((n, n), np.float32)), wb.allocate((n, n))
+    kernel = wb.compile(SOURCE, name="profile_panel")["transpose_naive"]  # never profiled yet
+    panel = KernelPanel(kernel)
+    try:
+        assert "wb.profile(kernel, ...)" in panel.snapshot()
+        p = counted(kernel, a, out, n, grid=(2, 2), block=(32, 32))
+        assert wb.profiling.latest_profile(kernel) is p
+        panel.refresh_lines()
+        snapshot = panel.snapshot()
+        assert "out[x * n + y] = in[y * n + x];" in snapshot and "32.00 sectors" in snapshot
+        assert "not a measurement" in snapshot
+    finally:
+        panel.close()
+
+
+def test_a_templates_static_shared_variable_is_counted(sim):
+    # a template's static __shared__ is a unique symbol: the counting build keeps its own
+    m = wb.compile(r"""
+template <int PAD>
+__device__ void stage(const float* in, float* out) {
+    __shared__ float tile[32][32 + PAD];
+    tile[threadIdx.y][threadIdx.x] = in[threadIdx.y * 32 + threadIdx.x];
+    __syncthreads();
+    out[threadIdx.y * 32 + threadIdx.x] = tile[threadIdx.x][threadIdx.y];
+}
+template <int PAD> __global__ void staged(const float* in, float* out) { stage<PAD>(in, out); }
+""", name="profile_template", instantiate=["staged<0>", "staged<1>"])
+    a, out = wb.to_device(np.ones(1024, np.float32)), wb.allocate(1024)
+    plain = counted(m.templates["staged"]["staged<0>"], a, out, grid=1, block=(32, 32))
+    padded = counted(m.templates["staged"]["staged<1>"], a, out, grid=1, block=(32, 32))
+    assert plain.metrics[SH_LD_WAVES] == 32 * 32 and plain.metrics[SH_ST_WAVES] == 32
+    assert padded.metrics[SH_LD_WAVES] == 32 and padded.metrics[SH_LD_CONFLICTS] == 0
+
+
+def test_device_variables_are_global_memory_and_keep_their_values(sim):
+    m = wb.compile(r"""
+__device__ float table[64];
+extern "C" __global__ void lookup(float* out) {
+    out[threadIdx.x] = table[threadIdx.x] + table[0];
+}
+""", name="profile_globals")
+    m.set_global("table", np.arange(64, dtype=np.float32))
+    out = wb.to_device(np.zeros(64, np.float32))
+    p = counted(m["lookup"], out, grid=1, block=64)
+    # two loads a warp: its 64 bytes-per-8-lanes row (4 sectors) and a broadcast (1 sector)
+    assert p.metrics[LD_REQ] == 4 and p.metrics[LD_SEC] == 2 * (4 + 1)
+    assert p.metrics[ST_REQ] == 2
+    with sim[0].count_launches() as launches:  # the counted launch writes its results
+        m["lookup"](out, grid=1, block=64)
+    np.testing.assert_array_equal(wb.to_host(out), np.arange(64, dtype=np.float32))
+    assert len(launches) == 1
+
+
+# -- on a GPU with Nsight Compute: the same names hold ncu's values, equal to the counts -----
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not wb.profiling.tools_status()["ncu"], reason="Nsight Compute (ncu) is not installed")
+@pytest.mark.parametrize("kernel, args, within", [
+    ("copy", (), 0.02), ("strided", (8,), 0.02), ("shared_stride", (32,), 0.02),
+    ("shared_stride", (33,), 0.02), ("count", (), 0.02)])
+def test_the_counts_equal_ncus_on_the_gpu(private_simulator, kernel, args, within):
+    """On the GPU, wb.profile's metrics are ncu's; the simulator's counts of the
+    same launch equal them (within 2%; load-side shared counters: plus ncu's
+    excess of up to 0.002 per thread)."""
+    from workbench.runtime import session as s
+    n = 1 << 16
+
+    def launch_args(m):
+        x, y = wb.to_device(np.ones(n, np.float32)), wb.allocate(n)
+        if kernel in ("copy", "strided"):
+            return (m[kernel], x, y, n, *args), dict(grid=n // 256, block=256)
+        if kernel == "shared_stride":
+            return (m[kernel], y, *args), dict(grid=n // 32, block=32)
+        counter = wb.to_device(np.zeros(2, np.int32))
+        return (m[kernel], counter, wb.to_device(np.zeros(1, np.int32))), dict(grid=n // 256, block=256)
+
+    gpu_backend = s.use_backend("cupy")
+    m = wb.compile(SOURCE, name="profile_gpu")
+    call, launch = launch_args(m)
+    measured = wb.profile(*call, **launch)[0].metrics
+    private_simulator()
+    m = wb.compile(SOURCE, name="profile_gpu_sim")
+    call, launch = launch_args(m)
+    counted_metrics = wb.profile(*call, **launch)[0].metrics
+    assert gpu_backend is not None
+    threads = n
+    for name in counters.COUNTED:
+        got, want = counted_metrics[name], measured.get(name)
+        if want is None:
+            continue
+        slack = within * want + (0.002 * threads if "shared_op_ld" in name and "data" in name else 0)
+        assert abs(got - want) <= max(slack, 0.5), f"{name}: simulator {got}, ncu {want}"

@@ -1,0 +1,459 @@
+"""Counted launches: a module's kernels run from an instrumented build whose
+every memory access and basic block calls the worker (``native/access.h``),
+which groups them into warp-level instructions and counts what Nsight Compute
+counts where addresses decide it (``native/access_counts.cpp``).
+
+The instrumented library is built from the same generated source and flags as
+the module's own (:func:`.build.build_inputs`), with
+:data:`.build.INSTRUMENT_FLAGS`, shared variables 16-byte aligned and an
+anchor variable whose address gives the place of the static ``__shared__``
+variables (thread-locals of the library) in each OS thread. ``readelf`` lists
+those variables, ``addr2line`` turns the sites into the source's lines and
+``objdump`` gives each basic block's instruction and floating-point operation
+counts (binutils, which g++ comes with).
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+import struct
+import subprocess
+import threading
+from dataclasses import dataclass, field
+
+from ... import subprocesses
+from ...errors import KernelArgumentError, WorkbenchError
+from ..contract import CompileFailed
+from ..counting import (SHARED_STATIC_BASE, AccessSample, LaunchCounts, SharedVariable,
+                        SiteCount)
+from . import build
+from .faults import kernel_fault
+from .launch import request_prefix, request_tail
+from .protocol import Op, pack_str
+from .source import SOURCE_NAME
+from .worker import WorkerDied, WorkerError, WorkerGone
+
+#: The anchor variable of an instrumented library (a thread-local).
+ANCHOR = "__wbsim_tls_anchor"
+#: Consumers of the worker's access events (a mask): bit 0, the counters.
+COUNTERS = 1
+#: An instrumented launch may run this many times longer than the time limit.
+SLOWDOWN = 10
+
+_KINDS = ("load", "store", "atomic", "block")
+_SPACES = ("global", "shared", "")
+_HEAD = struct.Struct("<5Q")
+_REUSE = struct.Struct("<68Q")   # two histograms of 34 buckets (native/access_counts.cpp)
+_SITES = struct.Struct("<II")
+_SITE = struct.Struct("<IBBBB6Q")
+_SAMPLE = struct.Struct("<QII32Q")
+_ACCESSOR = re.compile(r'^extern "C" void\* (__wbsim_global_\d+)\(unsigned long long\* __wbsim_n\) '
+                       r'\{ \*__wbsim_n = sizeof\(::(.+?)\); return', re.M)
+_FILE_SCOPE_DYNAMIC = re.compile(r"static thread_local [^;=]*\* const (\w+) = reinterpret_cast<")
+
+
+@dataclass
+class InstrumentedLibrary:
+    """The instrumented build of one module and what is known of it."""
+
+    path: str
+    anchor_offset: int                   # of the anchor, in the thread-local segment
+    shared: tuple[tuple[str, int, int], ...]  # (name, offset in the segment, bytes)
+    accessors: tuple[str, ...]           # of the __device__ variables
+    lines: dict = field(default_factory=dict)  # address -> (line or None, function)
+    blocks: dict | None = None           # basic-block site -> (instructions, flops32, flops64, addresses)
+
+    def shared_variables(self) -> tuple[SharedVariable, ...]:
+        return tuple(SharedVariable(name, SHARED_STATIC_BASE + offset, size)
+                     for name, offset, size in self.shared)
+
+
+_LIBRARIES: dict[str, InstrumentedLibrary] = {}
+_LOCK = threading.Lock()
+
+
+def instrumented_source(generated: str) -> str:
+    """``generated`` (a module's C++) for the instrumented build: shared
+    variables 16-byte aligned (as a GPU places them, so banks come out the
+    same) and the anchor variable at the end."""
+    marker = f'#line 1 "{SOURCE_NAME}"'
+    head, sep, body = generated.partition(marker)
+    if not sep:
+        raise WorkbenchError("the module's generated source has no cell marker")
+    aligned = "#undef __shared__\n#define __shared__ thread_local __attribute__((aligned(16)))\n"
+    return (head + aligned + sep + body.rstrip("\n")
+            + f'\n#line 1 "wbsim_anchor"\nextern "C" {{ __thread char {ANCHOR}; }}\n')
+
+
+def instrumented_library(module) -> InstrumentedLibrary:
+    """The instrumented build of ``module`` (a :class:`.module.SimModule`),
+    made once per process (and cached on disk like every build)."""
+    with _LOCK:
+        lib = _LIBRARIES.get(module.path)
+        if lib is not None:
+            return lib
+    inputs = build.build_inputs(module.path)
+    if inputs is None:
+        raise WorkbenchError("this module was compiled before the workbench was imported again; "
+                             "run its cell (or wb.compile) again to count its accesses")
+    generated, flags = inputs
+    try:
+        built = build.build_library(instrumented_source(generated), list(flags), checked=False,
+                                    warnings=False, instrumented=True)
+    except CompileFailed as exc:  # the module itself compiled: this is the simulator's failure
+        first = "\n".join(exc.log.strip().splitlines()[:6])
+        raise WorkbenchError(f"the simulator could not build this module for counting (g++ "
+                             f"with ThreadSanitizer's instrumentation):\n{first}") from None
+    path = str(built.path)
+    anchor, shared = _thread_locals(path, set(_FILE_SCOPE_DYNAMIC.findall(generated)))
+    device = _device_variables(generated)
+    accessors = tuple(symbol for symbol, name in _ACCESSOR.findall(generated) if name in device)
+    lib = InstrumentedLibrary(path, anchor, shared, accessors)
+    with _LOCK:
+        if len(_LIBRARIES) > 64:
+            _LIBRARIES.pop(next(iter(_LIBRARIES)))
+        return _LIBRARIES.setdefault(module.path, lib)
+
+
+def _binutils(tool: str, args: list[str], stdin: str | None = None) -> str:
+    try:
+        proc = subprocesses.run([tool, *args], input=stdin, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise WorkbenchError(f"counting accesses needs binutils' {tool} (it comes with g++): "
+                             f"{exc}") from None
+    if proc.returncode != 0:
+        raise WorkbenchError(f"{tool} failed on the instrumented library: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def _thread_locals(path: str, skip: set[str]) -> tuple[int, tuple[tuple[str, int, int], ...]]:
+    """The anchor's offset and the static ``__shared__`` variables (name,
+    offset, bytes) among the library's thread-locals: all of them but the
+    anchor, guard variables and the pointers to dynamic shared memory."""
+    anchor, shared = None, []
+    for line in _binutils("readelf", ["-sW", "-C", path]).splitlines():
+        parts = line.split(None, 7)
+        if len(parts) < 8 or parts[3] != "TLS" or parts[6] == "UND":
+            continue
+        offset, size, name = int(parts[1], 16), int(parts[2], 0), parts[7]
+        if name == ANCHOR:
+            anchor = offset
+        elif size and name not in skip and not name.startswith(("guard variable", "__tls_guard")):
+            shared.append((name, offset, size))
+    if anchor is None:
+        raise WorkbenchError(f"the instrumented library {path} has no {ANCHOR}")
+    return anchor, tuple(sorted(set(shared), key=lambda v: v[1]))
+
+
+def _device_variables(generated: str) -> set[str]:
+    """Qualified names of the ``__device__`` (not ``__constant__``) module
+    variables of the generated source's cell: global memory on a GPU."""
+    from ... import cxx  # (the foundation's scanner; cheap once loaded)
+    body = generated.partition(f'#line 1 "{SOURCE_NAME}"')[2].partition('#line 1 "wbsim_launchers"')[0]
+    return {v.qualified_name for v in cxx.find_globals(body, None) if v.space == "device"}
+
+
+# -- sites to lines ------------------------------------------------------------------
+_FRAME = re.compile(r"^(?:0x[0-9a-f]+: )?(?: \(inlined by\) )?(?P<function>.*?) at (?P<file>.*?):(?P<line>\d+|\?)")
+
+
+def address_lines(lib: InstrumentedLibrary, addresses) -> dict:
+    """``address -> (line of the source or None, function)`` for ``addresses``
+    in the library, through addr2line's inline frames: the innermost frame in
+    the source itself (the launcher's and the prelude's are not)."""
+    missing = sorted({a for a in addresses if a not in lib.lines})
+    if missing:
+        out = _binutils("addr2line", ["-a", "-i", "-p", "-f", "-C", "-e", lib.path],
+                        "".join(f"{a:#x}\n" for a in missing))
+        found: dict[int, tuple] = {}
+        current = None
+        for text in out.splitlines():
+            if text.startswith("0x"):
+                current = int(text.split(":", 1)[0], 16)
+                found[current] = (None, "")
+            if current is None:
+                continue
+            m = _FRAME.match(text)
+            if (m and found[current][0] is None and m["line"] != "?"
+                    and m["file"].rsplit("/", 1)[-1] == SOURCE_NAME):
+                function = m["function"]
+                found[current] = (int(m["line"]), "" if "__wbsim" in function else function.replace(".localalias", ""))
+        lib.lines.update(found)
+        for a in missing:
+            lib.lines.setdefault(a, (None, ""))
+    return lib.lines
+
+
+def site_lines(lib: InstrumentedLibrary, sites, blocks: dict) -> dict:
+    """``(site, kind) -> (line, function)``: an access's line is its hook
+    call's (the instruction before the return address ``site``); a basic
+    block's is that of its first instruction in the source (its coverage call
+    has the launcher's)."""
+    wanted = {}
+    for site, kind in sites:
+        if kind == 3:
+            wanted[site, kind] = [site, *blocks.get(site, (0, 0, 0, ()))[3]]
+        else:
+            wanted[site, kind] = [site - 1]
+    lines = address_lines(lib, [a for candidates in wanted.values() for a in candidates])
+    out = {}
+    for key, candidates in wanted.items():
+        out[key] = next((lines[a] for a in candidates if lines[a][0] is not None), (None, ""))
+    return out
+
+
+#: Floating-point operations per lane of an x86 (SSE/AVX scalar) or aarch64
+#: instruction, by mnemonic prefix, as Nsight Compute counts FLOPs: adds and
+#: multiplies one, fused multiply-adds two (the build does not vectorise).
+_FP_X86 = (("vfmadd", 2), ("vfmsub", 2), ("vfnmadd", 2), ("vfnmsub", 2), ("vadd", 1),
+           ("vsub", 1), ("vmul", 1), ("vdiv", 1), ("add", 1), ("sub", 1), ("mul", 1),
+           ("div", 1))
+_FP_ARM = (("fmadd", 2), ("fmsub", 2), ("fnmadd", 2), ("fnmsub", 2), ("fadd", 1), ("fsub", 1),
+           ("fmul", 1), ("fnmul", 1), ("fdiv", 1))
+#: Library calls that are one floating-point instruction on a GPU (the
+#: build has no FMA instruction): (flops, double precision).
+_FP_CALLS = {"fmaf": (2, False), "fma": (2, True)}
+#: Instructions a GPU spends on a call of the C library's math (expf, sinf...):
+#: a few special-function and FMA instructions.
+_MATH_CALL = 8
+_MATH = re.compile(r"(?:exp|exp2|expm1|log|log2|log10|log1p|sin|cos|tan|sinh|cosh|tanh|asin|acos|"
+                   r"atan|atan2|erf|erfc|pow|sqrt|cbrt|hypot|sincos)f?$")
+_SKIPPED = ("nop", "endbr", "push", "pop", "xchg")
+#: A GPU's compiler unrolls loops and folds address arithmetic that the CPU
+#: build keeps: the CPU's other instructions count this much each.
+OTHER_WEIGHT = 0.15
+_INSTRUCTION = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
+_CALLEE = re.compile(r"<([A-Za-z_][\w.]*)")
+#: Instructions of a basic block whose lines are looked up to place it.
+_LINE_CANDIDATES = 16
+
+
+def _flops(mnemonic: str) -> tuple[int, bool]:
+    """FLOPs per lane of a CPU instruction and whether they are double precision."""
+    if mnemonic.endswith(("ss", "sd")):  # x86 scalar single / double
+        for prefix, ops in _FP_X86:
+            if mnemonic.startswith(prefix):
+                return ops, mnemonic.endswith("sd")
+        return 0, False
+    if mnemonic.startswith("f"):
+        for prefix, ops in _FP_ARM:
+            if mnemonic.startswith(prefix):
+                return ops, False
+    return 0, False
+
+
+def _gpu_like(mnemonic: str, operands: str) -> bool:
+    """False for CPU instructions a GPU's code has no counterpart of: moves
+    between registers (the GPU's instructions take three operands),
+    prologues, padding."""
+    if mnemonic.startswith(_SKIPPED):
+        return False
+    if "mov" in mnemonic and "(" not in operands and "[" not in operands and "$" not in operands:
+        return False
+    return True
+
+
+def block_figures(lib: InstrumentedLibrary) -> dict:
+    """``basic-block site -> (instructions, flops32, flops64, addresses)``
+    from objdump, over the instructions from one coverage call to the next:
+    an estimate of the GPU instructions the block stands for (its memory
+    accesses, one per access hook, and floating-point instructions, one each,
+    then :data:`OTHER_WEIGHT` for each other instruction a GPU would execute
+    too, see :func:`_gpu_like`), the FLOPs one lane does, and the block's first
+    addresses (their lines place the block)."""
+    if lib.blocks is not None:
+        return lib.blocks
+    text = _binutils("objdump", ["-d", "--no-show-raw-insn", lib.path])
+    figures: dict[int, tuple] = {}
+    site, count, f32, f64, starting, previous, addresses = None, 0, 0, 0, False, "", []
+    core = 0  # memory and floating-point instructions of the block
+
+    def close():
+        if site is not None:
+            other = max(count - core, 0)
+            figures[site] = (max(core + OTHER_WEIGHT * other, 0.1), f32, f64, tuple(addresses))
+
+    for line in text.splitlines():
+        m = _INSTRUCTION.match(line)
+        if not m:
+            if line.endswith(">:"):  # the next function
+                close()
+                site, starting = None, False
+            continue
+        address, mnemonic, operands = int(m[1], 16), m[2], m[3]
+        if starting:
+            site, count, f32, f64, starting, addresses, core = address, 0, 0, 0, False, [], 0
+        if site is not None and len(addresses) < _LINE_CANDIDATES:
+            addresses.append(address)
+        if mnemonic.startswith("call") or mnemonic == "bl":
+            callee = _CALLEE.search(operands)
+            name = callee.group(1) if callee else ""
+            if name == "__sanitizer_cov_trace_pc":
+                close()
+                site, starting, previous = None, True, ""
+                continue
+            if name.startswith("__tsan_") and (previous.endswith("%rdi") or previous.startswith("x0,")):
+                count -= 1  # the address set-up belongs to the access
+            if site is not None:
+                if name.startswith("__tsan_") and "func_" not in name:
+                    core += 1
+                elif name in _FP_CALLS:
+                    ops, double = _FP_CALLS[name]
+                    f64, f32 = (f64 + ops, f32) if double else (f64, f32 + ops)
+                    core += 1
+                elif _MATH.match(name):
+                    core += _MATH_CALL
+        if site is not None and _gpu_like(mnemonic, operands):
+            count += 1
+            ops, double = _flops(mnemonic)
+            f64, f32 = (f64 + ops, f32) if double else (f64, f32 + ops)
+            core += ops > 0
+        previous = operands
+    close()
+    lib.blocks = figures
+    return figures
+
+
+# -- the launch ------------------------------------------------------------------------
+def instrumentation_part(lib: InstrumentedLibrary, consumers: int, stride: int) -> bytes:
+    """The part of an instrumented launch request after the launch's own
+    (``native/worker.cpp``): consumers, block stride, the anchor and the
+    static shared variables, the ``__device__`` variables' accessors."""
+    parts = [struct.pack("<IIQI", consumers, stride, lib.anchor_offset, len(lib.shared))]
+    parts += [struct.pack("<qQ", offset - lib.anchor_offset, size) for _, offset, size in lib.shared]
+    parts.append(struct.pack("<I", len(lib.accessors)))
+    parts += [pack_str(a) for a in lib.accessors]
+    return b"".join(parts)
+
+
+def launch(backend, function, grid, block, shared_mem: int, arguments: bytes,
+           cooperative: bool, max_blocks: int | None = None) -> LaunchCounts:
+    """Run one launch of ``function`` from its module's instrumented build and
+    return what it counted. The kernel really runs (its results are written)."""
+    module = function.module
+    lib = instrumented_library(module)
+    blocks = grid[0] * grid[1] * grid[2]
+    stride = 1 if not max_blocks or blocks <= max_blocks else -(-blocks // int(max_blocks))
+    timeout = backend.timeout_s * SLOWDOWN
+    extra = instrumentation_part(lib, COUNTERS, stride)
+    with backend.lock:
+        worker = backend.worker_for(False)
+        for attempt in (1, 2):
+            try:
+                fresh = lib.path not in worker.libraries
+                handle = worker.load(lib.path)
+                if fresh:  # the values set with set_global, in this library's variables too
+                    for name, data in module._globals.items():
+                        worker.request(Op.SYMBOL_WRITE, struct.pack("<I", handle)
+                                       + pack_str(module._symbol(name))
+                                       + struct.pack("<QQ", 0, len(data)) + data)
+                payload = (request_prefix(handle, function.symbol, grid, block, shared_mem, timeout)
+                           + arguments + request_tail(backend.arena, False, cooperative) + extra)
+                reply = worker.request(Op.INSTRUMENTED_LAUNCH, payload, timeout=timeout)
+                break
+            except WorkerDied as died:
+                if isinstance(died, WorkerGone) and attempt == 1:
+                    continue
+                backend._print_device_output()
+                backend.arena.clear_fault()
+                raise kernel_fault(function.name, False, died, timeout, backend.arena) from None
+            except WorkerError as exc:
+                raise KernelArgumentError(str(exc)) from None
+        backend._print_device_output()
+    return parse_reply(reply, lib, function.name, grid, block, shared_mem)
+
+
+def parse_reply(reply: bytes, lib: InstrumentedLibrary, kernel: str, grid, block,
+                shared_mem: int) -> LaunchCounts:
+    """The worker's reply to an instrumented launch as :class:`LaunchCounts`."""
+    elapsed_ns, nparts = struct.unpack_from("<QI", reply)
+    pos = 12
+    counter = b""
+    for i in range(nparts):
+        (n,) = struct.unpack_from("<I", reply, pos)
+        if i == 0:
+            counter = reply[pos + 4:pos + 4 + n]
+        pos += 4 + n
+    recorded, total, fp_read, fp_write, fp_any = _HEAD.unpack_from(counter)
+    reuse = _REUSE.unpack_from(counter, _HEAD.size)
+    nsites, cut = _SITES.unpack_from(counter, _HEAD.size + _REUSE.size)
+    pos = _HEAD.size + _REUSE.size + _SITES.size
+    raw = []
+    for _ in range(nsites):
+        site, kind, space, piece, size, *figures = _SITE.unpack_from(counter, pos)
+        pos += _SITE.size
+        sample = None
+        if kind != 3:
+            block_linear, warp, mask, *addresses = _SAMPLE.unpack_from(counter, pos)
+            pos += _SAMPLE.size
+            if mask:
+                gx, gy = grid[0], grid[1]
+                index = (block_linear % gx, block_linear // gx % gy, block_linear // (gx * gy))
+                sample = AccessSample(index, warp, size, tuple(
+                    a if mask >> lane & 1 else None for lane, a in enumerate(addresses)))
+        raw.append((site, kind, space, piece, figures, sample))
+    blocks = block_figures(lib) if any(r[1] == 3 for r in raw) else {}
+    lines = site_lines(lib, {(r[0], r[1]) for r in raw}, blocks)
+    sites = []
+    for site, kind, space, piece, (execs, lanes, nbytes, units, ideal, worst), sample in raw:
+        line, function = lines.get((site, kind), (None, ""))
+        instructions, f32, f64 = blocks.get(site, (1, 0, 0))[:3] if kind == 3 else (1, 0, 0)
+        sites.append(SiteCount(_KINDS[kind], _SPACES[space], line, function, site, piece, execs,
+                               lanes, nbytes, units, ideal, worst, sample, instructions, f32, f64))
+    sites.sort(key=lambda s: (s.line is None, s.line or 0, s.site, s.piece, s.kind))
+    return LaunchCounts(kernel, tuple(grid), tuple(block), int(shared_mem), sites, total,
+                        recorded, fp_read, fp_write, fp_any, cut, elapsed_ns / 1e9,
+                        lib.shared_variables(), reuse_loads=reuse[:34], reuse_stores=reuse[34:])
+
+
+# -- counting the launches of a block of code ---------------------------------------
+class Counting:
+    """The backend's launch observer while :func:`count_launches` is active:
+    launches of kernels whose name matches, after ``skip`` of them and up to
+    ``count``, run instrumented and their counts go to ``launches``."""
+
+    def __init__(self, backend, kernel: str | None, skip: int, count: int | None,
+                 max_blocks: int | None):
+        self.backend = backend
+        self.match = _name_matcher(kernel)
+        self.skip = int(skip)
+        self.count = count
+        self.max_blocks = max_blocks
+        self.launches: list[LaunchCounts] = []
+
+    def __call__(self, function, grid, block, shared_mem, arguments, cooperative) -> bool:
+        if not self.match(function.name):
+            return False
+        if self.skip > 0:
+            self.skip -= 1
+            return False
+        if self.count is not None and len(self.launches) >= self.count:
+            return False
+        self.launches.append(launch(self.backend, function, grid, block, shared_mem, arguments,
+                                    cooperative, self.max_blocks))
+        return True
+
+
+def _name_matcher(kernel: str | None):
+    if kernel is None:
+        return lambda name: True
+    if kernel.startswith("regex:"):
+        pattern = re.compile(kernel[6:])
+        return lambda name: pattern.search(name) is not None
+    base = kernel.split("<", 1)[0].split("::")[-1].strip()
+    return lambda name: name.split("<", 1)[0].split("::")[-1].strip() == base
+
+
+@contextlib.contextmanager
+def count_launches(backend, kernel: str | None = None, skip: int = 0, count: int | None = None,
+                   max_blocks: int | None = None):
+    """See :meth:`workbench.backends.contract.Instrumentation.count_launches`."""
+    if backend.checked:
+        raise WorkbenchError("counting accesses needs the plain simulator, not the checked one: "
+                             "wb.backend('simulator', checked=False)")
+    observer = Counting(backend, kernel, skip, count, max_blocks)
+    previous, backend.launch_observer = backend.launch_observer, observer
+    try:
+        yield observer.launches
+    finally:
+        backend.launch_observer = previous

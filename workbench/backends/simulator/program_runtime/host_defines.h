@@ -1,0 +1,7 @@
+/* The simulator's stand-in for CUDA's host_defines.h (whole programs): see wbsim_runtime_types.h. */
+#pragma once
+#ifdef __WBSIM_HOST_UNIT
+#include "wbsim_host_runtime.h"
+#else
+#include "wbsim_runtime_types.h"
+#endif
