@@ -104,3 +104,8 @@ def test_shorten_cuts_between_words(width):
 def test_shown_column_leaves_text_and_counts_alone():
     assert shown_column("size", pd.Series([256, 1024]))[1] == [256, 1024]  # as pandas shows them
     assert shown_column("status", pd.Series(["ok", "launch"]))[1] == ["ok", "launch"]
+
+
+def test_small_and_large_rates_are_written_without_an_exponent():
+    view, _ = readable(pd.DataFrame({"gbps": [7.363e-05, 0.1763, 1234.56, 3.0]}))._wb_view()
+    assert list(view["gbps"]) == ["0.00007363", "0.1763", "1,235", "3"]

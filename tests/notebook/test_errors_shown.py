@@ -73,7 +73,6 @@ MISUSE = [
     ("wb.dashboard(42)", TypeError, "shows a kernel of the workbench"),
     ("wb.occupancy(scale, block=2048)", wb.LaunchConfigError, "exceeds the device's limit"),
     ("wb.memory.set_limit(fraction=3)", ValueError, "from 0 to 1"),
-    ("wb.profile(scale, x, 64, grid=1, block=64)", wb.ProfilerUnavailable, "wb.doctor()"),
     ("wb.program('int main() { return 0; }', options='-o foo')", wb.WorkbenchError,
      "leave out -o"),
     ("wb.program('int main() { return 3; }')", wb.ProgramError, "exited with code 3"),

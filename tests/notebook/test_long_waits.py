@@ -68,10 +68,11 @@ def test_a_launch_of_seconds_reports_while_it_runs(sleeper, recorder):
     shown = recorder.made[0]
     assert shown.what == "kernel sleep_for"
     assert shown.updates[0] >= waiting.AFTER_S
-    assert 2 <= len(shown.updates) <= 3  # about once a second: at 2 s and 3 s
-    assert all(b - a >= 0.9 for a, b in zip(shown.updates, shown.updates[1:]))
     elapsed, outcome = shown.closed
     assert outcome == "done" and elapsed >= 3.3
+    # about once a second from 2 s on: at 2 s and 3 s (later ones on a busy machine)
+    assert 2 <= len(shown.updates) <= int(elapsed) - 1
+    assert all(b - a >= 0.9 for a, b in zip(shown.updates, shown.updates[1:]))
     np.testing.assert_array_equal(wb.to_host(x), np.ones(1, np.float32))
 
 

@@ -25,6 +25,8 @@ import math
 import numbers
 from typing import Iterable
 
+import numpy as np
+
 from .na import NA, is_na
 from .tables import pandas, shorten
 from .units import time_unit
@@ -107,8 +109,17 @@ def _cell(value) -> str:
     if isinstance(value, numbers.Integral):
         return str(int(value))
     if isinstance(value, numbers.Real):
-        return f"{float(value):.4g}"
+        return _significant(float(value))
     return str(value)
+
+
+def _significant(x: float) -> str:
+    """Four significant figures, never an exponent: 7.363e-05 -> 0.00007363."""
+    if not math.isfinite(x):
+        return MISSING if math.isnan(x) else str(x)
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return np.format_float_positional(x, precision=4, unique=False, fractional=False, trim="-")
 
 
 def shown_column(name: str, series) -> tuple[str, list]:
