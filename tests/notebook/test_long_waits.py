@@ -69,7 +69,7 @@ def test_a_launch_of_seconds_reports_while_it_runs(sleeper, recorder):
     assert shown.what == "kernel sleep_for"
     assert shown.updates[0] >= waiting.AFTER_S
     elapsed, outcome = shown.closed
-    assert outcome == "done" and elapsed >= 3.3
+    assert outcome == "done" and elapsed >= 3.2  # (the worker starts just before the wait does)
     # about once a second from 2 s on: at 2 s and 3 s (later ones on a busy machine)
     assert 2 <= len(shown.updates) <= int(elapsed) - 1
     assert all(b - a >= 0.9 for a, b in zip(shown.updates, shown.updates[1:]))
