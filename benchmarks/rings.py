@@ -1,18 +1,22 @@
 """Ring kernels (``wb.ring``) measured side by side in one run: throughput of
 16-byte messages in batches of 4k, the round trip of a single message, and
 the ring against one ordinary kernel launch per batch (copy in, launch, copy
-out) for batches of 1 to 64 messages.
+out) for batches of 1 to 64 messages; then the cooperative forms: a ring
+whose batch handler answers each round's messages (its throughput beside the
+per-message ring's, and against one cooperative launch per batch) and a
+cooperative per-message ring (the whole grid on each message: its round trip).
 
     python benchmarks/rings.py            # the active backend (GPU when there is one)
     python benchmarks/rings.py --quick    # fewer messages
     python benchmarks/rings.py --host-only    # only Python's part of send/recv/call
 
-Targets (H100; PASS or below is printed beside each):
+Targets (H200; PASS or below is printed beside each):
 
-    throughput, 16-byte messages, batches of 4k    >= 20 M messages/s
-    round trip of a single message                 p50 <= 5 µs, p99 <= 20 µs
+    throughput, 16-byte messages, batches of 4k    >= 60 M messages/s
+    round trip of a single message (call())        p50 <= 2.5 µs (stretch 2.0), p99 <= 10 µs
     vs one kernel launch per batch, batches 1-64   ring >= 5x more messages/s
                                                    (the median of 7 alternating rounds)
+    on the simulator: call()'s round trip          p50 <= 20 µs (about a simulator launch)
 
 Why the queues are in mapped host memory, both directions: the host writes a
 request and reads a response with a plain store and load; with the queues in
@@ -20,7 +24,8 @@ device memory each direction would need a copy call, and the table's last rows
 show what one small copy call costs on its own.
 
 On the simulator the figures are CPU wall-clock times of a ring that runs one
-block in a worker process; they say nothing of a GPU and carry no verdict.
+block in a worker process (a cooperative ring: two, each on an OS thread);
+they say nothing of a GPU, and only the round trip carries a verdict.
 
 ``--host-only`` times the host's part alone, on any machine: no kernel runs;
 the benchmark itself writes every answer (response, device stamps, sequence
@@ -56,6 +61,21 @@ __device__ void handle(const Request& in, Response& out) {
 """
 REQUEST = np.dtype([("a", "f4"), ("b", "f4"), ("id", "i4"), ("pad", "i4")])
 RESPONSE = np.dtype([("sum", "f4"), ("id", "i4"), ("pad", "i4", (2,))])
+
+
+BATCH_SOURCE = r"""
+struct Request { float a; float b; int id; int pad; };
+struct Response { float sum; int id; int pad[2]; };
+// every thread of the grid, once per round: its share of the round's messages
+__device__ void handle_batch(const Request* in, Response* out, int count) {
+    const long long rank = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long size = (long long)gridDim.x * blockDim.x;
+    for (long long i = rank; i < count; i += size) {
+        out[i].sum = in[i].a + in[i].b;
+        out[i].id = in[i].id;
+    }
+}
+"""
 
 
 def _messages(n: int, rng) -> np.ndarray:
@@ -168,6 +188,9 @@ class _HostOnlyBackend:
     """The active backend, except that a ring's queues are plain host memory
     and its persistent kernel is :class:`_NoKernel` (--host-only)."""
 
+    #: the host's part as on a GPU, whose ring never sleeps: no bell to ring after a send
+    simulated = False
+
     def __init__(self, backend):
         self._backend = backend
 
@@ -177,7 +200,8 @@ class _HostOnlyBackend:
     def alloc_mapped(self, nbytes: int) -> MappedBuffer:
         return MappedBuffer(np.zeros(nbytes, dtype=np.uint8), 0, None)
 
-    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0):
+    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0,
+                          cooperative: bool = False):
         return _NoKernel()
 
 
@@ -244,6 +268,37 @@ def _verdict(ok: bool, simulated: bool) -> str:
     return "" if simulated else ("PASS" if ok else "below")
 
 
+def cooperative_rows(sim: bool, quick: bool, rng) -> list[list]:
+    """The cooperative forms: a batch-handler ring's throughput and its rounds
+    against one cooperative launch per batch, and a cooperative per-message
+    ring's round trip (every thread of the grid on each message)."""
+    rows = []
+    with wb.ring(BATCH_SOURCE, request=REQUEST, response=RESPONSE, batch=True,
+                 capacity=65536, threads=128) as r:
+        batch = 4096 if not sim else 256
+        rate = throughput(r, batch, (1 << 16 if quick else 1 << 23), rng)
+        rows.append([f"batch handler: throughput, batches of {batch} (cooperative rounds)",
+                     f"{rate / 1e6:.3g} M msg/s", "", ""])
+        for k in (64, 4096 if not sim else 256):
+            ring_rate, launch_rate, ratios = per_batch(r, k, 0.02 if quick else 0.1, rng)
+            rows.append([f"batch handler, batch {k}: ring vs a cooperative launch per batch",
+                         f"{ring_rate / 1e6:.3g} vs {launch_rate / 1e6:.3g} M msg/s = "
+                         f"{float(np.median(ratios)):.3g}x", "", ""])
+        rt, _ = round_trips(r, 100 if sim else (500 if quick else 5000))
+        rows.append(["batch handler: call() round trip p50 / p99",
+                     f"{np.percentile(rt, 50) * 1e6:.3g} / {np.percentile(rt, 99) * 1e6:.3g} µs",
+                     "", ""])
+        rows.append(["  batch-handler ring layout", f"{r.blocks} blocks x {r.threads} threads "
+                     "(a round: poll, copy in, handle, copy out, publish; 4 grid syncs)", "", ""])
+    with wb.ring(SOURCE, request=REQUEST, response=RESPONSE, cooperative=True,
+                 capacity=1024, threads=128) as r:
+        rt, _ = round_trips(r, 100 if sim else (500 if quick else 5000))
+        rows.append(["cooperative per-message ring (whole grid per message): call() p50 / p99",
+                     f"{np.percentile(rt, 50) * 1e6:.3g} / {np.percentile(rt, 99) * 1e6:.3g} µs",
+                     "", ""])
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer messages")
@@ -264,12 +319,18 @@ def main(argv=None) -> int:
         batch = 4096 if not sim else 256
         rate = throughput(r, batch, (1 << 16 if quick else 1 << 23), rng)
         rows.append([f"throughput, batches of {batch}", f"{rate / 1e6:.3g} M msg/s",
-                     ">= 20 M msg/s", _verdict(rate >= 20e6, sim)])
-        rt, host = round_trips(r, 200 if sim else (2000 if quick else 20000))
+                     ">= 60 M msg/s", _verdict(rate >= 60e6, sim)])
+        rt, host = round_trips(r, 2000 if sim else (2000 if quick else 20000))
         p50, p99 = np.percentile(rt, 50), np.percentile(rt, 99)
-        rows.append(["round trip p50", f"{p50 * 1e6:.3g} µs", "<= 5 µs", _verdict(p50 <= 5e-6, sim)])
-        rows.append(["round trip p99", f"{p99 * 1e6:.3g} µs", "<= 20 µs",
-                     _verdict(p99 <= 20e-6, sim)])
+        if sim:  # (the simulator's own target: about a simulator launch)
+            rows.append(["round trip p50", f"{p50 * 1e6:.3g} µs", "<= 20 µs (simulator)",
+                         "PASS" if p50 <= 20e-6 else "below"])
+        else:
+            rows.append(["round trip p50", f"{p50 * 1e6:.3g} µs", "<= 2.5 µs (stretch 2.0)",
+                         "PASS" + (" (stretch too)" if p50 <= 2.0e-6 else "") if p50 <= 2.5e-6
+                         else "below"])
+        rows.append(["round trip p99", f"{p99 * 1e6:.3g} µs", "<= 10 µs",
+                     _verdict(p99 <= 10e-6, sim)])
         rows.append(["  of which the host's part around the wait, p50",
                      f"{np.percentile(host, 50) * 1e6:.3g} µs", "", ""])
         rows.append(["  call() " + ("through the call box (answered by the dispatcher)"
@@ -282,6 +343,7 @@ def main(argv=None) -> int:
                          f"({ratios[0]:.3g}-{ratios[-1]:.3g}x)", ">= 5x", _verdict(ratio >= 5, sim)])
         rows.append(["ring layout", f"{r.blocks} blocks x {r.threads} threads, "
                      f"{r.capacity} slots", "", ""])
+    rows += cooperative_rows(sim, quick, rng)
     copy = copy_call_seconds(50 if quick else 500)
     rows.append(["one 16-byte copy in + copy out (queues in device memory would need these)",
                  f"{copy * 1e6:.3g} µs", "", ""])

@@ -20,3 +20,32 @@ def using_backend(which=None, **options):
             yield session.use_backend(which, **options)
     finally:
         session.restore_backend(previous)
+
+
+class _Added:
+    """What :func:`new_timings` found: ``frame``, the block's records as
+    ``wb.timings()`` shows them (set when the block ends)."""
+
+    frame = None
+
+
+@contextlib.contextmanager
+def new_timings():
+    """The records the block adds to the session's timing log, as a
+    DataFrame in ``.frame`` after the block: found by the last record before
+    it, so whatever earlier tests left in the log (how many records, kernels
+    of the same name, a log at its cap of records, where the oldest drop out
+    and counting from ``len(wb.timings())`` finds nothing) does not matter."""
+    import workbench as wb
+    from workbench.runtime.session import session
+    log = session().timing_log
+    log.resolve_all()
+    last = log.records[-1] if log.records else None
+    added = _Added()
+    yield added
+    frame = wb.timings()
+    records = list(log.records)
+    start = 0
+    if last is not None:
+        start = next((i + 1 for i in range(len(records) - 1, -1, -1) if records[i] is last), 0)
+    added.frame = frame.iloc[start:]

@@ -150,8 +150,8 @@ def _resolve(target: str, name: str):
 
 def __getattr__(name: str):
     if name == "xp":  # not cached: it follows the active backend
-        from .runtime.session import backend  # lazy: `import workbench` loads nothing (PEP 562)
-        return backend().xp
+        from .core.arrays import xp  # lazy: `import workbench` loads nothing (PEP 562)
+        return xp()
     target = _LAZY.get(name)
     if target is not None:
         value = globals()[name] = _resolve(target, name)

@@ -156,6 +156,13 @@ class TuneError(WorkbenchError, ValueError):
     reference or the kernel's arguments do not fit (the message says how)."""
 
 
+class DefinesError(WorkbenchError, TypeError, ValueError):
+    """Preprocessor defines given in a form the workbench will not guess at
+    (``defines=`` of ``wb.compile``, ``wb.tune``, ``wb.program``; ``%%cuda -D``):
+    they are a dict ``{"NAME": value}`` or a list of ``"NAME"`` /
+    ``"NAME=VALUE"`` strings; the message says what was wrong."""
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C (the notebook's interrupt) stopped something the workbench was
     waiting for: a ``KeyboardInterrupt`` whose message says what was stopped

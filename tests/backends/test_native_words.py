@@ -118,9 +118,9 @@ def _flag(seq):
     return np.uint64((seq & 0xFFFFFFFF) | 0x80000000) << np.uint64(32)
 
 
-def _box_caller(words, fields, nbytes=24):
+def _box_caller(words, fields, nbytes=24, *bell):
     """A BoxCaller on plain memory (a 24-byte message, a 12-byte answer), its
-    buffers kept alive with it."""
+    buffers kept alive with it (``bell``: a ring's control words to ring)."""
     box = np.zeros(6, dtype=np.uint64)  # 24 bytes: 6 flagged words
     answer = np.zeros(6, dtype=np.uint64)  # 3 words of answer + 2 of ns (+ a lane's spare)
     single, pools = [], []
@@ -130,7 +130,7 @@ def _box_caller(words, fields, nbytes=24):
         pools.append(pool)
         return pool, pool.ctypes.data, len(pool)
     c = words.BoxCaller(box.ctypes.data, nbytes, 6, answer.ctypes.data, 5, 12, fields, make_pool,
-                        single)
+                        single, *bell)
     return c, box, answer, single, pools
 
 
@@ -323,3 +323,59 @@ def test_the_switch_turns_it_off(monkeypatch):
         monkeypatch.delenv(native_words.SWITCH)
         native_words.module.cache_clear()
         native_words.module()
+
+
+def _futex_sleeper(address, expected, timeout_s):
+    """A thread that sleeps on a futex (FUTEX_WAIT on the 32-bit word at
+    ``address`` while it holds ``expected``), as the simulator's ring
+    dispatcher does; ``woke`` gets how long it slept."""
+    import ctypes
+    import platform
+
+    class Timespec(ctypes.Structure):
+        _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+    syscall = ctypes.CDLL(None, use_errno=True).syscall
+    number = 202 if platform.machine().lower() in ("x86_64", "amd64") else 240
+    woke = []
+
+    def sleep():
+        t0 = time.monotonic()
+        ts = Timespec(int(timeout_s), 0)
+        syscall(ctypes.c_long(number), ctypes.c_void_p(address), ctypes.c_int(0),  # FUTEX_WAIT
+                ctypes.c_int(expected), ctypes.byref(ts), None, ctypes.c_int(0))
+        woke.append(time.monotonic() - t0)
+    t = threading.Thread(target=sleep)
+    t.start()
+    return t, woke
+
+
+def test_ring_bell_wakes_a_dispatcher_only_when_it_said_it_sleeps(words):
+    control = np.zeros(16, dtype=np.int64)  # a ring's control words: [2] asleep, [3] the bell
+    words.ring_bell(control.ctypes.data)
+    assert control[2] == control[3] == 0  # awake: nothing to do (no syscall)
+    words.ring_bell(None)  # (no bell: a GPU's ring)
+    control[2] = 1
+    sleeper, woke = _futex_sleeper(control.ctypes.data + 24, 0, 10)
+    time.sleep(0.1)  # (asleep by now; were it not, the bell's change makes its wait return)
+    words.ring_bell(control.ctypes.data)
+    sleeper.join(10)
+    assert control[2] == 0 and control[3] == 1  # the flag taken down, the bell counted up
+    assert woke and woke[0] < 5  # woken, not timed out
+    with pytest.raises(ValueError, match="aligned"):
+        words.ring_bell(control.ctypes.data + 4)
+
+
+def test_a_call_and_a_head_published_ring_the_bell(words):
+    control = np.zeros(16, dtype=np.int64)
+    mem = np.zeros(2, dtype=np.int64)
+    control[2] = 1
+    assert words.publish_wait(mem.ctypes.data, 3, mem.ctypes.data + 8, 0, 0, 0, 0, 1000,
+                              control.ctypes.data) is not None  # (the word holds 0 already)
+    assert mem[0] == 3 and control[2] == 0 and control[3] == 1
+    control[2] = 1
+    fields = ((0, "f"), (4, "d"), (12, "b"), (14, "H"), (16, "q"))
+    c, box, _, _, _ = _box_caller(words, fields, 24, control.ctypes.data)
+    assert c.call((1.0, 2.0, 3, 4, 5), 1, 1000) is None  # no device: not answered in 1 µs
+    assert control[2] == 0 and control[3] == 2  # but the message's words rang the bell
+    assert (box >> np.uint64(32) == _flag(1) >> np.uint64(32)).all()
+

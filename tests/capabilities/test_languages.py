@@ -24,7 +24,7 @@ import pytest
 import workbench as wb
 from workbench.memory.tracker import tracker
 
-from helpers import using_backend
+from helpers import new_timings, using_backend
 
 LANGUAGES = ["numba", "triton"]
 _KERNELS: dict = {}
@@ -74,7 +74,8 @@ def kernels(support, language: str) -> dict:
     spec = importlib.util.spec_from_file_location(f"_wb_{language}_kernels_{int(key[1])}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    made = {name: getattr(module, name) for name in ("scale", "block_sum", "tuned_scale")
+    made = {name: getattr(module, name) for name in ("scale", "block_sum", "tuned_scale", "scale_by_global",
+                                                     "typed_fill", "uniform_samples")
             if hasattr(module, name)}
     _KERNELS[key] = made
     return made
@@ -99,13 +100,12 @@ def test_launch_on_workbench_arrays_in_place_and_logged(on, language):
     k = wb.python_kernel(raw)
     assert wb.python_kernel(raw) is k and k.language == language
     host, x, y = _inputs()
-    before = len(wb.timings())
-    _launch_scale(language, k, x, y, 2.5, x.size)
-    log = wb.timings()
+    with new_timings() as added:
+        _launch_scale(language, k, x, y, 2.5, x.size)
     out = wb.to_host(y)
     np.testing.assert_allclose(out, 2.5 * host.astype(np.float64), rtol=1e-6)
-    assert len(log) == before + 1
-    row = log.iloc[-1]
+    assert len(added.frame) == 1
+    row = added.frame.iloc[-1]
     assert row["kernel"] == "scale" and row["language"] == language
     assert row["backend"] == wb.backend().name and row["ms"] >= 0
     assert tuple(row["grid"]) == (7,)
@@ -289,26 +289,21 @@ def test_gpu_triton_relaunches_follow_every_specialisation(on_gpu):
     k = wb.python_kernel(kernels(on_gpu, "triton")["scale"])
     rng = np.random.default_rng(11)
 
-    def scale_rows():
-        log = wb.timings()
-        return log[(log["kind"] == "kernel") & (log["kernel"] == "scale")]
-
-    before = len(scale_rows())
     launches = 0
-    for dtype in (np.float32, np.float64):
-        for n, offset, block in ((1024, 0, 128), (777, 0, 128), (1024, 1, 128), (1, 0, 128),
-                                 (1024, 0, 256), (1024, 0, 128), (777, 1, 128)):
-            host = rng.standard_normal(n + offset).astype(dtype)
-            x = wb.to_device(host)[offset:]  # offset 1: a pointer off Triton's 16-byte alignment
-            y = wb.xp.zeros(n + offset, dtype=dtype)[offset:]
-            for a in (1.5, -3.0):
-                k(x, y, a, n, grid=(triton_cdiv(n, block),), BLOCK=block)
-                launches += 1
-                np.testing.assert_allclose(wb.to_host(y), a * host[offset:].astype(np.float64),
-                                           rtol=1e-6 if dtype == np.float32 else 1e-12)
-    rows = scale_rows()
-    assert len(rows) == before + launches
-    assert (rows["ms"].iloc[-launches:] > 0).all()
+    with new_timings() as added:
+        for dtype in (np.float32, np.float64):
+            for n, offset, block in ((1024, 0, 128), (777, 0, 128), (1024, 1, 128), (1, 0, 128),
+                                     (1024, 0, 256), (1024, 0, 128), (777, 1, 128)):
+                host = rng.standard_normal(n + offset).astype(dtype)
+                x = wb.to_device(host)[offset:]  # offset 1: a pointer off Triton's 16-byte alignment
+                y = wb.xp.zeros(n + offset, dtype=dtype)[offset:]
+                for a in (1.5, -3.0):
+                    k(x, y, a, n, grid=(triton_cdiv(n, block),), BLOCK=block)
+                    launches += 1
+                    np.testing.assert_allclose(wb.to_host(y), a * host[offset:].astype(np.float64),
+                                               rtol=1e-6 if dtype == np.float32 else 1e-12)
+    rows = added.frame.query("kind == 'kernel' and kernel == 'scale'")
+    assert len(rows) == launches and (rows["ms"] > 0).all()
     direct = k._direct[wb.backend().current_device()]
     assert direct and direct._kernels and direct._calls  # the repeats went past Triton's dispatch
     for a, negative in ((0.0, False), (0.0, False), (-0.0, True), (0.0, False)):  # equal, not alike
@@ -329,3 +324,75 @@ def test_gpu_triton_relaunches_follow_every_specialisation(on_gpu):
 
 def triton_cdiv(n: int, block: int) -> int:
     return -(-n // block)
+
+
+# -- the same answers and checks on both backends; arrays the languages made ----------------
+
+def test_a_declared_numba_signature_is_checked_on_both_backends(on):
+    k = wb.python_kernel(kernels(on, "numba")["typed_fill"])
+    with pytest.raises(wb.KernelArgumentError, match=r"'a' takes a device array of int32, got a float32"):
+        k(wb.xp.zeros((4, 8), dtype=np.float32), grid=(1, 1), block=(4, 8))
+    with pytest.raises(wb.KernelArgumentError, match=r"'a' takes a 2-dimensional device array"):
+        k(wb.xp.zeros(32, dtype=np.int32), grid=(1, 1), block=(4, 8))
+    a = wb.xp.zeros((4, 8), dtype=np.int32)
+    k(a, grid=(1, 1), block=(4, 8))
+    np.testing.assert_array_equal(wb.to_host(a), np.arange(32).reshape(4, 8))
+
+
+def test_numba_globals_are_frozen_at_the_first_compile_on_both_backends(on):
+    raw = kernels(on, "numba")["scale_by_global"]
+    module_globals = raw.py_func.__globals__
+    k = wb.python_kernel(raw)
+    host, x, y = _inputs(300, seed=5)
+    try:
+        module_globals["SCALE"] = 2.0
+        k(x, y, x.size, n=x.size)
+        np.testing.assert_allclose(wb.to_host(y), 2.0 * host, rtol=1e-6)
+        module_globals["SCALE"] = 5.0  # a GPU kernel compiled with 2.0 keeps it
+        k(x, y, x.size, n=x.size)
+        np.testing.assert_allclose(wb.to_host(y), 2.0 * host, rtol=1e-6)
+    finally:
+        module_globals["SCALE"] = 2.0
+
+
+def test_a_numba_launch_refuses_a_block_the_device_refuses(on):
+    k = wb.python_kernel(kernels(on, "numba")["scale"])
+    host, x, y = _inputs(4096)
+    limit = wb.backend().device_properties().max_threads_per_block
+    with pytest.raises(wb.LaunchConfigError, match=f"2048 threads; this device allows at most {limit}"):
+        k(x, y, 2.0, x.size, grid=2, block=2048)
+    with pytest.raises(wb.LaunchConfigError, match="per dimension"):
+        k(x, y, 2.0, x.size, grid=1, block=(1, 1, 128))
+    np.testing.assert_array_equal(wb.to_host(y), 0)  # nothing ran
+    _launch_scale("numba", k, x, y, 2.0, x.size)
+    np.testing.assert_allclose(wb.to_host(y), 2.0 * host, rtol=1e-6)
+
+
+@pytest.mark.parametrize("grid", [lambda meta: (0,), lambda meta: (-1,), lambda meta: (2.5,)],
+                         ids=["zero", "negative", "float"])
+def test_a_triton_grid_function_is_checked_as_a_plain_grid(on, grid):
+    k = wb.python_kernel(kernels(on, "triton")["scale"])
+    host, x, y = _inputs(256)
+    with pytest.raises(wb.LaunchConfigError, match=r"grid \(from the grid function\)"):
+        k(x, y, 2.0, x.size, grid=grid, BLOCK=128)
+    np.testing.assert_array_equal(wb.to_host(y), 0)  # nothing ran, and nothing was said before
+    k(x, y, 2.0, x.size, grid=lambda meta: (triton_cdiv(x.size, meta["BLOCK"]),), BLOCK=128)
+    np.testing.assert_allclose(wb.to_host(y), 2.0 * host, rtol=1e-6)
+
+
+def test_numba_random_states_pass_straight_to_a_numba_kernel(on):
+    k = wb.python_kernel(kernels(on, "numba")["uniform_samples"])
+    from numba.cuda.random import (create_xoroshiro128p_states, init_xoroshiro128p_states_cpu,
+                                   xoroshiro128p_dtype, xoroshiro128p_uniform_float32)
+    n, draws, seed = 64, 3, 1234
+    states = create_xoroshiro128p_states(n, seed=seed)  # a Numba device array of records
+    copied = wb.to_device(states)  # the workbench's copy keeps the record's fields
+    assert copied.dtype == xoroshiro128p_dtype and copied.dtype.names == ("s0", "s1")
+    cpu = np.empty(n, dtype=xoroshiro128p_dtype)  # numba.cuda.random's host-side generator
+    init_xoroshiro128p_states_cpu(cpu, seed, 0)
+    expected = np.array([[xoroshiro128p_uniform_float32(cpu, i) for _ in range(draws)]
+                         for i in range(n)], dtype=np.float32)
+    for given in (states, copied):
+        out = wb.xp.zeros((n, draws), dtype=np.float32)
+        k(given, out, grid=1, block=n)
+        np.testing.assert_array_equal(wb.to_host(out), expected)

@@ -443,6 +443,18 @@ def test_options_reach_the_simulator_build():
     assert run.stdout == "42 hi there 100\n"
 
 
+def test_defines_as_a_dict_are_written_as_c_literals_after_the_options():
+    source = """
+    #include <cstdio>
+    int main() { printf("%d %.3f %s %d\\n", WIDTH, SCALE, NAME, FLAG); }
+    """
+    run = wb.program(source, backend="simulator", options="-O2", echo=False,
+                     defines={"WIDTH": 512, "SCALE": 0.25, "NAME": '"vadd"', "FLAG": True})
+    assert run.stdout == "512 0.250 vadd 1\n"  # (a dict read as its names: WIDTH=1, SCALE=1)
+    with pytest.raises(wb.errors.DefinesError, match="'WIDTH'.*list"):
+        wb.program(source, backend="simulator", defines={"WIDTH": [512]}, echo=False)
+
+
 def test_several_files_in_one_build():
     wb.programs.add_file("vec.cuh", "#pragma once\n__device__ inline float twice(float x) { return 2 * x; }\n"
                                     "void fill(float* d, int n);\n")

@@ -270,6 +270,19 @@ def test_bad_arguments_are_explained(simulator):
         wb.tune(SPIN, spin_args(), space=SPACE, grid=4, flush=True)
 
 
+def test_fixed_defines_as_a_dict_reach_every_configuration(backend):
+    source = r"""
+    extern "C" __global__ void fill(float* out) { out[blockIdx.x * blockDim.x + threadIdx.x] = VALUE; }
+    """
+    r = wb.tune(source, (np.zeros(256, np.float32),), space={"block": [64, 128]},
+                grid=lambda c: 256 // c["block"], defines={"VALUE": 7.5},
+                reference=lambda out: np.full(256, 7.5, np.float32), progress=False, **FAST)
+    assert [row["status"] for row in r.rows] == ["ok", "ok"], r.rows  # (read as names: VALUE=1)
+    with pytest.raises(wb.errors.DefinesError, match="VALUE"):
+        wb.tune(source, (np.zeros(256, np.float32),), space={"block": [64]}, grid=4,
+                defines={"VALUE": None}, progress=False, **FAST)
+
+
 def test_a_kernel_pickles_as_its_source(backend):
     k = wb.compile(SPIN, defines=["W=3"])["spin"]
     again = pickle.loads(pickle.dumps(k))

@@ -9,6 +9,8 @@ import workbench as wb
 from workbench.benchmarking.timeline import Interval, Timeline, overlap_stats
 from workbench.core.streams import stream
 
+from helpers import new_timings
+
 SOURCE = r'''
 extern "C" __global__ void fill(float* x, float v, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -85,15 +87,15 @@ def test_copies_in_every_direction_are_timed_with_bytes_and_stream(m):
     d1, d2 = wb.allocate((4096,), np.float32), wb.allocate((4096,), np.float32)
     back = np.empty_like(host)
     s = wb.Stream(name="copies")
-    before = len(wb.timings())
-    wb.copy(d1, host, stream=s)                    # H2D
-    wb.copy(d2, d1, stream=s)                      # D2D
-    wb.copy(back, d2, stream=s, sync=True)         # D2H
-    wb.memset(d1, 0, stream=s)
-    s.synchronize()
+    with new_timings() as added:
+        wb.copy(d1, host, stream=s)                    # H2D
+        wb.copy(d2, d1, stream=s)                      # D2D
+        wb.copy(back, d2, stream=s, sync=True)         # D2H
+        wb.memset(d1, 0, stream=s)
+        s.synchronize()
     np.testing.assert_array_equal(back, host)
     assert not wb.to_host(d1).any()
-    log = wb.timings().iloc[before:]
+    log = added.frame
     copies = log[log["stream"] == "copies"]
     assert list(copies["kernel"]) == ["copy H2D", "copy D2D", "copy D2H", "memset"]
     assert list(copies["kind"]) == ["copy", "copy", "copy", "memset"]

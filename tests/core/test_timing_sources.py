@@ -17,6 +17,8 @@ import pytest
 import workbench as wb
 from workbench.runtime.timing import TimingLog
 
+from helpers import new_timings
+
 
 class Records:
     """Kernel records as CUPTI hands them over: ``finish`` makes a launched
@@ -156,12 +158,12 @@ def test_cupti_times_every_launch_on_the_gpu(gpu):
     module = wb.compile(SPIN, instantiate=["fill<float>"])
     spin, fill = module["spin"], module["fill<float>"]
     x = wb.xp.zeros(1000, dtype=np.float32)
-    start = len(wb.timings())
-    for us in (20, 40, 80):
-        spin(np.int64(us * 1000), grid=1, block=1)
-        (x * 2).sum()  # CuPy's own kernels in between: not in the log
-        fill(x, np.float32(us), 1000, n=1000)
-    df = wb.timings().iloc[start:]
+    with new_timings() as added:
+        for us in (20, 40, 80):
+            spin(np.int64(us * 1000), grid=1, block=1)
+            (x * 2).sum()  # CuPy's own kernels in between: not in the log
+            fill(x, np.float32(us), 1000, n=1000)
+    df = added.frame
     assert len(df) == 6 and list(df["kernel"])[0::2] == ["spin"] * 3
     np.testing.assert_allclose(df["ms"].to_numpy()[0::2], [0.02, 0.04, 0.08], rtol=0.15)
     assert (df["ms"].to_numpy()[1::2] > 0).all()  # the template's mangled symbol matched too
@@ -176,12 +178,12 @@ def test_event_timed_launches_through_the_c_launcher_keep_their_lengths(gpu):
     module = wb.compile(SPIN, instantiate=["fill<float>"])
     spin = module["spin"]
     with session().timing_log.timed_by_events():
-        start = len(wb.timings())
-        # (a first launch loads the module, and after the host has waited for the GPU, an
-        # event's first kernel starts late: warm-ups queued right before the measured ones)
-        for us in (1, 1, 1, 200, 2000, 400, 200):
-            spin(np.int64(us * 1000), grid=1, block=1)
-        df = wb.timings().iloc[start + 3:]
+        with new_timings() as added:
+            # (a first launch loads the module, and after the host has waited for the GPU, an
+            # event's first kernel starts late: warm-ups queued right before the measured ones)
+            for us in (1, 1, 1, 200, 2000, 400, 200):
+                spin(np.int64(us * 1000), grid=1, block=1)
+        df = added.frame.iloc[3:]
     assert list(df["kernel"]) == ["spin"] * 4
     ms = df["ms"].to_numpy()
     np.testing.assert_allclose(ms, [0.2, 2.0, 0.4, 0.2], rtol=0.1)
@@ -286,12 +288,12 @@ extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {
     xh, yh = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
     x, y = wb.to_device(xh), wb.to_device(yh)
     expected = yh.astype(np.float64)
-    start = len(wb.timings())
-    for a in (0.5, -1.25, 3.0, 0.5):
-        k(a, x, y, n, grid=(n + 255) // 256, block=256)
-        expected = a * xh.astype(np.float64) + expected
-    np.testing.assert_allclose(wb.to_host(y), expected, rtol=1e-5, atol=1e-5)
-    df = wb.timings().iloc[start:]
+    with new_timings() as added:
+        for a in (0.5, -1.25, 3.0, 0.5):
+            k(a, x, y, n, grid=(n + 255) // 256, block=256)
+            expected = a * xh.astype(np.float64) + expected
+        np.testing.assert_allclose(wb.to_host(y), expected, rtol=1e-5, atol=1e-5)
+    df = added.frame
     df = df[df["kind"] == "kernel"]  # (the copy back to the host is logged too)
     assert list(df["kernel"]) == ["axpy"] * 4 and (df["ms"] > 0).all()
     with session().timing_log.paused():

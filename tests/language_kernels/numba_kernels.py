@@ -2,6 +2,7 @@
 swaps the ``cuda`` global of a kernel's module, so it must be a global)."""
 import numpy as np
 from numba import cuda
+from numba.cuda.random import xoroshiro128p_uniform_float32
 
 
 @cuda.jit
@@ -22,3 +23,29 @@ def block_sum(x, out, n):
         for j in range(cuda.blockDim.x):
             t += s[j]
         cuda.atomic.add(out, 0, t)
+
+
+#: A module-level global scale_by_global reads: compiled in (frozen) at its first compile.
+SCALE = 2.0
+
+
+@cuda.jit
+def scale_by_global(x, y, n):
+    i = cuda.grid(1)
+    if i < n:
+        y[i] = SCALE * x[i]
+
+
+@cuda.jit("void(int32[:, ::1])")
+def typed_fill(a):
+    i, j = cuda.grid(2)
+    if i < a.shape[0] and j < a.shape[1]:
+        a[i, j] = i * a.shape[1] + j
+
+
+@cuda.jit
+def uniform_samples(states, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        for d in range(out.shape[1]):
+            out[i, d] = xoroshiro128p_uniform_float32(states, i)

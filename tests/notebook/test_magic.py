@@ -68,6 +68,13 @@ def test_defines_and_instantiate(shell, backend):
     np.testing.assert_array_equal(wb.to_host(x), 3 * np.arange(8))
 
 
+def test_a_define_that_is_not_a_macro_name_is_refused_in_one_line(shell, simulator, capsys):
+    result = shell.run_cell('%%cuda -q -D 2N=4\nextern "C" __global__ void k(int* x) { x[0] = 1; }')
+    assert isinstance(result.error_in_exec, wb.errors.DefinesError)
+    out = capsys.readouterr().out
+    assert "'2N' is not a macro name" in out and "compiler.py" not in out
+
+
 def test_compile_error_fails_the_cell_with_cell_line_numbers(shell, backend, capsys):
     src = SAXPY.format(opts="-q").replace("a * x[i]", "a * undefined_x[i]")
     result = shell.run_cell(src)

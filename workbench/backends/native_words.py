@@ -13,7 +13,7 @@ simulator's shared arena), so it sits beside both backends, not in either.
 
 The functions (addresses are ints; the caller keeps the memory alive):
 
-- ``publish_wait(store, value, word, want, src, dst, nbytes, spin_ns)``:
+- ``publish_wait(store, value, word, want, src, dst, nbytes, spin_ns[, bell])``:
   ``(published_ns, seen_ns)`` (``time.perf_counter_ns``'s clock) or None when
   ``word`` did not come to hold ``want`` within ``spin_ns``;
 - ``BoxCaller(...)``: a ring's ``call()`` through its call box, one C call
@@ -24,6 +24,9 @@ The functions (addresses are ints; the caller keeps the memory alive):
   whole batches (``slots.write(batch, first, next_recv)`` copies a batch in,
   unpublished; ``slots.take(first, count, head, spin_ns)`` watches for a run
   of answers and copies them out; see ``words.c``);
+- ``ring_bell(control)``: wakes a ring's dispatcher that sleeps (the
+  simulator's) after something was published; ``BoxCaller``, ``Slots`` and
+  ``publish_wait`` take the same address as an optional last argument;
 - ``wait_word(word, want, spin_ns)`` -> bool;
 - ``run_length(words, first, count)`` -> how many words in a row hold
   ``first, first + 1, ...``.

@@ -7,7 +7,6 @@ registry ``wb.modules`` so that re-running a cell replaces its kernels.
 """
 from __future__ import annotations
 
-import ast
 import html
 import re
 import time
@@ -21,7 +20,8 @@ from ..errors import CompileError, Diagnostic
 from ..diagnostics import parse_log
 from .kernel import Kernel, KernelTemplate
 from ..runtime.session import backend as _active_backend, session
-from .signature import OverloadedKernel, find_kernels, parse_param
+from .signature import OverloadedKernel, find_kernels
+from .variables import evaluate_dim, value_array, variable_dtype
 
 #: Compiled modules by name; re-compiling under a name replaces the entry.
 modules: dict = session().modules
@@ -115,58 +115,52 @@ class Module:
         return v
 
     def _dtype(self, v, dtype=None) -> np.dtype:
-        """The dtype of variable ``v``'s elements: from its declaration, or ``dtype``."""
-        if dtype is None:
-            if v.pointer_depth:
-                dtype = np.uint64
-            else:
-                p = parse_param(f"{v.ctype} x", 0)
-                dtype = p.dtype
-                if dtype is None and p.vector is not None:
-                    comp, count = p.vector
-                    dtype = np.dtype([(f, comp) for f in "xyzw"[:count]])
-            if dtype is None:
-                raise TypeError(f"variable {v.qualified_name!r} has type {v.ctype!r}, which the "
-                                f"workbench cannot map to a NumPy dtype; pass dtype= (e.g. a "
-                                f"structured dtype with the same layout)")
-        return np.dtype(dtype)
+        """The dtype of variable ``v``'s elements: from its declaration (a
+        struct's from the compiler, measured once), or ``dtype``."""
+        if dtype is not None:
+            return np.dtype(dtype)
+        known = self.__dict__.setdefault("_variable_dtypes", {})
+        if v.qualified_name not in known:
+            macros = cxx.scan(self.source, self.options.defines + self._predefined).macros
+            known[v.qualified_name] = variable_dtype(self, v, macros)
+        return known[v.qualified_name]
 
     def _shape(self, v) -> tuple | None:
         """The declared shape of variable ``v`` (``()`` for a scalar), None
         where a dimension is not a constant the workbench can evaluate."""
         macros = cxx.scan(self.source, self.options.defines + self._predefined).macros
-        shape = tuple(_evaluate_dim(d, macros) for d in v.dims)
+        shape = tuple(evaluate_dim(d, macros) for d in v.dims)
         return None if any(d is None for d in shape) else shape
 
     def set_global(self, name: str, value, dtype=None) -> None:
         """Set the module's ``__constant__`` or ``__device__`` variable ``name``
         (``static`` ones included; ``ns::name`` inside a namespace) to
         ``value``, like ``cudaMemcpyToSymbol``. ``value`` is converted to the
-        variable's type; an array may be shorter than the variable (the rest
-        is left as it was), never longer. A pointer variable takes a device
-        array (its address) or None."""
+        variable's type and holds the whole variable: an array as many
+        elements as it declares (a shorter or longer one is refused), a
+        struct a dict of every field (nested dicts, lists for arrays of
+        structs) or a NumPy structured value with its field names. A pointer
+        variable takes a device array (its address) or None. ``dtype=``
+        overrides the declaration (then the value's own size is written)."""
         v = self._variable(name)
         dt = self._dtype(v, dtype)
         if v.pointer_depth and (value is None or self.backend.is_device_array(value)):
             value = 0 if value is None else self.backend.device_pointer(value)
         elif self.backend.is_device_array(value):
             value = self.backend.to_host(value)
-        data = np.ascontiguousarray(np.asarray(value, dtype=dt))
-        shape = self._shape(v)
-        if shape is not None and dtype is None:
-            size = int(np.prod(shape))
-            if data.size > size:
-                raise ValueError(f"variable {v.qualified_name!r} holds {size} element"
-                                 f"{'s' if size != 1 else ''} of {dt}; the value has {data.size}")
+        shape = self._shape(v) if dtype is None else None
+        data = value_array(value, dt, shape, v.qualified_name)
         self.compiled.write_global(v.qualified_name, data.tobytes())
         if not v.pointer_depth:  # an address means nothing in another process
             self.assigned[v.qualified_name] = data
 
     def get_global(self, name: str, dtype=None, shape=None):
         """The current value of module variable ``name`` as a NumPy array of
-        the declared type and shape (a NumPy scalar for a scalar variable);
-        ``dtype``/``shape`` override the declaration (structs, sizes the
-        workbench cannot evaluate)."""
+        the declared type and shape (a NumPy scalar for a scalar variable; a
+        structured value for a struct, its dtype with the struct's field
+        names, offsets and size as compiled); ``dtype``/``shape`` override
+        the declaration (types the workbench cannot map, sizes it cannot
+        evaluate)."""
         v = self._variable(name)
         dt = self._dtype(v, dtype)
         if shape is None:
@@ -206,33 +200,6 @@ class Module:
         return f"<div>{html.escape(self.summary())}<ul>{items}</ul></div>"
 
 
-_DIM_WORD = re.compile(r"[A-Za-z_]\w*")
-_INT_SUFFIX = re.compile(r"(?<=\d)[uUlL]+\b")
-
-
-def _evaluate_dim(text: str, macros) -> int | None:
-    """An array dimension (``16``, ``N * 4`` with ``#define N 8``) as an int, or None."""
-    for _ in range(16):  # expand object-like macros, nested ones too
-        expanded = _DIM_WORD.sub(lambda m: f"({macros[m.group()]})" if m.group() in macros
-                                 else m.group(), text)
-        if expanded == text:
-            break
-        text = expanded
-    text = _INT_SUFFIX.sub("", text).replace("/", "//")
-    try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError:
-        return None
-    allowed = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.operator, ast.unaryop)
-    if not all(isinstance(n, allowed) for n in ast.walk(tree)):
-        return None
-    try:
-        value = eval(text, {"__builtins__": {}})  # noqa: S307 -- checked above: arithmetic only
-    except Exception:
-        return None
-    return value if isinstance(value, int) and value >= 0 else None
-
-
 def _predefined(arch: str | None, b) -> tuple[str, ...]:
     """The macros every CUDA compiler defines for device code, so that the
     scanner sees the ``#ifdef __CUDACC__`` / ``#if __CUDA_ARCH__ >= 800``
@@ -254,19 +221,19 @@ def compile(source: str, *, name: str | None = None, arch: str | None = None,
 
     Every ``extern "C" __global__`` function becomes a :class:`Kernel`; each
     ``instantiate`` entry (``"scale<float>"``) instantiates a template kernel.
-    ``defines`` are ``"NAME"`` or ``"NAME=VALUE"``; ``options`` are passed to
-    NVRTC verbatim. ``line_offset`` is added to compiler line numbers (a
+    ``defines``: a dict ``{"WIDTH": 512}`` (values written as C literals)
+    or a list of ``"NAME"`` / ``"NAME=VALUE"`` strings; anything else raises
+    :class:`~workbench.errors.DefinesError`. ``options`` are passed to NVRTC
+    verbatim. ``line_offset`` is added to compiler line numbers (a
     ``%%cuda`` cell passes 1 for its magic line). The module is registered in
     ``wb.modules`` under ``name`` (default: its kernels' names), replacing an
     earlier one. A failed compile raises :class:`~workbench.CompileError`.
     """
-    if isinstance(defines, str):
-        defines = (defines,)
     if isinstance(options, str):
         options = (options,)
     if isinstance(instantiate, str):
         instantiate = (instantiate,)
-    opts = CompileOptions(arch=arch, defines=tuple(defines), std=std, fast_math=fast_math,
+    opts = CompileOptions(arch=arch, defines=defines, std=std, fast_math=fast_math,
                           extra=tuple(options), name_expressions=tuple(instantiate),
                           checked=checked)
     b = _active_backend()

@@ -50,14 +50,20 @@ def _check_copy(b, dst, src) -> str:
     if dst.nbytes != src.nbytes:
         raise WorkbenchError(f"wb.copy(): dst holds {dst.nbytes} bytes and src {src.nbytes}; "
                              "copies take arrays of the same size in bytes")
+    if dst.dtype != src.dtype:  # a copy moves bytes: int32 bytes read as float32 are other numbers
+        raise WorkbenchError(
+            f"wb.copy(): dst is {dst.dtype} and src {src.dtype}; a copy moves bytes, it does not "
+            f"convert values. Convert first (src.astype(np.{dst.dtype.name})), or, to move the "
+            f"bytes as they are, view them alike (src.view(np.{dst.dtype.name}))")
     if isinstance(dst, np.ndarray) and not b.is_device_array(dst) and not dst.flags.writeable:
         raise WorkbenchError("wb.copy(): dst is read-only")
     return direction(b, dst, src)
 
 
 def copy(dst, src, *, stream=None, sync: bool = False):
-    """Copy ``src`` into ``dst`` (the same number of bytes, both contiguous:
-    host NumPy arrays or device arrays, of any device) on ``stream`` (a
+    """Copy ``src`` into ``dst`` (the same dtype and number of bytes, both
+    contiguous: host NumPy arrays or device arrays, of any device; a copy
+    moves bytes and never converts values, so other dtypes are refused) on ``stream`` (a
     :class:`~workbench.Stream`; None: the current one). Asynchronous: returns
     when the copy is queued (from pageable host memory CUDA waits for it);
     ``sync=True`` waits until it is done. Returns ``dst``."""

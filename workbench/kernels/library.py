@@ -39,6 +39,7 @@ from typing import Callable
 import numpy as np
 
 from ..core.compiler import Module, compile as compile_source
+from ..cxx.defines import normalise_defines
 from ..errors import KernelArgumentError
 from ..runtime.session import backend as active_backend
 
@@ -185,7 +186,7 @@ def module(family: str, defines=(), instantiate=None, variant: str | None = None
     if entry is not None and entry[0] is b:
         return entry[1]
     given = (defines, instantiate, variant, arch)
-    defines = (defines,) if isinstance(defines, str) else tuple(defines)
+    defines = normalise_defines(defines)
     if instantiate is None:
         instantiate = tuple(getattr(_family_module(family), "INSTANTIATE", ()))
     instantiate = (instantiate,) if isinstance(instantiate, str) else tuple(instantiate)

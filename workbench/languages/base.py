@@ -37,6 +37,22 @@ def describe(value) -> str:
     return f"the {type(value).__name__} {value!r}"
 
 
+def array_dtype(a) -> np.dtype | None:
+    """``a``'s dtype as NumPy's (a structured one with its fields), also for
+    an array of another library (its ``__cuda_array_interface__``)."""
+    try:
+        return np.dtype(a.dtype)
+    except TypeError:  # (a PyTorch dtype, say)
+        pass
+    desc = getattr(a, "__cuda_array_interface__", None)
+    if not desc:
+        return None
+    descr = desc.get("descr")
+    if descr and any(name for name, *_ in descr):
+        return np.dtype([tuple(d) for d in descr])
+    return np.dtype(desc["typestr"])
+
+
 #: Grids and blocks already checked (the same few recur on every launch of a loop).
 _DIMS: dict = {}
 
@@ -87,11 +103,13 @@ class PyKernel:
         if self.backend is None:  # none chosen yet: choose it now
             self.backend = backend()
         self._dtypes = {k: np.dtype(v) for k, v in (dtypes or {}).items()}
+        self._ndims: dict = {}  # parameter -> the number of dimensions its declaration says
         self._resources: KernelResources | None = None
         self._counts: dict = {}  # keyword names of a call -> the positional counts it takes
         #: (positional count, *keyword names) of a call -> the parameters given by keyword
         #: that become positional (the count checked)
         self._shapes: dict = {}
+        self._fits: set = set()  # (grid, block) pairs within the device's limits
 
     # -- what a subclass says -----------------------------------------------------
     def _params(self) -> list[str]:
@@ -106,6 +124,12 @@ class PyKernel:
     def _convert_array(self, a):
         """A device array as the language takes it, without a copy."""
         return a
+
+    def _foreign_array(self, a):
+        """An array the language (or a library beside it) made, as the launch
+        passes it on (its device memory used as it is), or None where ``a`` is
+        no such array of this backend's device."""
+        return None
 
     def _launch(self, grid, block, args, shared_mem, stream, meta) -> None:
         raise NotImplementedError
@@ -159,20 +183,44 @@ class PyKernel:
         b = self.backend
         if type(a) is not b.device_array_type and not b.is_device_array(a):
             if isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__") \
-                    or hasattr(a, "__dlpack__"):
-                raise KernelArgumentError(
-                    f"{self.name}() ({self.language}): parameter '{self._param_name(i)}' "
-                    f"needs device memory, got {describe(a)}. Copy it first: "
-                    f"wb.to_device(array).")
+                    or hasattr(a, "__dlpack__") or hasattr(a, "copy_to_host"):
+                foreign = self._foreign_array(a)
+                if foreign is None and hasattr(a, "__dlpack__") and not b.simulated \
+                        and not isinstance(a, np.ndarray):
+                    foreign = self._from_dlpack(a)
+                if foreign is None:
+                    raise KernelArgumentError(
+                        f"{self.name}() ({self.language}): parameter '{self._param_name(i)}' "
+                        f"needs device memory, got {describe(a)}. Copy it first: "
+                        f"wb.to_device(array).")
+                self._check_declared(i, a)
+                return foreign
             return a  # anything else is the language's to take or refuse
+        self._check_declared(i, a)
+        return self._convert_array(a)
+
+    def _from_dlpack(self, a):
+        """A DLPack array as a device array of this backend (no copy), or None."""
+        try:
+            array = self.backend.xp.from_dlpack(a)
+        except Exception:  # not a device this backend can address
+            return None
+        return self._convert_array(array) if self.backend.is_device_array(array) else None
+
+    def _check_declared(self, i: int, a) -> None:
+        """The dtype (and number of dimensions) the kernel declares for parameter ``i``."""
         pname = self._param_name(i)
         want = self._dtypes.get(pname)
-        if want is not None and a.dtype != want:
+        if want is not None and array_dtype(a) != want:
             raise KernelArgumentError(
                 f"{self.name}() ({self.language}): parameter '{pname}' takes a device "
                 f"array of {want}, got {describe(a)}. Convert it with "
                 f".astype({want.name!r}).")
-        return self._convert_array(a)
+        ndim = self._ndims.get(pname)
+        if ndim is not None and len(a.shape) != ndim:
+            raise KernelArgumentError(
+                f"{self.name}() ({self.language}): parameter '{pname}' takes a {ndim}-dimensional "
+                f"device array, got {describe(a)}; reshape it.")
 
     def _param_name(self, i: int) -> str:
         params = self._params()
@@ -240,7 +288,25 @@ class PyKernel:
             raise LaunchConfigError(
                 f"{self.name}() needs grid= and block= (e.g. grid=(n + 255) // 256, block=256), "
                 f"or n= to let the workbench choose them.")
-        return dim3(grid, "grid", self.name), dim3(block, "block", self.name)
+        grid, block = dim3(grid, "grid", self.name), dim3(block, "block", self.name)
+        if (grid, block) not in self._fits:
+            self._check_device_limits(grid, block)
+        return grid, block
+
+    def _check_device_limits(self, grid, block) -> None:
+        """Refuse a grid or block the device would refuse (remembered when it fits)."""
+        p = self.backend.device_properties()
+        threads = int(np.prod(block))
+        if threads > p.max_threads_per_block or any(b > m for b, m in zip(block, p.max_block_dims)):
+            raise LaunchConfigError(
+                f"{self.name}(): block {block} has {threads} threads; this device allows at most "
+                f"{p.max_threads_per_block} per block and {p.max_block_dims} per dimension.")
+        if any(g > m for g, m in zip(grid, p.max_grid_dims)):
+            raise LaunchConfigError(f"{self.name}(): grid {grid} exceeds the device's limit "
+                                    f"{p.max_grid_dims}.")
+        if len(self._fits) > 256:
+            self._fits.clear()
+        self._fits.add((grid, block))
 
     # -- resources, occupancy, code ---------------------------------------------------------
     @property

@@ -19,7 +19,10 @@ stay light, and ``NUMBA_ENABLE_CUDASIM`` has to be set (:mod:`.modes`) before
 """
 from __future__ import annotations
 
+import ast
 import inspect
+import textwrap
+import types
 
 import numpy as np
 
@@ -57,7 +60,18 @@ class NumbaKernel(PyKernel):
 
     ``dtypes={"x": np.float32}`` declares the dtypes of array parameters for
     the workbench's checks; a kernel compiled with an explicit signature
-    (``@cuda.jit("void(float32[:], int32)")``) declares them itself on the GPU.
+    (``@cuda.jit("void(float32[:], int32)")``) declares them itself, checked
+    on both backends (Numba's simulator keeps no signature: the decorator's
+    is read from the kernel's source).
+
+    Numba compiles a kernel's module-level globals (numbers, tuples, NumPy
+    arrays) into it as constants: a later change of the global does not
+    reach a kernel compiled before. Numba's simulator runs the Python
+    function and would read them afresh at every launch; here the kernel's
+    globals are frozen as a compile would freeze them, at its first launch
+    (at wrapping for a kernel with an explicit signature, which Numba
+    compiles when it is decorated), so a notebook gives the same answers on
+    both backends.
     """
 
     language = "numba"
@@ -67,29 +81,28 @@ class NumbaKernel(PyKernel):
         self._names = list(inspect.signature(fn.py_func).parameters)
         self.simulated = _simulated(fn)
         self._streams: dict = {}
+        self._frozen = None  # (simulator) the kernel over its frozen globals
         if self.simulated:
             from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray  # lazy: see module doc
             self._fake = FakeCUDAArray
+            signature = _source_signature(fn.py_func)
         else:
             from numba import cuda  # lazy: see module docstring
             self._cuda = cuda
-            for name_, dt in self._declared_dtypes().items():
-                self._dtypes.setdefault(name_, dt)
+            signature = (None if getattr(fn, "_can_compile", True) or not fn.signatures
+                         else fn.signatures[0])
+        for name_, (dt, ndim) in _array_types(self._names, signature or ()).items():
+            self._dtypes.setdefault(name_, dt)
+            self._ndims.setdefault(name_, ndim)
+        if self.simulated and signature is not None:
+            self._frozen = _frozen_kernel(fn)  # compiled when decorated, on a GPU
 
-    def _declared_dtypes(self) -> dict:
-        """Array dtypes of an explicit signature (a dispatcher that compiles no more)."""
-        if getattr(self.fn, "_can_compile", True) or not self.fn.signatures:
-            return {}
-        out = {}
-        for pname, ty in zip(self._names, self.fn.signatures[0]):
-            dtype = getattr(ty, "dtype", None)
-            if dtype is not None and hasattr(ty, "ndim"):
-                try:
-                    from numba.np.numpy_support import as_dtype  # lazy: see module docstring
-                    out[pname] = np.dtype(as_dtype(dtype))
-                except Exception:  # a record or other type the check cannot state
-                    pass
-        return out
+    def _foreign_array(self, a):
+        if self.simulated:  # Numba's own simulated device arrays (numba.cuda.random's states...)
+            return a if isinstance(a, self._fake) else None
+        if self._cuda.is_cuda_array(a):  # Numba's device arrays, any __cuda_array_interface__
+            return a
+        return None
 
     def _params(self) -> list[str]:
         return self._names
@@ -98,11 +111,13 @@ class NumbaKernel(PyKernel):
         if self.simulated:  # the arena's host view: the same bytes, no copy
             return self._fake(a.view(np.ndarray))
         b = self.backend
-        key = (b.current_device(), b.device_pointer(a), a.shape, a.strides, a.dtype.str)
+        key = (b.current_device(), b.device_pointer(a), a.shape, a.strides, a.dtype)  # (records: fields)
         view = _VIEWS.get(key)
         if view is None:
             desc = dict(a.__cuda_array_interface__)
             desc.pop("stream", None)  # launched on the workbench's stream: no synchronisation needed
+            if a.dtype.names:  # the typestr of a record is "|V16": Numba gets the fields
+                desc["typestr"] = a.dtype
             view = self._cuda.from_cuda_array_interface(desc, owner=None, sync=False)
             if len(_VIEWS) >= _MAX_VIEWS:
                 _VIEWS.clear()
@@ -125,7 +140,12 @@ class NumbaKernel(PyKernel):
     def _launch(self, grid, block, args, shared_mem, stream, meta) -> None:
         if meta:
             raise TypeError(f"{self.name}() got unexpected keyword arguments {sorted(meta)}")
-        self.fn[grid, block, self._numba_stream(stream), shared_mem](*args)
+        fn = self.fn
+        if self.simulated:
+            if self._frozen is None:  # the first launch: a GPU compiles, and so freezes, now
+                self._frozen = _frozen_kernel(fn)
+            fn = self._frozen
+        fn[grid, block, self._numba_stream(stream), shared_mem](*args)
 
     # -- resources and code -----------------------------------------------------------------
     def _last_overload(self):
@@ -162,3 +182,86 @@ class NumbaKernel(PyKernel):
             return None, f"Numba could not give its PTX: {exc}".splitlines()[0]
         return NvrtcResult(log="", ptx=ptx, cubin=cubin, arch=self._arch(),
                            lowered_names={self.name: k.entry_name}), ""
+
+
+# -- what a GPU compile fixes, for Numba's simulator ------------------------------------------
+
+def _array_types(names, signature) -> dict:
+    """``{parameter: (dtype, ndim)}`` of the array types in ``signature``."""
+    out = {}
+    for pname, ty in zip(names, signature):
+        dtype = getattr(ty, "dtype", None)
+        if dtype is not None and hasattr(ty, "ndim"):
+            try:
+                from numba.np.numpy_support import as_dtype  # lazy: see module docstring
+                out[pname] = (np.dtype(as_dtype(dtype)), int(ty.ndim))
+            except Exception:  # a record or other type the check cannot state
+                pass
+    return out
+
+
+def _source_signature(py_func):
+    """The argument types of the explicit signature in the ``@cuda.jit(...)``
+    decorating ``py_func`` in its source, or None (no signature, several, or
+    no source)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(py_func)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    func = next((n for n in tree.body if isinstance(n, ast.FunctionDef)), None)
+    for decorator in getattr(func, "decorator_list", ()):
+        if not (isinstance(decorator, ast.Call) and decorator.args
+                and getattr(decorator.func, "attr", getattr(decorator.func, "id", None)) == "jit"):
+            continue
+        expr = decorator.args[0]
+        try:
+            signature = (expr.value if isinstance(expr, ast.Constant) else
+                         eval(compile(ast.Expression(expr), "<signature>", "eval"),  # noqa: S307
+                              py_func.__globals__))  # (the decorator's own argument, once more)
+            if isinstance(signature, (list, tuple)):
+                if len(signature) != 1:
+                    return None  # several signatures: Numba picks one per call
+                signature = signature[0]
+            from numba.core.sigutils import normalize_signature  # lazy: see module docstring
+            return normalize_signature(signature)[0]
+        except Exception:  # not a signature the check can read: Numba is the judge
+            return None
+    return None
+
+
+#: Global values a GPU compile freezes into a kernel.
+_CONSTANTS = (bool, int, float, complex, np.generic, np.ndarray, tuple)
+
+
+def _frozen_kernel(fn):
+    """Numba's simulated kernel ``fn`` over a snapshot of its module's globals,
+    its numbers, tuples and arrays copied (arrays read-only, as a GPU compile
+    makes them constants), or ``fn`` itself where it reads none."""
+    py = fn.py_func
+    names = _global_names(py.__code__)
+    snapshot = dict(py.__globals__)
+    frozen = False
+    for name in names:
+        value = snapshot.get(name)
+        if isinstance(value, _CONSTANTS):
+            if isinstance(value, np.ndarray):
+                value = value.copy()
+                value.setflags(write=False)
+            snapshot[name] = value
+            frozen = True
+    if not frozen:
+        return fn
+    copy = types.FunctionType(py.__code__, snapshot, py.__name__, py.__defaults__, py.__closure__)
+    copy.__kwdefaults__ = py.__kwdefaults__
+    copy.__qualname__, copy.__module__ = py.__qualname__, py.__module__
+    return type(fn)(copy, device=False, fastmath=getattr(fn, "_fastmath", False),
+                    extensions=getattr(fn, "extensions", ()), debug=getattr(fn, "_debug", False))
+
+
+def _global_names(code) -> set:
+    """Names ``code`` (and the code nested in it) may read as globals."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names

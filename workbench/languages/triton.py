@@ -33,7 +33,7 @@ from ..backends.contract import KernelResources
 from ..backends.nvrtc.check import NvrtcResult
 from ..errors import LaunchConfigError
 from ..present.tables import html_table, pandas
-from .base import PyKernel, dim3
+from .base import PyKernel, array_dtype, dim3
 from .triton_direct import DirectLaunches
 
 
@@ -106,6 +106,15 @@ class _HostArray:
 
     def set_(self, *args):
         return self
+
+
+def _checked_grid(grid, kernel: str):
+    """``grid`` (a function of the meta-parameters) whose every answer is
+    checked as ``grid=`` itself would be: 1 to 3 positive ints (a grid of 0
+    or -1 programs would launch nothing and say nothing)."""
+    def checked(meta):
+        return dim3(grid(meta), "grid (from the grid function)", kernel)
+    return checked
 
 
 #: (address, dtype) -> its _DeviceArray, so that repeated launches on the same
@@ -245,10 +254,22 @@ class TritonKernel(PyKernel):
         if grid is None:
             raise LaunchConfigError(f"{self.name}() needs grid= (the number of programs, e.g. "
                                     f"grid=(triton.cdiv(n, BLOCK),)).")
-        if not callable(grid):
+        if callable(grid):
+            grid = _checked_grid(grid, self.name)
+        else:
             grid = dim3(grid, "grid", self.name)
         warps = meta.get("num_warps") or self._warps
         return grid, ((32 * warps,) if warps else None)
+
+    def _foreign_array(self, a):
+        if self.simulated:  # the interpreter reads host memory: only the simulator's arrays
+            return None
+        if hasattr(a, "data_ptr") and hasattr(a, "dtype"):  # a tensor: Triton's own kind
+            return a
+        desc = getattr(a, "__cuda_array_interface__", None)
+        if desc:  # device memory of another library: its address and dtype
+            return _DeviceArray(int(desc["data"][0]), array_dtype(a))
+        return None
 
     def _log_grid(self, grid):
         return None if callable(grid) else grid

@@ -75,7 +75,9 @@ def stats():
 def set_limit(bytes=None, fraction=None):  # noqa: A002 (the documented name)
     """Cap the device memory pool at ``bytes`` (an int or a string such as
     ``"2GiB"``) or at ``fraction`` (0 to 1) of the device's memory.
-    ``set_limit()`` removes the cap. Returns :func:`stats` after the change.
+    ``set_limit()`` (or ``bytes=None``) removes the cap; a cap of 0 bytes,
+    which would refuse every allocation, is refused. Returns :func:`stats`
+    after the change.
     """
     if bytes is not None and fraction is not None:
         raise ValueError("give either bytes= or fraction=, not both")

@@ -27,11 +27,17 @@ def device_memory(backend) -> tuple[int | None, int | None]:
 
 
 def set_limit(backend, nbytes: int | None, fraction: float | None) -> None:
-    """Cap the pool at ``nbytes`` or at ``fraction`` of the device; neither: no cap."""
+    """Cap the pool at ``nbytes`` or at ``fraction`` of the device; neither: no
+    cap. A cap of 0 bytes is refused (the backends read 0 as no cap)."""
+    asked = f"bytes={nbytes}" if fraction is None else f"fraction={fraction}"
     if fraction is not None:
         _, total = device_memory(backend)
         if total is None:
             raise WorkbenchError(f"the {backend.name} backend does not report its total memory; "
                                  "give the limit in bytes instead of as a fraction")
         nbytes = int(total * fraction)
-    backend.set_pool_limit(nbytes or None)
+    if nbytes is not None and nbytes <= 0:
+        raise ValueError(f"set_limit({asked}) is a limit of 0 bytes, which would refuse every "
+                         "allocation; give a size (set_limit(bytes=\"1GiB\")), or set_limit() to "
+                         "remove the limit")
+    backend.set_pool_limit(nbytes)

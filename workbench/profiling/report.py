@@ -158,12 +158,23 @@ class KernelProfile:
 
     @property
     def limiter(self) -> str | None:
-        """``"memory"`` or ``"compute"``: the unit with the larger throughput
-        (% of its peak); None when neither was measured. Counted on the
-        simulator: the predicted limiter, ``"memory"``, ``"compute"`` or
-        ``"latency"``."""
+        """What limits the kernel: ``"memory"`` or ``"compute"``, the unit
+        nearer its peak, when that unit is at or above
+        :data:`LATENCY_BOUND_PCT` % of it; ``"latency"`` when both are under
+        it (neither is saturated: too few bytes or instructions in flight to
+        hide the latency, or too few threads); None when either was not measured.
+        Counted on the simulator: the predicted limiter, ``"memory"``,
+        ``"compute"`` or ``"latency"``.
+
+        ``compute`` is Nsight Compute's SM throughput, which counts the issue
+        of load and store instructions too: a kernel that moves a few bytes
+        per thread (a one-float copy) can show an SM throughput as high as
+        its memory throughput while neither is near its peak. Such a kernel
+        is latency-bound, not compute-bound, and ``limiter`` says so."""
         if self.memory_pct is None or self.compute_pct is None:
             return self.predicted.limiter if self.predicted is not None else None
+        if self.latency_bound:
+            return "latency"
         return "memory" if self.memory_pct >= self.compute_pct else "compute"
 
     @property
@@ -224,8 +235,9 @@ class KernelProfile:
         """In words: what limits the kernel."""
         if self.limiter is None:
             return "N/A"
-        if self.latency_bound:
-            return f"latency ({self.limiter} {max(self.memory_pct, self.compute_pct):.0f}% of peak)"
+        if self.limiter == "latency":
+            return (f"latency (memory {self.memory_pct:.0f}%, compute {self.compute_pct:.0f}% "
+                    "of peak)")
         return self.limiter
 
     @classmethod
@@ -349,7 +361,7 @@ class NcuReport:
             return _simulated_html(self)
         notes = ["memory and compute: throughput in % of the device's peak (Nsight Compute's "
                  "speed of light); the larger one is the limiter, both under "
-                 f"{LATENCY_BOUND_PCT:.0f}%: latency."]
+                 f"{LATENCY_BOUND_PCT:.0f}%: latency (neither unit saturated)."]
         if self.path:
             notes.append(f"report: {self.path} (open it in Nsight Compute for every section)")
         def r(value, digits=1):

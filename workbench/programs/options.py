@@ -9,10 +9,12 @@ simulator's g++ gets the host-side ones (``-D``, ``-I``, ``-O``, ``-std``,
 """
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..cxx.defines import normalise_defines
 from ..errors import WorkbenchError
 
 #: nvcc options that take a value as the next argument (when not given as ``-x=value``).
@@ -192,3 +194,13 @@ def parse_options(options: str | Sequence[str] | None) -> ProgramOptions:
 _EXAMPLES = {"-D": "NAME=1", "-I": "include", "-L": "/usr/local/lib", "-l": "curand",
              "-arch": "sm_90", "-gencode": "arch=compute_90,code=sm_90", "-std": "c++17",
              "-Xcompiler": "-fopenmp", "-Xlinker": "-rpath,/opt/lib"}
+
+
+def with_defines(opts: ProgramOptions, defines) -> ProgramOptions:
+    """``opts`` with ``-D`` options for ``defines`` (a dict or a list, as
+    :func:`workbench.compile` takes them) after its own."""
+    extra = normalise_defines(defines, what="defines")
+    if not extra:
+        return opts
+    return dataclasses.replace(opts, items=opts.items + tuple(("-D", d) for d in extra),
+                               written=opts.written + tuple(f"-D{d}" for d in extra))

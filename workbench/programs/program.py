@@ -33,7 +33,7 @@ from ..diagnostics import Diagnostic, parse_log
 from ..errors import BackendUnavailable, CompileError, ProgramError
 from ..runtime.session import backend as active_backend
 from . import runner, toolkit
-from .options import ProgramOptionError, ProgramOptions, parse_options
+from .options import ProgramOptionError, ProgramOptions, parse_options, with_defines
 from .result import ProgramBuild, ProgramRun
 
 #: Seconds a program may run unless told otherwise (``timeout=None``: no limit).
@@ -174,9 +174,9 @@ def _build_simulator(all_files, compiled, opts: ProgramOptions, source, name, li
 
 def build_program(source: str | None = None, *, files: Sequence[str] | Mapping[str, str] | None = None,
                   options: str | Sequence[str] | None = None, backend: str = "auto",
-                  name: str = "main.cu", line_offset: int = 0) -> ProgramBuild:
+                  name: str = "main.cu", line_offset: int = 0, defines=None) -> ProgramBuild:
     """Build a program without running it; see :func:`program`."""
-    opts = parse_options(options)
+    opts = with_defines(parse_options(options), defines)
     all_files, compiled = _sources(source, name, files)
     build = _build_gpu if _target(backend) == "gpu" else _build_simulator
     return build(all_files, compiled, opts, source, name, line_offset)
@@ -237,13 +237,16 @@ def _failure(done: runner.Completed, fault: str | None, timeout_s) -> ProgramErr
 def program(source: str | None = None, *, files: Sequence[str] | Mapping[str, str] | None = None,
             options: str | Sequence[str] | None = None, args: str | Sequence[str] = (),
             backend: str = "auto", timeout: float | None = DEFAULT_TIMEOUT_S, echo: bool = True,
-            name: str = "main.cu", line_offset: int = 0, check: bool = True) -> ProgramRun:
+            name: str = "main.cu", line_offset: int = 0, check: bool = True,
+            defines=None) -> ProgramRun:
     """Build and run a complete CUDA C++ program.
 
     ``source``: the main file's text (``name``, default ``main.cu``);
     ``files``: stored files to compile in (names), or a dict of extra files;
     ``options``: nvcc options as one string (``"-O3 -lcurand -Xcompiler
-    -fopenmp"``, split as a shell would) or a list; ``args``: the program's
+    -fopenmp"``, split as a shell would) or a list; ``defines``: ``-D``
+    defines as :func:`workbench.compile` takes them (a dict ``{"N": 4096}``
+    or a list of ``"NAME=VALUE"``), after ``options``; ``args``: the program's
     arguments (a string is split as a shell would); ``backend``: ``"auto"``
     (the active backend: a GPU, or the simulator), ``"gpu"`` or
     ``"simulator"``; ``timeout``: seconds before the program is stopped
@@ -255,7 +258,7 @@ def program(source: str | None = None, *, files: Sequence[str] | Mapping[str, st
     :class:`~workbench.errors.CompileError` with the lines of ``source``
     (shifted by ``line_offset``)."""
     built = build_program(source, files=files, options=options, backend=backend, name=name,
-                          line_offset=line_offset)
+                          line_offset=line_offset, defines=defines)
     argv = shlex.split(args) if isinstance(args, str) else [str(a) for a in args]
     notes = []
     if echo and built.log and not built.cache_hit:  # the compiler's warnings, once

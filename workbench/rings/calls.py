@@ -18,14 +18,20 @@ import numpy as np
 
 from .errors import RingError, RingFull, RingLayoutError
 from .layout import tuple_fields
-from .queues import SPIN_POLLS, SPIN_ROUND_NS, answer_pool
+from .queues import SPIN_POLLS, SPIN_ROUND_NS, answer_pool, refuse_numbers
 
 #: call() spins this long (the C watcher, GIL released) before it falls back to
 #: recv()'s waiting.
 _CALL_SPIN_NS = 4_000_000
 #: call()'s answers are records of a private array of this many, one each, so
-#: that an answer costs a copy of its bytes and no new array.
+#: that an answer costs a copy of its bytes and no new array (fewer where they
+#: would take more than _ANSWER_POOL_BYTES: large answers).
 _ANSWER_POOL = 256
+_ANSWER_POOL_BYTES = 1 << 20
+
+
+def _answer_places(dtype: np.dtype) -> int:
+    return max(1, min(_ANSWER_POOL, _ANSWER_POOL_BYTES // max(1, dtype.itemsize)))
 
 
 class RingCalls:
@@ -43,12 +49,12 @@ class RingCalls:
         is allocated until the answer is there: the answer is a record of a
         small private array that holds the next answers too, each in a place
         of its own."""
+        if self._launch is None:
+            self._check_running()
         seq = self._next_send
         if self._ready or seq != self._next_recv:
             raise RingError(f"ring {self.name!r}: call() needs an empty queue; receive the "
                             f"{self.pending + self.depth} outstanding answers first")
-        if self._launch is None:
-            self._check_running()
         caller = self._caller
         if caller is not None:  # through the call box
             answer = NotImplemented
@@ -79,6 +85,8 @@ class RingCalls:
         answered, late = self._answered_words, False
         try:
             self._head_words[1] = seq  # the head, after the payload: publishes it
+            if self._ring_bell is not None:
+                self._ring_bell()
             if answered[slot] != seq:
                 for _ in range(SPIN_POLLS):
                     if answered[slot] == seq:
@@ -109,7 +117,7 @@ class RingCalls:
             t0 = time.perf_counter_ns()
             got = native.publish_wait(self._head_addr, seq, self._answered_addr + 8 * slot, seq,
                                       self._responses_addr + slot * size,
-                                      self._pool_addr + i * size, size, spin)
+                                      self._pool_addr + i * size, size, spin, self._bell)
         except KeyboardInterrupt:
             raise self._interrupted_call(seq) from None
         if got is None:  # slow: wait with the watchdog and fault checks of recv()
@@ -120,6 +128,8 @@ class RingCalls:
     def _pack_message(self, message, data, offset: int, records: np.ndarray, index: int) -> None:
         """``message`` into ``data`` at ``offset`` (a tuple, by ``struct``) or into
         ``records[index]`` (anything else, by NumPy), or RingLayoutError."""
+        if type(message) is not tuple:
+            refuse_numbers(self, message)
         try:
             if self._pack is not None and type(message) is tuple:
                 self._pack(data, offset, *message)
@@ -156,12 +166,13 @@ class RingCalls:
         return native.BoxCaller(self._box_addr, self.request_dtype.itemsize, 2 * box.request_lanes,
                                 self._answer_addr, box.answer_words, self.response_dtype.itemsize,
                                 _c_packable(tuple_fields(self.request_dtype)),
-                                functools.partial(answer_pool, self.response_dtype, _ANSWER_POOL),
-                                self._single)
+                                functools.partial(answer_pool, self.response_dtype,
+                                                  _answer_places(self.response_dtype)),
+                                self._single, self._bell)
 
     def _answer_place(self) -> int:
         """The answer pool's next free place (a new pool when it is used up)."""
-        if self._pool_next == _ANSWER_POOL:
+        if self._pool_next == len(self._pool):
             self._new_answer_pool()
         return self._pool_next
 
@@ -179,13 +190,15 @@ class RingCalls:
 
     def _new_answer_pool(self) -> None:
         # (the old one lives on as long as answers taken from it do)
-        self._pool = np.empty(_ANSWER_POOL, dtype=self.response_dtype)
+        self._pool = np.empty(_answer_places(self.response_dtype), dtype=self.response_dtype)
         self._pool_bytes = memoryview(self._pool.view(np.uint8))
         self._pool_addr = int(self._pool.ctypes.data)
         self._pool_next = 0
 
     async def acall(self, message, timeout: float | None = None):
         """:meth:`call` for asyncio: waits by yielding to the event loop."""
+        if self._launch is None:
+            self._check_running()
         if self.pending or self.depth:
             raise RingError(f"ring {self.name!r}: acall() needs an empty queue; receive the "
                             f"{self.pending + self.depth} outstanding answers first")

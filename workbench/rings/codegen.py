@@ -1,22 +1,28 @@
 """The CUDA C++ a ring adds to the user's source: the persistent kernel around
 the handler, a kernel that answers one batch per launch (for comparison), and
-a probe that reports the message structs' layout as the compiler lays them out.
+a probe that reports the message structs' layout as the compiler lays them out
+(:mod:`workbench.core.layouts`).
+(A cooperative ring's kernels, which run in grid-wide rounds, are in
+:mod:`~workbench.rings.cooperative`; the helpers here are shared.)
 
 The persistent kernel (``wb_ring_serve``): worker ``w`` (every thread but the
 first warp) answers messages ``w + 1, w + 1 + W, w + 1 + 2W...`` (``W``
 workers), message ``s`` living in slot ``s % capacity`` of the request and
 response arrays. The host writes a batch's requests, then the last sequence
 number it sent (the head) into host memory. The first warp, the dispatcher,
-polls that head and the stop flag over the bus (lane 0) and copies the head
-into device memory; every other thread polls only the device copy (cheap, in
-L2), so the bus carries one poll at a time instead of one per thread, which
-would flood it and slow every copy. (A second poller of the host's head, the
-thread whose message comes next, once saved a single message 0.7 µs but made
-every batch of 4 or more 1-2 µs slower: two polls of one host line slow each
-other down.) A thread whose message is published (an acquire chain: host
-store, dispatcher, device copy) copies it, calls the handler, writes the
-response and its device timestamps, then publishes ``s`` as the slot's
-response number (a release store). A copy of -1 stops every thread.
+polls that head and the stop flag over the bus (lane 0, both in flight at
+once) and copies the head into device memory; every other thread polls only
+the device copy (cheap, in L2), so the bus carries one poll at a time instead
+of one per thread, which would flood it and slow every copy. (A second poller
+of the host's head, the thread whose message comes next, once saved a single
+message 0.7 µs but made every batch of 4 or more 1-2 µs slower: two polls of
+one host line slow each other down.) A thread whose message is published (an
+acquire chain: host store, dispatcher, device copy) takes it, calls the
+handler, writes the response and its device timestamps, then publishes ``s``
+as the slot's response number (a release store). A copy of -1 stops every
+thread. A message of up to ``COPY_BYTES`` is copied into the thread first and
+its answer built there; a larger one is read where it lies and answered in
+place (zeroed first, as a local answer is): a thread's stack holds no more.
 
 ``call()`` takes a shorter path where the messages are small enough (see
 :func:`call_box`) and the host has the C words module: the host writes its
@@ -27,18 +33,30 @@ dispatcher's lanes read the box in the same poll as the head (each lane 16
 bytes, one instruction); when every flag is the next number's, lane 0 calls
 the handler and the lanes write the answer and the handler's ns to the
 *answer box* in the same format (the host, seeing every flag, has every byte,
-with no fence on the way). Then the dispatcher writes the answer to the slot
-as well (so ``recv()`` finds a late one), the number into the slot's *mark*
-(device memory), and publishes the number in the device copy. The message's
-own thread, finding the mark at or past its number, passes it over. About a
-bus round trip and a system fence less than the slot's path (``docs/rings.md``
-has the figures).
+with no fence on the way). Its next poll goes out at once; while it is in
+flight, the dispatcher writes the answer to the slot as well (so ``recv()``
+finds a late one), the number into the slot's *mark* (device memory), and
+publishes the number in the device copy. That write ends in a system-scope
+release, some 0.7 µs on an H100, which before delayed the next poll by as
+much; the host publishes no head before it, so that poll reads no head. The
+message's own thread, finding the mark at or past its number, passes it over.
+About a bus round trip and a system fence less than the slot's path
+(``docs/rings.md`` has the figures).
+
+On the simulator the dispatcher, once it has had nothing to do for a while
+(``SIM_SPIN_NS``) and every message published has been taken, says so in
+the control words and sleeps on a futex until the host rings (the words
+module's ``ring_bell``, or 2 ms pass), instead of polling with a sleep in
+every round.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+# the layout probe (shared with module variables of struct type): the ring compiles it into its module
+from ..core.layouts import expected_layout, probe_fields, probe_source  # noqa: F401
 
 #: Flag bit of the boxes' words: a flag is never 0, a cleared box's.
 BOX_FLAG_BIT = 0x80000000
@@ -82,22 +100,64 @@ def call_box(request: np.dtype, response: np.dtype) -> CallBox | None:
     return box if box.lanes <= 32 else None
 
 
-_SERVE = r"""
+#: Messages (and answers) up to this many bytes are copied into the thread that
+#: handles them; larger ones are handled where they lie (a thread's stack holds no more).
+COPY_BYTES = 1024
+#: On the simulator the dispatcher polls this long with nothing to do before it sleeps.
+SIM_SPIN_NS = 1000000
+
+HELPERS = r"""
 // ---- generated by workbench.rings (the ring around {handler}) ----
 #ifdef __WBSIM__
-extern "C" int usleep(unsigned int);
 static inline long long wb_ring_load_sys(const long long* p) {{ return __atomic_load_n(p, __ATOMIC_ACQUIRE); }}
+static inline long long wb_ring_load_relaxed_sys(const long long* p) {{ return __atomic_load_n(p, __ATOMIC_RELAXED); }}
 static inline long long wb_ring_load_gpu(const long long* p) {{ return __atomic_load_n(p, __ATOMIC_ACQUIRE); }}
 static inline void wb_ring_store_sys(long long* p, long long v) {{ __atomic_store_n(p, v, __ATOMIC_RELEASE); }}
 static inline void wb_ring_store_gpu(long long* p, long long v) {{ __atomic_store_n(p, v, __ATOMIC_RELEASE); }}
 static inline unsigned long long wb_ring_now() {{ return __globaltimer(); }}
-// __nanosleep lets the block's other threads (fibers) run; the dispatcher, once
-// per round of them, also gives the CPU up for a moment.
-static inline void wb_ring_backoff(unsigned ns, bool dispatcher) {{ __nanosleep(ns); if (dispatcher) usleep(5); }}
+// __nanosleep lets the block's other threads (fibers) run
+static inline void wb_ring_backoff(unsigned ns) {{ __nanosleep(ns); }}
+// The dispatcher's idle wait. control[2]: it sleeps (set by it, cleared by the host); control[3]
+// (its low half): the bell, which the host counts up before it wakes the sleeper.
+struct wb_ring_idle {{ unsigned long long since; unsigned bell; int armed; }};
+static inline void wb_ring_busy(wb_ring_idle& s, const long long* control) {{
+    s.since = 0;
+    if (s.armed) {{
+        s.armed = 0;
+        __atomic_store_n((long long*)&control[2], 0, __ATOMIC_SEQ_CST);
+    }}
+}}
+// Nothing new in a poll: let the block's other threads run and offer the CPU (the host may be
+// waiting for it); after {sim_spin_ns} ns of that, and only when may_sleep (nothing published
+// is still being handled by a thread of this block, which the sleep would stop too): say
+// "asleep", look once more (the next poll), then sleep on the bell for at most 2 ms.
+static inline void wb_ring_idle_wait(wb_ring_idle& s, const long long* control, bool may_sleep) {{
+    if (s.armed) {{
+        wbsim_wait_word((const unsigned*)&control[3], s.bell, 2000);
+        wb_ring_busy(s, control);
+        return;
+    }}
+    __nanosleep(0);
+    wbsim_yield_cpu();
+    const unsigned long long now = __globaltimer();
+    if (!s.since) {{
+        s.since = now;
+    }} else if (may_sleep && now - s.since > {sim_spin_ns}ull) {{
+        s.bell = __atomic_load_n((const unsigned*)&control[3], __ATOMIC_SEQ_CST);
+        __atomic_store_n((long long*)&control[2], 1, __ATOMIC_SEQ_CST);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        s.armed = 1;
+    }}
+}}
 #else
 static __device__ __forceinline__ long long wb_ring_load_sys(const long long* p) {{
     long long v;
     asm volatile("ld.acquire.sys.global.s64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}}
+static __device__ __forceinline__ long long wb_ring_load_relaxed_sys(const long long* p) {{
+    long long v;
+    asm volatile("ld.relaxed.sys.global.s64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }}
 static __device__ __forceinline__ long long wb_ring_load_gpu(const long long* p) {{
@@ -116,9 +176,14 @@ static __device__ __forceinline__ unsigned long long wb_ring_now() {{
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }}
-static __device__ __forceinline__ void wb_ring_backoff(unsigned ns, bool) {{ __nanosleep(ns); }}
+static __device__ __forceinline__ void wb_ring_backoff(unsigned ns) {{ __nanosleep(ns); }}
+struct wb_ring_idle {{ int unused; }};
+static __device__ __forceinline__ void wb_ring_busy(wb_ring_idle&, const long long*) {{}}
+static __device__ __forceinline__ void wb_ring_idle_wait(wb_ring_idle&, const long long*, bool) {{ __nanosleep(32); }}
 #endif
+"""
 
+_SERVE = r"""
 #define WB_RING_REQUEST_WORDS {request_words}
 #if WB_RING_REQUEST_WORDS
 // call()'s boxes (see workbench/rings/codegen.py), both of 8-byte words holding 4 bytes of data
@@ -204,9 +269,10 @@ static __device__ __forceinline__ void wb_ring_box_answer(unsigned long long* an
 #endif
 
 // control[0]: stop flag, control[1]: the last request sequence number the host
-// published (host memory); device_head[0]: the last number the dispatcher
-// published (the host's head, or a call()'s number), or -1 once the ring stops
-// (device memory).
+// published (host memory; [2] and [3]: the simulator's sleep, see wb_ring_idle_wait);
+// device_head[0]: the last number the dispatcher published (the host's head, or a call()'s
+// number), or -1 once the ring stops; device_head[1]: on the simulator, the messages the
+// workers have taken (answered or passed over) (device memory).
 extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned long long responses,
                                          unsigned long long response_seq, unsigned long long stamps,
                                          unsigned long long control, unsigned long long device_head,
@@ -236,27 +302,53 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
 #if WB_RING_REQUEST_WORDS
         const unsigned long long* box = (const unsigned long long*)call_box;
         __shared__ __align__(16) unsigned stage[64];  // (the box's words on their way between lanes)
+        long long owed = 0;  // a call answered through the box whose slot is still to write
+        wb_ring_times owed_times = {{0, 0}};
 #endif
+        wb_ring_idle idle = {{}};
         long long published = 0;
-        for (unsigned polls = 0;; ++polls) {{
+        for (;;) {{
 #if WB_RING_REQUEST_WORDS
             const wb_ring_box_read read = wb_ring_box_load(box, lane);  // in flight with the head's
+#else
+            const long long owed = 0;
 #endif
-            long long h = 0;
+            long long h = published, stop = 0;
             if (lane == 0) {{
-                h = wb_ring_load_sys(&host[1]);
-                if ((polls & 7) == 7 && wb_ring_load_sys(&host[0])) h = -1;
+                stop = wb_ring_load_relaxed_sys(&host[0]);
+                // (after a call, the host publishes no head before that call's slot is written)
+                if (!owed) h = wb_ring_load_sys(&host[1]);
             }}
+#if WB_RING_REQUEST_WORDS
+            if (owed) {{
+                // the last call's slot, while this poll is in flight: its answer too (for a
+                // recv() after a call() gave up), and its mark, which the head's release below
+                // makes visible to the message's thread once it sees the number
+                if (lane == 0) {{
+                    const long long slot = owed % capacity;
+                    memcpy(&resp[slot], stage, sizeof({response}));
+                    stamp[2 * slot] = owed_times.t0;
+                    stamp[2 * slot + 1] = owed_times.t1;
+                    marks[slot] = owed;
+                    wb_ring_store_gpu(head, owed);
+                    wb_ring_store_sys(&aseq[slot], owed);
+                }}
+                owed = 0;
+            }}
+#endif
 #if WB_RING_REQUEST_WORDS && !defined(__WBSIM__)
             h = __shfl_sync(WB_RING_BOX_MASK, h, 0);
+            stop = __shfl_sync(WB_RING_BOX_MASK, stop, 0);
 #endif
-            if (h < 0) {{
+            if (stop) {{
                 if (lane == 0) wb_ring_store_gpu(head, -1);
                 return;
             }}
             if (h > published) {{  // (a call's number is published by the dispatcher, not the host)
                 if (lane == 0) wb_ring_store_gpu(head, h);
                 published = h;
+                wb_ring_busy(idle, host);
+                continue;
             }}
 #if WB_RING_REQUEST_WORDS
             const long long seq = published + 1;
@@ -264,23 +356,17 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
                 wb_ring_times t = {{0, 0}};
                 if (lane == 0) t = wb_ring_box_handle(stage);
                 wb_ring_box_answer((unsigned long long*)answer_box, seq, lane, stage);
-                if (lane == 0) {{
-                    // the slot's answer too, for a recv() after a call() gave up, and the slot's
-                    // mark, which the head's release below makes visible to the message's thread
-                    // once it sees the number
-                    const long long slot = seq % capacity;
-                    memcpy(&resp[slot], stage, sizeof({response}));
-                    stamp[2 * slot] = t.t0;
-                    stamp[2 * slot + 1] = t.t1;
-                    marks[slot] = seq;
-                    wb_ring_store_sys(&aseq[slot], seq);
-                    wb_ring_store_gpu(head, seq);
-                }}
-                published = seq;
+                owed_times = t;
+                published = owed = seq;
+                wb_ring_busy(idle, host);
                 continue;
             }}
 #endif
-            wb_ring_backoff(32, true);
+#ifdef __WBSIM__
+            wb_ring_idle_wait(idle, host, __atomic_load_n(&head[1], __ATOMIC_ACQUIRE) == published);
+#else
+            wb_ring_idle_wait(idle, host, false);
+#endif
         }}
     }}
     const long long workers = (long long)gridDim.x * blockDim.x - 32;
@@ -293,7 +379,7 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
             if (d < 0) break;
             seen = d;
             if (seen < seq) {{
-                wb_ring_backoff(ns, false);
+                wb_ring_backoff(ns);
                 if (ns < {max_backoff_ns}) ns *= 2;
                 continue;
             }}
@@ -301,22 +387,28 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
         ns = 32;
         const long long slot = seq % capacity;
         const unsigned long long t0 = wb_ring_now();
-        const {request} in = req[slot];
+        {take_request}
 #if WB_RING_REQUEST_WORDS
         // (after the head's acquire, as the payload; in flight with the payload's bus read. A
         // strong read of a host-memory mark here cost a batch of 64 about 1 µs: one bus read a
         // lane, it seems, where the payload's weak read is one for the warp)
         if (marks[slot] >= seq) {{  // a call(): the dispatcher answered it
+#ifdef __WBSIM__
+            __atomic_fetch_add(&head[1], 1, __ATOMIC_RELEASE);
+#endif
             seq += workers;
             continue;
         }}
 #endif
-        {response} out = {response}();
+        {answer_in_place}
         {handler}(in, out);
-        resp[slot] = out;
+        {answer_out}
         stamp[2 * slot] = t0;
         stamp[2 * slot + 1] = wb_ring_now();
         wb_ring_store_sys(&aseq[slot], seq);
+#ifdef __WBSIM__
+        __atomic_fetch_add(&head[1], 1, __ATOMIC_RELEASE);
+#endif
         seq += workers;
     }}
 }}
@@ -326,60 +418,45 @@ extern "C" __global__ void wb_ring_batch(unsigned long long requests, unsigned l
 {{
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {{
-        {response} out = {response}();
-        {handler}(((const {request}*)requests)[i], out);
-        (({response}*)responses)[i] = out;
+        const {request}* req = (const {request}*)requests;
+        {response}* resp = ({response}*)responses;
+        const long long slot = i;
+        {take_request}
+        {answer_in_place}
+        {handler}(in, out);
+        {answer_out}
     }}
 }}
 """
 
-_PROBE = r"""
-extern "C" __global__ void wb_ring_layout(long long* out)
-{{
-    if (blockIdx.x == 0 && threadIdx.x == 0) {{
-{lines}
-    }}
-}}
-"""
+
+def message_code(request: str, response: str, request_bytes: int, response_bytes: int) -> dict:
+    """How a thread takes message ``req[slot]`` and where it builds its answer
+    for ``resp[slot]``: copies where they fit in a thread (``COPY_BYTES``),
+    else in place (the answer zeroed first, as a local one is)."""
+    if request_bytes <= COPY_BYTES:
+        take = f"const {request} in = req[slot];"
+    else:
+        take = f"const {request}& in = req[slot];"
+    if response_bytes <= COPY_BYTES:
+        build, out = f"{response} out = {response}();", "resp[slot] = out;"
+    else:
+        build, out = f"{response}& out = resp[slot]; memset((void*)&out, 0, sizeof(out));", ""
+    return {"take_request": take, "answer_in_place": build, "answer_out": out}
+
+
+def helpers_source(handler: str) -> str:
+    """The load, store, clock and idle helpers every ring kernel uses."""
+    return HELPERS.format(handler=handler, sim_spin_ns=SIM_SPIN_NS)
 
 
 def serve_source(handler: str, request: str, response: str, max_backoff_ns: int = 128,
-                 box: CallBox | None = None) -> str:
+                 box: CallBox | None = None, request_bytes: int = 0,
+                 response_bytes: int = 0) -> str:
     """The persistent and the per-batch kernel around ``handler`` (with
     call()'s boxes where ``box`` says how they are laid out)."""
-    return _SERVE.format(handler=handler, request=request, response=response,
-                         max_backoff_ns=int(max_backoff_ns),
-                         request_words=box.request_words if box else 0,
-                         answer_words=box.answer_words if box else 0, flag_bit=hex(BOX_FLAG_BIT))
-
-
-def probe_fields(struct_name: str, dtype: np.dtype, var: str) -> list[tuple[str, str]]:
-    """(what, C expression) pairs the probe reports for ``dtype``'s struct,
-    measured on a local object ``var`` of it (standard C++, unlike offsetof
-    on a type that is not standard-layout)."""
-    items = [(f"sizeof({struct_name})", f"(long long)sizeof({struct_name})")]
-    for field in dtype.names or ():
-        items.append((f"offset of {struct_name}::{field}",
-                      f"(long long)((const char*)&{var}.{field} - (const char*)&{var})"))
-    return items
-
-
-def probe_source(structs: list[tuple[str, np.dtype]]) -> tuple[str, list[str]]:
-    """The layout probe for ``(struct name, dtype)`` pairs, and what each of
-    its output values is."""
-    labels, lines = [], []
-    for i, (name, dtype) in enumerate(structs):
-        lines.append(f"        {name} wb_probe_{i};")
-        for label, expr in probe_fields(name, dtype, f"wb_probe_{i}"):
-            lines.append(f"        out[{len(labels)}] = {expr};")
-            labels.append(label)
-    return _PROBE.format(lines="\n".join(lines)), labels
-
-
-def expected_layout(structs: list[tuple[str, np.dtype]]) -> list[int]:
-    """What the probe must report when the dtypes match the structs."""
-    values = []
-    for _, dtype in structs:
-        values.append(dtype.itemsize)
-        values.extend(dtype.fields[f][1] for f in dtype.names or ())
-    return values
+    return helpers_source(handler) + _SERVE.format(
+        handler=handler, request=request, response=response, max_backoff_ns=int(max_backoff_ns),
+        request_words=box.request_words if box else 0,
+        answer_words=box.answer_words if box else 0, flag_bit=hex(BOX_FLAG_BIT),
+        **message_code(request, response, request_bytes, response_bytes))

@@ -13,7 +13,13 @@ class RingLayoutError(RingError, TypeError):
 
 
 class RingFull(RingError):
-    """The request queue stayed full (the device is not answering fast enough)."""
+    """The request queue stayed full (the device is not answering fast enough).
+
+    ``sent``: how many of the send's messages went before it stopped (the
+    first of them numbered ``first``); the message says so too."""
+
+    sent = 0
+    first = None
 
 
 class RingHang(RingError):

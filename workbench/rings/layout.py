@@ -59,10 +59,12 @@ def packer(dtype: np.dtype):
     return struct.Struct(fmt).pack_into
 
 
-def offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, tuple[int, int]]:
+def offsets(capacity: int, request: np.dtype, response: np.dtype,
+            box: bool = True) -> dict[str, tuple[int, int]]:
     """Byte (offset, size) of each part of the shared buffer (each aligned to
-    128 bytes: the call boxes' lanes read and write aligned 16-byte pieces)."""
-    box = codegen.call_box(request, response)
+    128 bytes: the call boxes' lanes read and write aligned 16-byte pieces);
+    ``box``: with call()'s boxes where the messages fit them."""
+    box = codegen.call_box(request, response) if box else None
     parts = {"control": _CONTROL_BYTES,
              "response_seq": 8 * capacity, "stamps": 16 * capacity,
              "requests": request.itemsize * capacity, "responses": response.itemsize * capacity,
@@ -76,31 +78,29 @@ def offsets(capacity: int, request: np.dtype, response: np.dtype) -> dict[str, t
     return layout
 
 
-def _on_users_lines(error: CompileError, text: str, handler: str, request_type: str,
-                    response_type: str) -> CompileError:
+def _on_users_lines(error: CompileError, text: str, handler: str | None) -> CompileError:
     """``error`` with the messages about the code the ring adds after the
     user's (its kernels, which call the handler) said once each, at no line:
     its line numbers would count lines the user never wrote."""
     last = text.count("\n") + 1
-    calls = f"{handler}(const {request_type}&, {response_type}&)"
+    where = (f"in the ring's own kernels, which call handler={handler!r}: define that "
+             f"__device__ function as docs/rings.md shows, or name yours with handler="
+             if handler else "in the ring's own kernels, which call the handler")
     diagnostics, seen = [], set()
     for d in error.diagnostics:
         if d.line is not None and d.line > last:
             if d.message in seen:
                 continue
             seen.add(d.message)
-            d = Diagnostic(d.severity, f"{d.message} (in the ring's own kernels, which call "
-                                       f"handler={handler!r} as {calls}: define that "
-                                       f"__device__ function, or name yours with handler=)")
+            d = Diagnostic(d.severity, f"{d.message} ({where})")
         diagnostics.append(d)
     return CompileError(diagnostics, text, error.log, error.line_offset, error.compiler)
 
 
-def compile_checked(text, handler, request_type, request, response_type, response, name,
-                    max_backoff_ns):
-    """The user's source with the ring's kernels, its structs checked against the dtypes."""
-    serve = codegen.serve_source(handler, request_type, response_type, max_backoff_ns,
-                                 codegen.call_box(request, response))
+def compile_checked(text, serve, request_type, request, response_type, response, name,
+                    handler: str | None = None):
+    """The user's source with the ring's kernels (``serve``, generated, calling
+    ``handler``), its structs checked against the dtypes."""
     structs = [(request_type, request), (response_type, response)]
     probe, labels = codegen.probe_source(structs)
     try:
@@ -109,8 +109,7 @@ def compile_checked(text, handler, request_type, request, response_type, respons
         try:
             compile_source(text + serve, name=name)
         except CompileError as error:  # the user's code or the handler's signature
-            raise _on_users_lines(error, text, handler, request_type,
-                                  response_type) from None
+            raise _on_users_lines(error, text, handler) from None
         fields = "; ".join(f"{s}: {', '.join(d.names)}" for s, d in structs)
         errors = [d.message for d in getattr(probe_error, "diagnostics", ())
                   if d.severity == "error"] or [str(probe_error)]

@@ -9,7 +9,10 @@ works on the views and counters the ring sets up (``_views``, ``start``).
 """
 from __future__ import annotations
 
+import ctypes
 import functools
+import platform
+import threading
 import time
 
 import numpy as np
@@ -51,6 +54,13 @@ class RingQueues:
                 raise RingLayoutError(f"ring {self.name!r} takes messages of dtype "
                                       f"{self.request_dtype}, got {batch.dtype}")
             return np.ascontiguousarray(batch.reshape(-1))
+        # NumPy would copy a plain number into every field of a message: refused
+        refuse_numbers(self, batch)
+        if isinstance(batch, list) and not all(isinstance(m, (tuple, np.void)) for m in batch):
+            bad = next(m for m in batch if not isinstance(m, (tuple, np.void)))
+            raise RingLayoutError(f"ring {self.name!r}: a list of messages holds a tuple of field "
+                                  f"values (or a record) per message, not {type(bad).__name__} "
+                                  f"{bad!r}; messages are {self.request_dtype}")
         try:
             return np.ascontiguousarray(np.asarray(batch, dtype=self.request_dtype).reshape(-1))
         except (TypeError, ValueError) as exc:
@@ -86,7 +96,10 @@ class RingQueues:
         while done < n:
             room = self.capacity - self.depth
             if room == 0:
-                self._make_room(block, timeout)
+                try:
+                    self._make_room(block, timeout)
+                except RingFull as full:
+                    raise _partly_sent(full, first, done, n) from None
                 continue
             chunk = batch[done:done + room]
             self._write(chunk)
@@ -133,6 +146,8 @@ class RingQueues:
         # (and glibc's memcpy fences the weakly ordered streaming stores it uses
         # for very large copies).
         self._head_words[1] = seq + n - 1
+        if self._ring_bell is not None:
+            self._ring_bell()
 
     def _make_room(self, block: bool, timeout: float | None) -> None:
         try:
@@ -259,6 +274,8 @@ class RingQueues:
         deadline = None if timeout is None else time.monotonic() + timeout
         if self._head_words[1] != self._head_due:  # a send cut short by Ctrl-C
             self._head_words[1] = self._head_due
+            if self._ring_bell is not None:
+                self._ring_bell()
         words, cap, native = self._answered_words, self.capacity, self._native
         target = self._ready_count + count
         watch = self._next_recv if collecting_only else self._next_recv + count - 1
@@ -317,6 +334,8 @@ class RingQueues:
         """The next ``count`` answers in order (default: every message sent and
         not yet received), as a structured array of the response dtype. On a
         timeout, answers that did arrive stay queued for the next call."""
+        if count is not None and type(count) is not int:
+            count = _whole_count(self, count)
         slots = self._slots
         if slots is not None and not self._ready_count and self._launch is not None:
             # the common recv, in C: watch for the answers, copy them out (else the path below)
@@ -335,6 +354,10 @@ class RingQueues:
         pending, depth = self._ready_count, self._next_send - self._next_recv
         if count is None:
             count = pending + depth
+        if count < 0:
+            raise RingError(f"ring {self.name!r}: recv(count): the count must be a whole number "
+                            f"of answers, 0 or more (None: all {pending + depth} outstanding), "
+                            f"not {count}")
         if count > pending:
             if count > pending + depth:
                 raise RingError(f"ring {self.name!r}: asked for {count} answers but only "
@@ -357,7 +380,7 @@ class RingQueues:
                             self._answered_addr, self._head_addr, self.capacity,
                             self.request_dtype.itemsize, size,
                             functools.partial(answer_pool, self.response_dtype,
-                                              max(1, _BATCH_POOL_BYTES // size)))
+                                              max(1, _BATCH_POOL_BYTES // size)), self._bell)
 
 
 def answer_pool(dtype: np.dtype, places: int, need: int):
@@ -366,3 +389,73 @@ def answer_pool(dtype: np.dtype, places: int, need: int):
     bound method: the caller would keep its ring alive.)"""
     pool = np.empty(max(places, need), dtype=dtype)
     return pool, int(pool.ctypes.data), len(pool)
+
+
+def _whole_count(ring, count) -> int:
+    """recv()'s count as an int, or RingError (a float, a string, a negative number)."""
+    if isinstance(count, (bool, np.bool_)) or not isinstance(count, (int, np.integer)):
+        raise RingError(f"ring {ring.name!r}: recv(count): the count must be a whole number of "
+                        f"answers, 0 or more (None: all outstanding), not {count!r}")
+    return int(count)
+
+
+def refuse_numbers(ring, message) -> None:
+    """RingLayoutError for what NumPy would copy into every field of a message
+    (a number, or an array of numbers): a message is a record or a tuple of
+    field values."""
+    if isinstance(message, np.ndarray) and not message.dtype.names:
+        what = f"a {message.dtype} array"
+    elif isinstance(message, (int, float, complex, np.number, np.bool_)):
+        what = f"the number {message!r}"
+    else:
+        return
+    raise RingLayoutError(
+        f"ring {ring.name!r} takes messages of dtype {ring.request_dtype}; {what} would be "
+        f"copied into every field of a message. Give a structured array of that dtype, a "
+        f"record, or a tuple of field values per message (e.g. {_example(ring.request_dtype)}); "
+        f"to send bytes on purpose, view them as the dtype (array.view(dtype)).")
+
+
+def _example(dtype: np.dtype) -> str:
+    return "(" + ", ".join("..." for _ in dtype.names) + ("," if len(dtype.names) == 1 else "") + ")"
+
+
+def _partly_sent(full: RingFull, first: int, done: int, n: int) -> RingFull:
+    """A RingFull raised part-way through a send, saying how much of it went
+    (``sent``, and ``first``: the first message's number)."""
+    if done:
+        went = (f"{done} of the {n} messages were sent (numbers {first}-{first + done - 1}); "
+                f"the other {n - done} were not")
+    else:
+        went = f"none of the {n} messages were sent"
+    error = RingFull(f"{full} ({went})")
+    error.sent, error.first = done, first
+    return error
+
+
+def bell_ringer(native, control: int | None, words: memoryview):
+    """What wakes a ring's dispatcher after the host published something, or
+    None where the kernel never sleeps (``control``: None). The simulator's
+    dispatcher, with nothing to do for a while, sets ``control[2]`` and sleeps
+    on a futex on ``control[3]``'s low half: after a publication the host
+    fences, looks at the flag and, if set, clears it, counts the bell up and
+    wakes it. In C (the words module's ``ring_bell``) where it builds; else in
+    Python, whose lock round trip is the fence (a locked instruction on x86)."""
+    if control is None:
+        return None
+    if native is not None:
+        return functools.partial(native.ring_bell, control)
+    fence = threading.Lock()
+    futex = ctypes.CDLL(None, use_errno=True).syscall
+    sys_futex = 202 if platform.machine().lower() in ("x86_64", "amd64") else 240
+    bell = control + 24
+
+    def ring() -> None:
+        with fence:
+            pass
+        if words[2]:
+            words[2] = 0
+            words[3] = words[3] + 1
+            futex(ctypes.c_long(sys_futex), ctypes.c_void_p(bell), ctypes.c_int(1),  # FUTEX_WAKE
+                  ctypes.c_int(0x7FFFFFFF), None, None, ctypes.c_int(0))
+    return ring

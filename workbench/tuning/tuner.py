@@ -11,6 +11,7 @@ import numpy as np
 from ..benchmarking.checks import default_tolerance, to_numpy
 from ..benchmarking.engine import Plan, device_name
 from ..cxx import find_globals
+from ..cxx.defines import normalise_defines
 from ..errors import TuneError
 from ..runtime.session import backend as active_backend
 from . import cache as tuning_cache
@@ -91,7 +92,9 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
     ``problem_size=`` with ``grid_div_x``/``_y``/``_z`` (see
     :mod:`workbench.tuning.grids`). Configurations beyond the device's limits
     (threads or shared memory per block; registers once compiled) are rows
-    with status "restricted", never compiled when it is known before.
+    with status "restricted", never compiled when it is known before. ``defines``: fixed
+    defines besides the tuned ones, as :func:`workbench.compile` takes them
+    (a dict ``{"N": 4096}`` or a list of ``"NAME=VALUE"``).
 
     ``objective``: "time" (the median, default), "gbps" (needs ``bytes=``),
     "gflops" (needs ``flops=``), "energy" (joules per launch from NVML's
@@ -151,7 +154,8 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
                         "them or add values")
     objectives = objectives_of(objective, bytes, flops, client)
     tuned = set(the_space.names)
-    fixed_defines = tuple(d for d in (*compile_options.pop("defines", ()), *as_tuple(defines))
+    fixed_defines = tuple(d for d in (*compile_options.pop("defines", ()),
+                                         *normalise_defines(defines, what="wb.tune(defines=...)"))
                           if d.split("=", 1)[0] not in tuned)
     b = active_backend()
     host_args = tuple(host_copy(a) for a in args)

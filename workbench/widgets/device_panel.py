@@ -89,7 +89,7 @@ class _Activity:
         return row
 
 
-def _activity_fields(row: dict, total) -> list[tuple]:
+def _activity_fields(row: dict, total, memory_note: str | None = None) -> list[tuple]:
     busy, rate = row["busy"], row["launches_per_s"]
     return [("Worker threads", str(row["threads"]), "OS threads that run the blocks"),
             ("Worker busy", "—" if busy != busy else f"{busy:.0f}%",
@@ -98,7 +98,8 @@ def _activity_fields(row: dict, total) -> list[tuple]:
             ("In use", format_bytes(row["in_use"]), "held by live device arrays"),
             ("Cached", format_bytes(row["cached"]),
              "kept by the pool for reuse: wb.memory.empty_cache() frees it"),
-            ("Virtual device memory", format_bytes(total), "the simulated GPU's size")]
+            ("Virtual device memory", format_bytes(total),
+             f"the simulated GPU's size, {memory_note}" if memory_note else "the simulated GPU's size")]
 
 
 class DevicePanel(StaticFallback, widgets.VBox):
@@ -259,7 +260,8 @@ class DevicePanel(StaticFallback, widgets.VBox):
         notes = [self.note] if self.note else ()
         if row is not None:
             total = next(iter(samples.values())).memory_total
-            return html_fields(_activity_fields(row, total), header=[header, "", ""],
+            note = self._backend.device_properties().extra.get("memory_note")
+            return html_fields(_activity_fields(row, total, note), header=[header, "", ""],
                                notes=notes, align=["right", "left"])
         labels = next(iter(samples.values())).formatted().keys()
         cols = {i: s.formatted() for i, s in samples.items()}

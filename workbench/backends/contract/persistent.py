@@ -79,13 +79,17 @@ class PersistentKernels(abc.ABC):
         kernels read and write directly."""
         raise NotImplementedError(f"the {self.name} backend has no mapped host memory")
 
-    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0):
+    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0,
+                          cooperative: bool = False):
         """Launch ``function`` and return at once with a
         :class:`~.persistent.PersistentLaunch`; the kernel runs until it returns
-        by itself, while other launches go on."""
+        by itself, while other launches go on. ``cooperative``: launched as
+        ``cudaLaunchCooperativeKernel`` does (every block at once, so that
+        ``this_grid().sync()`` works; the caller has checked that they fit)."""
         raise NotImplementedError(f"the {self.name} backend cannot run persistent kernels")
 
-    def concurrent_blocks(self) -> int | None:
-        """How many blocks of one launch can run at once apart from the kernel's
-        own occupancy (None: only occupancy limits it, as on a GPU)."""
+    def concurrent_blocks(self, cooperative: bool = False, threads: int = 1) -> int | None:
+        """How many blocks (of ``threads`` threads) of one launch can run at
+        once apart from the kernel's own occupancy (None: only occupancy limits
+        it, as on a GPU); ``cooperative``: of a cooperative launch."""
         return None

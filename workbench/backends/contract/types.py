@@ -9,6 +9,8 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...cxx.defines import normalise_defines
+
 
 class CompileFailed(Exception):
     """Raised by :meth:`Backend.compile` with the compiler's raw log.
@@ -32,12 +34,16 @@ class CompileOptions:
     """What the user asked for when compiling (``%%cuda`` options)."""
 
     arch: str | None = None            # "sm_90", "compute_90", "90"; None: the device's
-    defines: tuple[str, ...] = ()      # "NAME" or "NAME=VALUE"
+    defines: tuple[str, ...] = ()      # "NAME" or "NAME=VALUE" (given: also a dict)
     std: str | None = None             # "c++17"
     fast_math: bool = False
     extra: tuple[str, ...] = ()        # any other NVRTC option, verbatim
     name_expressions: tuple[str, ...] = ()  # "kern<float>" template instantiations
     checked: bool = False              # simulator: bounds-checked build
+
+    def __post_init__(self):
+        # a dict {"NAME": value} or a list of "NAME" / "NAME=VALUE", checked (cxx.defines)
+        object.__setattr__(self, "defines", normalise_defines(self.defines))
 
     def nvrtc_options(self, default_arch: str | None = None) -> tuple[str, ...]:
         """The options as NVRTC spells them (without the architecture when

@@ -56,9 +56,10 @@ class CupyBackend(CupyDevices, CupyKernels, CupyMemory, CupyStreams, Backend):
     def alloc_mapped(self, nbytes: int):
         return persistent.alloc_mapped(nbytes)
 
-    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0):
+    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0,
+                          cooperative: bool = False):
         return persistent.GpuPersistentLaunch(
-            lambda: self.launch(function, grid, block, args, shared_mem),
+            lambda: self.launch(function, grid, block, args, shared_mem, cooperative=cooperative),
             getattr(function, "__name__", "kernel"), _kernel_fault)
 
     def describe(self) -> str:

@@ -32,7 +32,11 @@ class CupyMemory(Arrays, MemoryPool, MemoryKinds):
         return cupy.empty(shape, dtype=dtype)
 
     def to_device(self, host_array):
-        return cupy.asarray(host_array)
+        array = cupy.asarray(host_array)
+        dtype = getattr(host_array, "dtype", None)
+        if dtype is not None and dtype.names and array.dtype != dtype:
+            array = array.view(dtype)  # (a CuPy that keeps a record's bytes but not its fields)
+        return array
 
     def to_host(self, device_array):
         with _faults_as_kernel_faults():

@@ -12,8 +12,8 @@
  * away waits for it back behind any busy Python thread (up to the 5 ms switch
  * interval); only a longer watch lets other threads run.
  *
- * publish_wait(store, value, word, want, src, dst, nbytes, spin_ns) -> (published_ns, seen_ns) | None
- *   *store = value (a release store), then watch *word until it equals want
+ * publish_wait(store, value, word, want, src, dst, nbytes, spin_ns[, bell]) -> (published_ns, seen_ns) | None
+ *   *store = value (a release store; then the bell rung, see ring_bell), then watch *word until it equals want
  *   (acquire loads); once it does, copy nbytes from src to dst. None: not seen
  *   within spin_ns (nothing copied). Times are CLOCK_MONOTONIC ns, the clock of
  *   Python's time.perf_counter_ns on Linux.
@@ -54,6 +54,13 @@
  *   records (answers: a slice of it; make_pool(need) gives (array, address, length >= need)
  *   when it is used up), their device stamps (16 bytes each) into a bytes object; ns: when the
  *   last was seen. None: not all within spin_ns (nothing taken).
+ * ring_bell(control)
+ *   A ring whose dispatcher may sleep (the simulator's: a futex on the low half of control[3],
+ *   having set control[2]) is woken after the caller published something: a full fence (the
+ *   publication before the look at the flag; the dispatcher sets the flag, fences, then looks
+ *   for work once more), then, if the flag is set, it is cleared, the bell word counted up and
+ *   its sleeper woken. BoxCaller and Slots take the same address as an optional last argument
+ *   (0 or None: no bell, as on a GPU) and ring after writing a call or republishing a head.
  * wait_word(word, want, spin_ns) -> bool
  *   Watch *word until it equals want; False if it did not within spin_ns.
  * run_length(words, first, count) -> int
@@ -67,8 +74,24 @@
 #include <float.h>
 #include <math.h>
 #include <time.h>
+#include <limits.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
+#include <sched.h>
 
 static inline int64_t load_acquire(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+
+/* See ring_bell in the file's comment. */
+static void ring_bell_at(int64_t *control) {
+    if (control == NULL) return;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&control[2], __ATOMIC_RELAXED) == 0) return;
+    __atomic_store_n(&control[2], 0, __ATOMIC_RELAXED);
+    uint32_t *bell = (uint32_t *)&control[3];
+    __atomic_fetch_add(bell, 1u, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
 
 static inline int64_t now(void) {
     struct timespec ts;
@@ -91,14 +114,26 @@ static int all_flagged(const void *at, int64_t flag) {
     return 1;
 }
 
-/* Watch (GIL released by the caller) until seen(at, a) or spin_ns pass. */
+/* Watch until seen(at, a) or spin_ns pass. Past YIELD_AFTER_NS of watching the CPU is offered
+ * (sched_yield) every YIELD_EVERY_NS: the answer is not coming within a GPU round trip, and
+ * what produces it may be waiting for this very CPU (the simulator's worker, on a machine
+ * with few CPUs: a watch that never yields keeps it out for a whole time slice, milliseconds).
+ * With nothing else to run, a yield returns at once. */
+#define YIELD_AFTER_NS 20000
+#define YIELD_EVERY_NS 20000
 static int watch(seen_fn seen, const void *at, int64_t a, int64_t spin_ns) {
     if (seen(at, a)) return 1;
-    const int64_t end = now() + spin_ns;
+    const int64_t start = now(), end = start + spin_ns;
+    int64_t next_yield = start + YIELD_AFTER_NS;
     for (;;) {
         for (int i = 0; i < 64; ++i)  /* the clock is read once per 64 polls */
             if (seen(at, a)) return 1;
-        if (now() >= end) return seen(at, a);
+        const int64_t t = now();
+        if (t >= end) return seen(at, a);
+        if (t >= next_yield) {
+            sched_yield();
+            next_yield = now() + YIELD_EVERY_NS;
+        }
     }
 }
 
@@ -112,6 +147,20 @@ static int address_of(PyObject *obj, void **out) {
         PyErr_SetString(PyExc_ValueError, "a word's address must be 8-byte aligned");
         return -1;
     }
+    return 0;
+}
+
+/* An optional bell (a ring's control words): None or 0 for none. */
+static int bell_of(PyObject *obj, int64_t **out) {
+    *out = NULL;
+    if (obj == NULL || obj == Py_None) return 0;
+    void *p = PyLong_AsVoidPtr(obj);
+    if (p == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (((uintptr_t)p & 7) != 0) {
+        PyErr_SetString(PyExc_ValueError, "a bell's address must be 8-byte aligned");
+        return -1;
+    }
+    *out = (int64_t *)p;
     return 0;
 }
 
@@ -134,10 +183,12 @@ static int watch_then_release(seen_fn seen, const void *at, int64_t a, int64_t s
 }
 
 static PyObject *publish_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "publish_wait() takes 8 arguments");
+    if (nargs != 8 && nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "publish_wait() takes 8 arguments (and a bell)");
         return NULL;
     }
+    int64_t *bell;
+    if (bell_of(nargs == 9 ? args[8] : NULL, &bell) < 0) return NULL;
     void *store, *word;
     int64_t value, want, nbytes, spin_ns;
     if (address_of(args[0], &store) < 0 || number_of(args[1], &value) < 0
@@ -153,6 +204,7 @@ static PyObject *publish_wait(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     int64_t published = now(), seen = 0;
     __atomic_store_n((int64_t *)store, value, __ATOMIC_RELEASE);
+    ring_bell_at(bell);
     int got = watch_then_release(word_holds, word, want, spin_ns);
     if (got) {
         seen = now();
@@ -172,6 +224,13 @@ static PyObject *wait_word(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (address_of(args[0], &word) < 0 || number_of(args[1], &want) < 0
         || number_of(args[2], &spin_ns) < 0) return NULL;
     return PyBool_FromLong(watch_then_release(word_holds, word, want, spin_ns));
+}
+
+static PyObject *ring_bell(PyObject *self, PyObject *control) {
+    int64_t *at;
+    if (bell_of(control, &at) < 0) return NULL;
+    ring_bell_at(at);
+    Py_RETURN_NONE;
 }
 
 static PyObject *run_length(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -248,6 +307,7 @@ typedef struct {
     PyObject *single;
     record_pool pool;
     int64_t sent_ns, seen_ns;
+    int64_t *bell;
 } BoxCaller;
 
 static void caller_dealloc(BoxCaller *c) {
@@ -259,15 +319,15 @@ static void caller_dealloc(BoxCaller *c) {
 }
 
 static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *box, *answer, *fields, *make_pool, *single;
+    PyObject *box, *answer, *fields, *make_pool, *single, *bell = NULL;
     long long nbytes, box_words, answer_words, response_bytes;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
         PyErr_SetString(PyExc_TypeError, "BoxCaller() takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OLLOLLOOO!", &box, &nbytes, &box_words,
+    if (!PyArg_ParseTuple(args, "OLLOLLOOO!|O", &box, &nbytes, &box_words,
                           &answer, &answer_words, &response_bytes, &fields, &make_pool,
-                          &PyList_Type, &single))
+                          &PyList_Type, &single, &bell))
         return NULL;
     if (nbytes < 1 || box_words < (nbytes + 3) / 4 || box_words > MAX_BOX_WORDS
         || answer_words < 3 || answer_words > MAX_BOX_WORDS || response_bytes < 1
@@ -279,7 +339,8 @@ static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     }
     BoxCaller *c = (BoxCaller *)type->tp_alloc(type, 0);
     if (c == NULL) return NULL;
-    if (address_of(box, (void **)&c->box) < 0 || address_of(answer, (void **)&c->answer) < 0)
+    if (address_of(box, (void **)&c->box) < 0 || address_of(answer, (void **)&c->answer) < 0
+        || bell_of(bell, &c->bell) < 0)
         goto fail;
     c->nbytes = nbytes; c->box_words = box_words;
     c->answer_words = answer_words; c->response_bytes = response_bytes;
@@ -398,10 +459,8 @@ static PyObject *caller_call(BoxCaller *c, PyObject *const *args, Py_ssize_t nar
         memcpy(c->scratch, view.buf, (size_t)c->nbytes);
         PyBuffer_Release(&view);
     }
-    /* everything that can fail comes before the message is sent */
+    /* what can fail comes before the message is sent (the answer's place in the pool) */
     if (pool_reserve(&c->pool, 1, c->response_bytes) < 0) return NULL;
-    PyObject *record = PySequence_GetItem(c->pool.array, c->pool.next);  /* a view of its place */
-    if (record == NULL) return NULL;
     const uint64_t flag = (uint64_t)((uint32_t)seq | 0x80000000u) << 32;
     const uint32_t *data = (const uint32_t *)c->scratch;
     c->busy = 1;
@@ -409,6 +468,16 @@ static PyObject *caller_call(BoxCaller *c, PyObject *const *args, Py_ssize_t nar
     clear_words(c->answer, c->answer_words);
     for (int64_t k = 0; k < c->box_words; ++k)
         __atomic_store_n(&c->box[k], flag | data[k], __ATOMIC_RELEASE);
+    ring_bell_at(c->bell);
+    /* the record (a view of the answer's place) made while the device works, not after the
+     * answer (NumPy takes about 0.1 µs for one). Should that fail, the answer is left to come
+     * through the slot (as for a call not answered within the spin). */
+    PyObject *record = PySequence_GetItem(c->pool.array, c->pool.next);
+    if (record == NULL) {
+        PyErr_Clear();
+        c->busy = 0;
+        Py_RETURN_NONE;
+    }
     const flagged_words answer = {c->answer, c->answer_words};
     int got = watch_then_release(all_flagged, &answer, (int64_t)(flag >> 32), spin_ns);
     c->busy = 0;
@@ -489,6 +558,7 @@ typedef struct {
     int64_t capacity, request_bytes, response_bytes;
     record_pool pool;
     int busy;
+    int64_t *bell;
 } Slots;
 
 /* What take() watches for: messages first .. first + count - 1 all answered. `done` and `slot`
@@ -513,14 +583,14 @@ static void slots_dealloc(Slots *s) {
 }
 
 static PyObject *slots_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *requests, *responses, *stamps, *answered, *head, *make_pool;
+    PyObject *requests, *responses, *stamps, *answered, *head, *make_pool, *bell = NULL;
     long long capacity, request_bytes, response_bytes;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
         PyErr_SetString(PyExc_TypeError, "Slots() takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OOOOOLLLO", &requests, &responses, &stamps, &answered, &head,
-                          &capacity, &request_bytes, &response_bytes, &make_pool))
+    if (!PyArg_ParseTuple(args, "OOOOOLLLO|O", &requests, &responses, &stamps, &answered, &head,
+                          &capacity, &request_bytes, &response_bytes, &make_pool, &bell))
         return NULL;
     if (capacity < 1 || request_bytes < 1 || response_bytes < 1 || !PyCallable_Check(make_pool)) {
         PyErr_SetString(PyExc_ValueError, "Slots(): a capacity, request and response sizes >= 1, "
@@ -537,7 +607,8 @@ static PyObject *slots_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a null address");
         goto fail;
     }
-    if (address_of(answered, (void **)&s->answered) < 0 || address_of(head, (void **)&s->head) < 0)
+    if (address_of(answered, (void **)&s->answered) < 0 || address_of(head, (void **)&s->head) < 0
+        || bell_of(bell, &s->bell) < 0)
         goto fail;
     s->capacity = capacity; s->request_bytes = request_bytes; s->response_bytes = response_bytes;
     Py_INCREF(make_pool); s->pool.make = make_pool;
@@ -617,8 +688,10 @@ static PyObject *slots_take(Slots *s, PyObject *const *args, Py_ssize_t nargs) {
         s->busy = 0;
         return NULL;
     }
-    if (__atomic_load_n(s->head, __ATOMIC_RELAXED) != head)
+    if (__atomic_load_n(s->head, __ATOMIC_RELAXED) != head) {
         __atomic_store_n(s->head, head, __ATOMIC_RELEASE);  /* a send cut short: publish it */
+        ring_bell_at(s->bell);
+    }
     answered_run run = {s->answered, s->capacity, first, count, 0, first % s->capacity};
     int got = watch_then_release(run_answered, &run, 0, spin_ns);
     if (!got) {
@@ -654,6 +727,8 @@ static PyMethodDef methods[] = {
      "Store a word, watch another, copy the answer (see the file's comment)."},
     {"wait_word", (PyCFunction)(void (*)(void))wait_word, METH_FASTCALL,
      "Watch a word until it holds a value, for at most spin_ns."},
+    {"ring_bell", (PyCFunction)ring_bell, METH_O,
+     "Wake a ring's sleeping dispatcher after publishing (see the file's comment)."},
     {"run_length", (PyCFunction)(void (*)(void))run_length, METH_FASTCALL,
      "How many consecutive words hold consecutive numbers."},
     {NULL, NULL, 0, NULL},

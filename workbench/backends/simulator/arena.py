@@ -21,6 +21,8 @@ import weakref
 import numpy as np
 
 from ...errors import OutOfMemoryError
+from ...present.units import format_bytes
+from . import host_memory
 from .protocol import ARENA_RESERVED, CONTROL_MAGIC, PRINTF_BYTES, PRINTF_OFFSET
 from .protocol import ControlPage, FaultRecord
 
@@ -102,6 +104,8 @@ class Arena:
                     f"out of memory on the simulated device: {nbytes:,} bytes requested, "
                     f"{self.used_bytes:,} in use under the pool limit of {self.limit:,} bytes. "
                     f"Delete arrays you no longer need (del x) or raise the limit.", requested=nbytes)
+        if nbytes >= host_memory.CHECK_FROM_BYTES:
+            self._check_host(nbytes)
         offset = self._take(span)
         if offset is None:
             gc.collect()  # arrays that are only waiting for the collector
@@ -129,6 +133,20 @@ class Arena:
         for on_alloc, _ in listeners:
             on_alloc(address, nbytes)
         return address, block
+
+    def _check_host(self, nbytes: int) -> None:
+        """Refuse a block the host's memory cannot back now: its pages are taken
+        when first touched, and then the out-of-memory killer would end a process."""
+        available = host_memory.available_bytes()
+        if available is not None and nbytes > available:
+            gc.collect()  # freed arrays give their pages back
+            available = host_memory.available_bytes()
+        if available is not None and nbytes > available:
+            raise OutOfMemoryError(
+                f"out of memory on the simulated device: {format_bytes(nbytes)} requested and the "
+                f"host has {format_bytes(available)} available to back it (the simulated device's "
+                f"memory is the host's RAM, taken when touched). Delete arrays you no longer need "
+                f"(del x), use smaller ones, or free memory on the host.", requested=nbytes)
 
     def _take(self, span: int) -> int | None:
         with self._lock:

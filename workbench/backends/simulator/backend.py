@@ -31,13 +31,14 @@ import os
 import sys
 import threading
 
-from ...errors import KernelFault
+from ...errors import KernelFault, LaunchConfigError
+from ...present.units import format_bytes
 from ..contract import Backend
 from . import build, instrumented, persistent
 from .arena import Arena
-from .devices import SimulatorDevices, virtual_device
+from .devices import SimulatorDevices, simulated_device
 from .faults import worker_fault
-from .kernels import SimulatorKernels
+from .kernels import COOPERATIVE_THREADS, SimulatorKernels
 from .launch import check_config, dims
 from .memory import SimulatorMemory
 from .module import SimFunction
@@ -61,7 +62,9 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
         ``"T4"``, ``"RTX 4090"``, a :class:`DeviceProperties` or a dict of
         property overrides.
     memory_bytes:
-        Size of the virtual device memory (default: the device's).
+        Size of the virtual device memory (default: the device's, at most
+        the host's available memory, so that arrays the device takes are
+        arrays the host can back).
     threads:
         OS threads that run blocks (default: every CPU this process may use).
     devices:
@@ -89,7 +92,7 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
         self.checked = bool(checked)
         self.timeout_s = float(timeout_s)
         self.threads = int(threads)
-        self._properties = virtual_device(device, memory_bytes)
+        self._properties = simulated_device(device, memory_bytes)
         self._arena: Arena | None = None
         self._array_class = None
         self._printf_words = None  # the control page's first words (printf_len is [1])
@@ -114,7 +117,7 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
         if devices is not None and int(devices) != self.devices:
             return False
         if device is not None or memory_bytes is not None:
-            wanted = virtual_device(device, memory_bytes)
+            wanted = simulated_device(device, memory_bytes)
             if (wanted.name, wanted.total_memory) != (self._properties.name,
                                                       self._properties.total_memory):
                 return False
@@ -137,8 +140,10 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
     def describe(self) -> str:
         p = self._properties
         cpus = self.threads or len(os.sched_getaffinity(0))
+        capped = ": at most the host's available memory" if "memory_note" in p.extra else ""
         return (f"CPU simulator: simulated {p.name} ({p.multiprocessors} SMs, "
-                f"cc {p.compute_capability[0]}.{p.compute_capability[1]}) on {cpus} CPU thread"
+                f"cc {p.compute_capability[0]}.{p.compute_capability[1]}, "
+                f"{format_bytes(p.total_memory)}{capped}) on {cpus} CPU thread"
                 f"{'s' if cpus != 1 else ''}, g++ {build.compiler_version() or 'missing'}"
                 f"{', checked' if self.checked else ''}")
 
@@ -194,17 +199,31 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
     def alloc_mapped(self, nbytes: int):
         return persistent.alloc_mapped(self, nbytes)
 
-    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0):
+    def launch_persistent(self, function, grid, block, args, shared_mem: int = 0,
+                          cooperative: bool = False):
         if not isinstance(function, SimFunction):
             raise TypeError(f"not a simulator kernel: {function!r}")
         grid, block = dims(grid, "grid"), dims(block, "block")
         check_config(self._properties, grid, block, shared_mem)
-        return persistent.SimPersistentLaunch(self, function, grid, block, args, shared_mem)
+        if cooperative:
+            threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
+            most = self.concurrent_blocks(True, block[0] * block[1] * block[2])
+            if grid[0] * grid[1] * grid[2] > most:
+                raise LaunchConfigError(
+                    f"a cooperative launch of {threads} threads is more than the simulator runs "
+                    f"at once ({COOPERATIVE_THREADS}: every thread needs a stack of its own); "
+                    f"use at most {most} blocks of this size")
+        return persistent.SimPersistentLaunch(self, function, grid, block, args, shared_mem,
+                                              cooperative)
 
-    def concurrent_blocks(self) -> int:
+    def concurrent_blocks(self, cooperative: bool = False, threads: int = 1) -> int:
         # The worker hands a launch's blocks to its OS threads only when the
         # launch is large (native/grid.cpp: 8192 threads or more); a smaller one
-        # runs its blocks one after another, so one block runs at a time.
+        # runs its blocks one after another, so one block runs at a time. A
+        # cooperative launch runs every block at once, each on an OS thread of its
+        # own, up to COOPERATIVE_THREADS threads in all.
+        if cooperative:
+            return max(1, COOPERATIVE_THREADS // max(1, int(threads)))
         return 1
 
     # -- counted launches (instrumented.py) ---------------------------------------------

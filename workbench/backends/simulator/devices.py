@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...present.units import format_bytes
 from ..contract import DeviceProperties, Devices
 from ..nvrtc import nvrtc_available, nvrtc_version
-from . import build
+from . import build, host_memory
 
 KIB, GIB = 1024, 1024 ** 3
 
@@ -70,6 +71,20 @@ def virtual_device(device=None, memory_bytes: int | None = None) -> DeviceProper
         if int(memory_bytes) < 1 << 20:
             raise ValueError(f"memory_bytes={memory_bytes} is too small; give at least 1 MiB")
         props = dataclasses.replace(props, total_memory=int(memory_bytes))
+    return props
+
+
+def simulated_device(device=None, memory_bytes: int | None = None) -> DeviceProperties:
+    """:func:`virtual_device`, its memory at most the host's available
+    memory unless ``memory_bytes`` sets it (see :mod:`.host_memory`); a capped
+    device says so in ``extra["memory_note"]``."""
+    props = virtual_device(device, memory_bytes)
+    cap = host_memory.device_cap() if memory_bytes is None else None
+    if cap is not None and cap < props.total_memory:
+        note = (f"at most the host's available memory: {format_bytes(cap)} of the "
+                f"{format_bytes(props.total_memory)} of a real {props.name}")
+        props = dataclasses.replace(props, total_memory=cap,
+                                    extra={**props.extra, "memory_note": note})
     return props
 
 

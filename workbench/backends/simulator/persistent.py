@@ -6,7 +6,8 @@ mapping the same arena, and a Python thread that waits for its reply; the
 host meanwhile reads and writes the kernel's queues in the arena directly
 (the arena is shared memory), and ordinary launches go on in the main worker.
 A small launch's blocks run one after another on one OS thread, so a
-persistent kernel has one block here (:meth:`SimulatorBackend.concurrent_blocks`).
+persistent kernel has one block here (:meth:`SimulatorBackend.concurrent_blocks`),
+unless it is launched cooperatively: then each block has an OS thread.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def alloc_mapped(backend, nbytes: int) -> MappedBuffer:
 class SimPersistentLaunch(PersistentLaunch):
     """A kernel running in a worker process of its own."""
 
-    def __init__(self, backend, function, grid, block, args, shared_mem: int):
+    def __init__(self, backend, function, grid, block, args, shared_mem: int,
+                 cooperative: bool = False):
         self.kernel = function.name
         module = function.module
         self._worker = Worker(backend.arena, lambda: build.worker_executable(module.checked),
@@ -45,7 +47,7 @@ class SimPersistentLaunch(PersistentLaunch):
         try:
             payload = launch_request(module.load_into(self._worker), function.symbol, grid, block,
                                      shared_mem, TIME_LIMIT_S, blobs, backend.arena, module.checked,
-                                     whole_arena=True)
+                                     cooperative=cooperative, whole_arena=True)
         except WorkerError as exc:
             self._worker.stop()
             raise KernelArgumentError(str(exc)) from None

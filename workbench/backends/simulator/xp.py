@@ -93,6 +93,20 @@ def empty_in(cls, shape, dtype=float, order="C"):
     return arr.view(cls)
 
 
+def _filled(cls, shape, dtype, value, order="C"):
+    """An array of ``cls`` in its arena, every element ``value`` (or ``value``
+    broadcast, as NumPy's ``full`` takes it)."""
+    out = empty_in(cls, shape, dtype, order)
+    np.copyto(out.view(np.ndarray), value, casting="unsafe")
+    return out
+
+
+def _like(a, dtype, shape) -> tuple:
+    """``(shape, dtype)`` of a ``*_like`` call on ``a``."""
+    return (np.shape(a) if shape is None else shape,
+            (a.dtype if isinstance(a, np.ndarray) else np.asarray(a).dtype) if dtype is None else dtype)
+
+
 _CREATION = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
              "arange", "linspace", "logspace", "eye", "identity", "array", "asarray",
              "ascontiguousarray", "asanyarray", "copy", "frombuffer", "fromfunction", "tri",
@@ -112,7 +126,21 @@ class ArrayNamespace(types.SimpleNamespace):
         self._cls = array_class
         for name in _CREATION:
             setattr(self, name, self._wrap(getattr(np, name)))
+        # made in device memory and filled there: no host array first (twice the memory)
         self.empty = lambda shape, dtype=float, order="C": empty_in(array_class, shape, dtype, order)
+        self.zeros = lambda shape, dtype=float, order="C": _filled(array_class, shape, dtype, 0, order)
+        self.ones = lambda shape, dtype=float, order="C": _filled(array_class, shape, dtype, 1, order)
+        self.full = lambda shape, fill_value, dtype=None, order="C": _filled(
+            array_class, shape, np.asarray(fill_value).dtype if dtype is None else dtype,
+            fill_value, order)
+        self.empty_like = lambda a, dtype=None, order="K", subok=True, shape=None: empty_in(
+            array_class, *_like(a, dtype, shape))
+        self.zeros_like = lambda a, dtype=None, order="K", subok=True, shape=None: _filled(
+            array_class, *_like(a, dtype, shape), 0)
+        self.ones_like = lambda a, dtype=None, order="K", subok=True, shape=None: _filled(
+            array_class, *_like(a, dtype, shape), 1)
+        self.full_like = lambda a, fill_value, dtype=None, order="K", subok=True, shape=None: _filled(
+            array_class, *_like(a, dtype, shape), fill_value)
         self.random = _RandomNamespace(self)
 
     def _wrap(self, func):

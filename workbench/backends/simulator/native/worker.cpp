@@ -32,8 +32,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include <ctime>
+
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -78,6 +82,15 @@ static void wait_readable(int fd) {
     while (poll(&p, 1, -1) < 0 && errno == EINTR) {
     }
 }
+
+// A persistent kernel's idle wait (see wbsim_abi.h): a futex on a word of the shared arena
+// (not private: the notebook's process wakes it through its own mapping of the same file).
+extern "C" void wbsim_wait_word(const unsigned* word, unsigned expected, unsigned timeout_us) {
+    struct timespec ts = {(time_t)(timeout_us / 1000000u), (long)(timeout_us % 1000000u) * 1000L};
+    syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+extern "C" void wbsim_yield_cpu(void) { sched_yield(); }
 
 // Requests are read through a buffer: a launch's header and payload then
 // take one read() instead of two.

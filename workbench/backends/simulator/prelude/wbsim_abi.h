@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include "vector_types.h"
 
-#define WBSIM_ABI_VERSION 7
+#define WBSIM_ABI_VERSION 8
 
 #ifdef __cplusplus
 extern "C" {
@@ -102,6 +102,12 @@ long wbsim_clock(void);
 unsigned long long wbsim_globaltimer(void);
 /* A build that counts accesses: the block loop says which thread runs next. */
 void wbsim_access_thread(unsigned tid);
+/* A persistent kernel's idle wait (a ring's dispatcher with nothing to do): sleep while the
+ * 32-bit word (memory the host shares) holds `expected`, for at most timeout_us; the host
+ * wakes it (a futex: FUTEX_WAKE on the same word) after it changes the word. */
+void wbsim_wait_word(const unsigned* word, unsigned expected, unsigned timeout_us);
+/* Offer this OS thread's CPU to another thread that waits for one (sched_yield). */
+void wbsim_yield_cpu(void);
 
 #ifdef __cplusplus
 }
