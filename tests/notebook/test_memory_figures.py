@@ -41,24 +41,26 @@ def label_gib(label: str, word: str) -> float:
 
 def test_status_bar_panels_and_stats_agree_after_del_and_empty_cache(backend, tracking):
     small = wb.to_device(np.random.default_rng(0).random(1 << 20, np.float32))  # 4 MiB
-    big = wb.allocate(3 * GIB, np.uint8)
+    big = wb.allocate(GIB, np.uint8)
     seen, label, panel = figures()
     assert len(set(seen.values())) == 1, seen
     in_use, cached = seen["stats"]
-    assert in_use >= 3 * GIB + small.nbytes
+    assert in_use >= GIB + small.nbytes
     assert label_gib(label, "in use") == pytest.approx(in_use / GIB, abs=0.05), label
     assert label.endswith(" GiB"), label
     if backend.simulated:
         assert "device panel" in seen
-        assert label.startswith("simulator · in use ") and label.endswith(" / 80 GiB"), label
+        assert label.startswith("simulator · in use "), label
+    total = f"{wb.memory.stats().device_total / GIB:.1f}".removesuffix(".0")
+    assert label.endswith(f" / {total} GiB"), label
     panel.close()
 
     del big  # the pool keeps the block: in use drops, cached grows, nothing "lost"
     seen, label, panel = figures()
     assert len(set(seen.values())) == 1, seen
     after_in_use, after_cached = seen["stats"]
-    assert after_in_use == in_use - 3 * GIB
-    assert after_cached >= 3 * GIB
+    assert after_in_use == in_use - GIB
+    assert after_cached >= GIB
     assert label_gib(label, "in use") == pytest.approx(after_in_use / GIB, abs=0.05)
     assert label_gib(label, "cached") == pytest.approx(after_cached / GIB, abs=0.05)
     assert "in use" in panel._bar.value and "cached" in panel._bar.value
