@@ -90,6 +90,7 @@ _LAZY = {
     "python_kernel": "workbench.languages:kernel",
     "languages": "workbench.languages:",
     "profile": "workbench.profiling",
+    "sanitize": "workbench.profiling",
     "profiling": "workbench.profiling:",
     # panels
     "DevicePanel": "workbench.widgets.device_panel",

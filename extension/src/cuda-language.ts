@@ -1,14 +1,17 @@
 /**
  * CUDA C++ for CodeMirror 6: CodeMirror's C++ language, fed a copy of the
  * cell in which CUDA's declaration qualifiers and the `%%cuda` line are
- * blanked out (so `__global__ void f(...)` parses as a plain function), plus
- * a decoration layer that highlights CUDA's own words (qualifiers, built-in
- * variables, intrinsics, vector types) with the editor's highlight style.
+ * blanked out (so `__global__ void f(...)` parses as a plain function), a
+ * decoration layer that highlights CUDA's own words (qualifiers, built-in
+ * variables, intrinsics, vector types) with the editor's highlight style,
+ * and colours for the C++ tags that JupyterLab's style leaves plain (types).
  */
 import { cppLanguage } from '@codemirror/lang-cpp';
 import {
+  HighlightStyle,
   highlightingFor,
   Language,
+  LanguageSupport,
   syntaxHighlighting,
   syntaxTree
 } from '@codemirror/language';
@@ -296,6 +299,24 @@ export const cudaLanguage = new Language(
   'cuda'
 );
 
+/**
+ * Colours for the tags C++ has and Python hardly uses, which JupyterLab's
+ * highlight style (written for Python) has no rule for, so that they would
+ * be drawn as plain text: the types (`int`, `float`, `void`, `unsigned`,
+ * `size_t`, a template's `T`, CUDA's `dim3` and `float4`, all `typeName` or
+ * `standard(typeName)` in the C++ grammar), namespaces and macro names.
+ * Only these tags, so that JupyterLab's own rules (keywords, numbers,
+ * strings, comments...) keep their colours; the colours are the theme's
+ * variables, the type colour being the one CodeMirror 5 gave C++ types.
+ */
+export const cudaHighlightStyle = HighlightStyle.define([
+  {
+    tag: [tags.typeName, tags.namespace],
+    color: 'var(--jp-mirror-editor-variable-3-color)'
+  },
+  { tag: tags.special(tags.name), color: 'var(--jp-mirror-editor-meta-color)' }
+]);
+
 /** A CUDA word (or the magic line) found in the document. */
 export interface ICudaToken {
   from: number;
@@ -350,7 +371,11 @@ export function cudaTokens(
   return tokens;
 }
 
-function tokenClass(state: EditorState, kind: CudaTokenKind): string {
+/**
+ * The classes of a CUDA word of `kind`: `cm-cuda-<kind>`, its `tok-*` class
+ * and the classes the state's highlight styles give its tag.
+ */
+export function cudaTokenClass(state: EditorState, kind: CudaTokenKind): string {
   const tag = CUDA_TOKEN_TAGS[kind];
   return [
     `cm-cuda-${kind}`,
@@ -368,7 +393,7 @@ function cudaDecorations(view: EditorView): DecorationSet {
     for (const token of cudaTokens(view.state, from, to)) {
       let mark = marks.get(token.kind);
       if (!mark) {
-        mark = Decoration.mark({ class: tokenClass(view.state, token.kind) });
+        mark = Decoration.mark({ class: cudaTokenClass(view.state, token.kind) });
         marks.set(token.kind, mark);
       }
       builder.add(token.from, token.to, mark);
@@ -399,12 +424,27 @@ const cudaWordHighlighter = ViewPlugin.fromClass(
 /**
  * Everything a `%%cuda` cell's editor gets: the CUDA language (at highest
  * precedence, so it wins over the Python language JupyterLab configured),
- * the CUDA word decorations, `tok-*` classes on every token (stable class
- * names for tests and user CSS) and a `cm-workbench-cuda` editor class.
+ * the CUDA word decorations, colours for the types, `tok-*` classes on every
+ * token (stable class names for tests and user CSS) and a
+ * `cm-workbench-cuda` editor class.
  */
 export const cudaSupport: Extension = [
   Prec.highest(cudaLanguage.extension),
   cudaWordHighlighter,
+  syntaxHighlighting(cudaHighlightStyle),
   syntaxHighlighting(classHighlighter),
   EditorView.editorAttributes.of({ class: 'cm-workbench-cuda' })
 ];
+
+/**
+ * CUDA C++ for a `.cu` or `.cuh` file's editor: the same language, words and
+ * colours as a `%%cuda` cell.
+ */
+export function cudaFileSupport(): LanguageSupport {
+  return new LanguageSupport(cudaLanguage, [
+    cudaWordHighlighter,
+    syntaxHighlighting(cudaHighlightStyle),
+    syntaxHighlighting(classHighlighter),
+    EditorView.editorAttributes.of({ class: 'cm-workbench-cuda' })
+  ]);
+}

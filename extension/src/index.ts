@@ -1,7 +1,7 @@
 /**
  * cuda-workbench's JupyterLab extension:
  * - `%%cuda` cells are highlighted as CUDA C++ (live, as the magic line
- *   comes and goes);
+ *   comes and goes), and so are `.cu` and `.cuh` files;
  * - compile diagnostics (`application/vnd.cuda-workbench.diagnostics+json`)
  *   render as a clickable list and mark their lines in the cell's editor;
  * - a status-bar item shows the workbench's backend and device.
@@ -13,7 +13,8 @@ import {
 import {
   CodeMirrorEditor,
   EditorExtensionRegistry,
-  IEditorExtensionRegistry
+  IEditorExtensionRegistry,
+  IEditorLanguageRegistry
 } from '@jupyterlab/codemirror';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
@@ -21,6 +22,7 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import type { Cell } from '@jupyterlab/cells';
 
 import { cudaCellLanguage } from './cell-language';
+import { cudaFileSupport } from './cuda-language';
 import { IDiagnosticsReport } from './diagnostics';
 import { diagnosticMarksField } from './line-marks';
 import { CellEditorLocator, diagnosticsRendererFactory, ICellEditorHandle } from './renderer';
@@ -30,10 +32,23 @@ const PYTHON_MIME = /^text\/x-i?python$/;
 
 const highlighting: JupyterFrontEndPlugin<void> = {
   id: 'cuda-workbench:highlighting',
-  description: 'Highlights %%cuda cells as CUDA C++ and marks compile diagnostics in editors.',
+  description:
+    'Highlights %%cuda cells and .cu files as CUDA C++ and marks compile diagnostics in editors.',
   autoStart: true,
   requires: [IEditorExtensionRegistry],
-  activate: (_app: JupyterFrontEnd, registry: IEditorExtensionRegistry) => {
+  optional: [IEditorLanguageRegistry],
+  activate: (
+    _app: JupyterFrontEnd,
+    registry: IEditorExtensionRegistry,
+    languages: IEditorLanguageRegistry | null
+  ) => {
+    languages?.addLanguage({
+      name: 'CUDA',
+      displayName: 'CUDA C++',
+      mime: 'text/x-cuda-src',
+      extensions: ['cu', 'cuh'],
+      support: cudaFileSupport()
+    });
     registry.addExtension({
       name: 'cuda-workbench:cuda-cells',
       factory: options =>

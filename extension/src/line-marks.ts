@@ -1,7 +1,8 @@
 /**
  * Marks the lines of a cell that compile diagnostics point at, until the
  * cell is edited (any document change clears them) or the output that set
- * them goes away (it clears its own marks), and moves the cursor to a
+ * them goes away (it clears its own marks), shows a marked line's
+ * diagnostics when the pointer rests on it, and moves the cursor to a
  * diagnostic's position.
  */
 import {
@@ -12,14 +13,29 @@ import {
   StateField,
   Text
 } from '@codemirror/state';
-import { Decoration, DecorationSet, EditorView } from '@codemirror/view';
+import {
+  Decoration,
+  DecorationSet,
+  EditorView,
+  hoverTooltip,
+  Tooltip
+} from '@codemirror/view';
 
 import { ICompileDiagnostic, Severity } from './diagnostics';
+
+/** One diagnostic on a marked line: what the line's hover text shows. */
+export interface ILineDiagnostic {
+  line: number;
+  severity: Severity;
+  /** The compiler's message; marks set without one show the severity only. */
+  message?: string;
+  column?: number | null;
+}
 
 /** Marks set by one diagnostics output (`owner`) on one editor. */
 export interface IDiagnosticMarks {
   owner: string;
-  lines: { line: number; severity: Severity }[];
+  lines: ILineDiagnostic[];
 }
 
 /** Sets the marks of an owner (replacing any others). */
@@ -31,23 +47,35 @@ export const clearDiagnosticMarks = StateEffect.define<string>();
 interface IMarksState {
   owner: string | null;
   decorations: DecorationSet;
+  /** The diagnostics of each marked line (1-based), most severe first. */
+  byLine: ReadonlyMap<number, readonly ILineDiagnostic[]>;
 }
+
+const NO_MARKS: IMarksState = {
+  owner: null,
+  decorations: Decoration.none,
+  byLine: new Map()
+};
 
 const SEVERITY_RANK: Record<Severity, number> = { error: 0, warning: 1, note: 2 };
 
-function lineDecorations(doc: Text, marks: IDiagnosticMarks): DecorationSet {
-  // One mark per line, the most severe one wins.
-  const worst = new Map<number, Severity>();
-  for (const { line, severity } of marks.lines) {
-    const clamped = Math.min(Math.max(line, 1), doc.lines);
-    const current = worst.get(clamped);
-    if (!current || SEVERITY_RANK[severity] < SEVERITY_RANK[current]) {
-      worst.set(clamped, severity);
-    }
+function marksState(doc: Text, marks: IDiagnosticMarks): IMarksState {
+  // Lines past the end of a shorter cell go to its last line.
+  const byLine = new Map<number, ILineDiagnostic[]>();
+  for (const diagnostic of marks.lines) {
+    const line = Math.min(Math.max(diagnostic.line, 1), doc.lines);
+    const list = byLine.get(line) ?? [];
+    list.push({ ...diagnostic, line });
+    byLine.set(line, list);
+  }
+  // One mark per line: the most severe diagnostic's (a stable sort keeps
+  // the compiler's order among equals).
+  for (const list of byLine.values()) {
+    list.sort((a, b) => SEVERITY_RANK[a.severity] - SEVERITY_RANK[b.severity]);
   }
   const builder = new RangeSetBuilder<Decoration>();
-  for (const line of [...worst.keys()].sort((a, b) => a - b)) {
-    const severity = worst.get(line)!;
+  for (const line of [...byLine.keys()].sort((a, b) => a - b)) {
+    const severity = byLine.get(line)![0].severity;
     builder.add(
       doc.line(line).from,
       doc.line(line).from,
@@ -56,32 +84,83 @@ function lineDecorations(doc: Text, marks: IDiagnosticMarks): DecorationSet {
       })
     );
   }
-  return builder.finish();
+  return { owner: marks.owner, decorations: builder.finish(), byLine };
 }
 
-/** The state field holding the marked lines; install it in every editor. */
+// Defined before the field, whose `provide` runs as it is defined.
+const diagnosticHover = hoverTooltip((view, pos) => diagnosticTooltipAt(view.state, pos), {
+  hideOnChange: true
+});
+
+/**
+ * The state field holding the marked lines, with their hover text; install
+ * it in every editor.
+ */
 export const diagnosticMarksField = StateField.define<IMarksState>({
-  create: () => ({ owner: null, decorations: Decoration.none }),
+  create: () => NO_MARKS,
   update(value, tr) {
     for (const effect of tr.effects) {
       if (effect.is(setDiagnosticMarks)) {
-        return {
-          owner: effect.value.owner,
-          decorations: lineDecorations(tr.state.doc, effect.value)
-        };
+        return marksState(tr.state.doc, effect.value);
       }
       if (effect.is(clearDiagnosticMarks) && effect.value === value.owner) {
-        return { owner: null, decorations: Decoration.none };
+        return NO_MARKS;
       }
     }
     if (tr.docChanged && value.owner !== null) {
-      return { owner: null, decorations: Decoration.none };
+      return NO_MARKS;
     }
     return value;
   },
-  provide: field =>
-    EditorView.decorations.from(field, value => value.decorations)
+  provide: field => [
+    EditorView.decorations.from(field, value => value.decorations),
+    diagnosticHover
+  ]
 });
+
+/** The diagnostics marked on a 1-based line, most severe first. */
+export function lineDiagnostics(
+  state: EditorState,
+  line: number
+): readonly ILineDiagnostic[] {
+  return state.field(diagnosticMarksField, false)?.byLine.get(line) ?? [];
+}
+
+/** The hover text of one diagnostic: "error (col 13): message". */
+export function hoverText(diagnostic: ILineDiagnostic): string {
+  const where = diagnostic.column ? ` (col ${diagnostic.column})` : '';
+  const message = diagnostic.message ? `: ${diagnostic.message}` : '';
+  return `${diagnostic.severity}${where}${message}`;
+}
+
+/**
+ * The hover tooltip of the marked line at `pos`, covering the whole line,
+ * or null when that line carries no mark.
+ */
+export function diagnosticTooltipAt(state: EditorState, pos: number): Tooltip | null {
+  const line = state.doc.lineAt(pos);
+  const diagnostics = lineDiagnostics(state, line.number);
+  if (diagnostics.length === 0) {
+    return null;
+  }
+  return {
+    pos: line.from,
+    end: line.to,
+    above: true,
+    create: view => {
+      const dom = view.dom.ownerDocument.createElement('div');
+      dom.className = 'cm-workbench-diagnostic-tooltip';
+      for (const diagnostic of diagnostics) {
+        const item = dom.ownerDocument.createElement('div');
+        item.className = `cm-workbench-diagnostic-tooltip-item cm-workbench-${diagnostic.severity}`;
+        item.textContent = hoverText(diagnostic);
+        dom.appendChild(item);
+      }
+      return { dom };
+    }
+  };
+}
+
 
 /** The 1-based lines currently marked in a state, with their severity. */
 export function markedLines(
@@ -108,7 +187,12 @@ export function marksFor(
     owner,
     lines: diagnostics
       .filter(d => d.line !== null)
-      .map(d => ({ line: d.line!, severity: d.severity }))
+      .map(d => ({
+        line: d.line!,
+        severity: d.severity,
+        message: d.message,
+        column: d.column
+      }))
   };
 }
 

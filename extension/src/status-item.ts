@@ -1,12 +1,14 @@
 /**
  * The status-bar item showing the workbench's backend and device for the
- * current notebook's kernel, refreshed after every cell it runs.
+ * current notebook's kernel, refreshed after every cell it runs and after
+ * every widget message the kernel handles (a panel's buttons).
  */
 import { NotebookActions, INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import {
+  endsWidgetRequest,
   IUserExpressionResult,
   IWorkbenchStatus,
   parseStatusReply,
@@ -44,7 +46,9 @@ export class WorkbenchStatusItem extends Widget {
 /**
  * Keeps `item` in step with the current notebook: asks the kernel with a
  * silent execute request (no history, no execution count) after each cell
- * run, forgets the status when the kernel changes or restarts.
+ * run and each widget message it handled (a memory panel's "Empty cache"
+ * frees memory with no cell run), forgets the status when the kernel
+ * changes or restarts.
  */
 export class StatusMonitor {
   constructor(
@@ -111,6 +115,11 @@ export class StatusMonitor {
       this._showCurrent();
     };
     panel.sessionContext.kernelChanged.connect(forget);
+    panel.sessionContext.iopubMessage.connect((_, msg) => {
+      if (endsWidgetRequest(msg)) {
+        void this.refresh(panel);
+      }
+    });
     panel.sessionContext.statusChanged.connect((_, status) => {
       if (status === 'restarting' || status === 'autorestarting' || status === 'dead') {
         forget();

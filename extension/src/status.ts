@@ -152,3 +152,25 @@ export function statusTooltip(status: IWorkbenchStatus): string {
   const device = status.device ? ` on ${status.device}` : '';
   return `cuda-workbench: ${status.backend || 'unknown'} backend${device}${memory}`;
 }
+
+/** The parts of a kernel's IOPub message that `endsWidgetRequest` reads. */
+export interface IIOPubMessageLike {
+  header: { msg_type: string };
+  parent_header: { msg_type?: string } | Record<string, never>;
+  content: unknown;
+}
+
+/**
+ * Whether an IOPub message says the kernel went idle after handling a
+ * widget's message (a `comm_msg` from the front end: a panel's "Empty
+ * cache" or "Refresh" button, a slider), which can change memory without
+ * any cell running, so the status is asked again.
+ */
+export function endsWidgetRequest(msg: IIOPubMessageLike): boolean {
+  const content = msg.content as { execution_state?: string } | null;
+  return (
+    msg.header.msg_type === 'status' &&
+    content?.execution_state === 'idle' &&
+    (msg.parent_header as { msg_type?: string }).msg_type === 'comm_msg'
+  );
+}

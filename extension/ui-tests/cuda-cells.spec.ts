@@ -1,8 +1,10 @@
 /**
  * cuda-workbench's extension in a real JupyterLab and a real browser:
- * `%%cuda` highlighting (and switching back live), compile diagnostics from
- * a real `%%cuda` compile error (the simulator without a GPU) that jump to
- * their line when clicked, line marks, and the status-bar item.
+ * `%%cuda` highlighting (and switching back live), C++ types and keywords
+ * drawn in colour as in a `.cu` file, compile diagnostics from a real
+ * `%%cuda` compile error (the simulator without a GPU) that jump to their
+ * line when clicked, line marks with the diagnostic as hover text, and the
+ * status-bar item.
  */
 import * as fs from 'fs';
 import * as path from 'path';
@@ -16,6 +18,18 @@ const SAXPY = [
   '    int i = blockIdx.x * blockDim.x + threadIdx.x;',
   '    if (i < n) y[i] = a * x[i] + y[i];',
   '    __syncthreads();',
+  '}'
+];
+
+/** A templated kernel: C++'s types and keywords, as a newcomer writes them. */
+const TEMPLATED = [
+  '%%cuda -n scale',
+  'template <typename T>',
+  '__global__ void scale(const T* __restrict__ x, T* y, unsigned int n, float a) {',
+  '    __shared__ float tile[32];',
+  '    size_t i = blockIdx.x * blockDim.x + threadIdx.x;',
+  '    double d = 0.5; bool ok = true;',
+  '    if (i < n) y[i] = a * x[i];',
   '}'
 ];
 
@@ -132,7 +146,67 @@ test('a %%cuda cell is highlighted as CUDA C++, and as Python once the magic goe
   await expect(token(cuda, 'threadIdx')).toHaveClass(/cm-cuda-builtin/);
 });
 
-test('a compile error lists its diagnostics, marks the line and jumps to it', async ({ page, lab }) => {
+/** The colours the editor draws some words of `editor` in, and its text colour. */
+async function wordColours(editor: Locator, words: string[]): Promise<{ text: string; words: Record<string, string> }> {
+  return editor.evaluate((root, wanted) => {
+    const content = root.querySelector('.cm-content')!;
+    const words: Record<string, string> = {};
+    for (const span of Array.from(content.querySelectorAll('span'))) {
+      const text = span.textContent ?? '';
+      if (wanted.includes(text) && !(text in words) && span.children.length === 0) {
+        words[text] = getComputedStyle(span).color;
+      }
+    }
+    return { text: getComputedStyle(content).color, words };
+  }, words);
+}
+
+/** The colour a theme variable resolves to in the page. */
+async function themeColour(page: Page, variable: string): Promise<string> {
+  return page.evaluate(name => {
+    const probe = document.createElement('span');
+    probe.style.color = `var(${name})`;
+    document.body.appendChild(probe);
+    const colour = getComputedStyle(probe).color;
+    probe.remove();
+    return colour;
+  }, variable);
+}
+
+test('C++ types and keywords in a %%cuda cell are coloured as in a .cu file', async ({ page, lab }, testInfo) => {
+  fs.writeFileSync(path.join(lab.root, 'types.ipynb'), notebook([TEMPLATED]));
+  fs.writeFileSync(path.join(lab.root, 'scale.cu'), TEMPLATED.slice(1).join('\n'));
+  await openNotebook(page, lab.url, 'types.ipynb');
+
+  const editor = cell(page, 0).locator('.cm-editor');
+  await expect(editor).toHaveClass(/cm-workbench-cuda/);
+  await expect(token(cell(page, 0), 'size_t')).toHaveClass(/tok-typeName/);
+  const types = ['void', 'int', 'float', 'unsigned', 'double', 'bool', 'size_t', 'T'];
+  const keywords = ['template', 'typename', 'const', 'if', '__global__', '__shared__', '__restrict__'];
+  const inCell = await wordColours(editor, [...types, ...keywords, 'a']);
+  const typeColour = await themeColour(page, '--jp-mirror-editor-variable-3-color');
+  const keywordColour = await themeColour(page, '--jp-mirror-editor-keyword-color');
+  expect(typeColour).not.toBe(inCell.text);
+  for (const word of types) {
+    expect([word, inCell.words[word]]).toEqual([word, typeColour]);
+  }
+  for (const word of keywords) {
+    expect([word, inCell.words[word]]).toEqual([word, keywordColour]);
+  }
+  expect(inCell.words.a).toBe(inCell.text);
+  await editor.screenshot({ path: testInfo.outputPath('cuda-cell-colours.png') });
+
+  // The same source in a .cu file: the same colours, word for word.
+  await page.goto(`${lab.url}/lab/tree/scale.cu?reset`);
+  const fileEditor = page.locator('.jp-FileEditor .cm-editor');
+  await expect(fileEditor).toHaveClass(/cm-workbench-cuda/);
+  await expect(token(page.locator('.jp-FileEditor'), 'size_t')).toHaveClass(/tok-typeName/);
+  const inFile = await wordColours(fileEditor, [...types, ...keywords, 'a']);
+  expect(inFile).toEqual(inCell);
+  await fileEditor.screenshot({ path: testInfo.outputPath('cu-file-colours.png') });
+});
+
+test('a compile error lists its diagnostics, marks the line and jumps to it', async ({ page, lab }, testInfo) => {
   fs.writeFileSync(
     path.join(lab.root, 'diagnostics.ipynb'),
     notebook([['%load_ext workbench'], BROKEN, ['print("after")']])
@@ -160,6 +234,20 @@ test('a compile error lists its diagnostics, marks the line and jumps to it', as
   const errorLine = line(broken, '    y[i] = undefined_value;');
   await expect(errorLine).toHaveClass(/cm-workbench-error-line/);
   await expect(broken.locator('.cm-workbench-diagnostic-line')).toHaveCount(1);
+
+  // Resting the pointer on the marked line shows its diagnostic; on another
+  // line, nothing.
+  const hover = page.locator('.cm-tooltip-hover .cm-workbench-diagnostic-tooltip');
+  await errorLine.locator('span', { hasText: /^undefined_value$/ }).hover();
+  await expect(hover).toBeVisible();
+  const message = (await error.locator('.jp-WorkbenchDiagnostics-message').textContent())!;
+  await expect(hover.locator('.cm-workbench-diagnostic-tooltip-item')).toHaveText([
+    `error (col ${await error.getAttribute('data-column')}): ${message}`
+  ]);
+  await expect(hover.locator('.cm-workbench-error')).toHaveCount(1);
+  await page.screenshot({ path: testInfo.outputPath('diagnostic-hover.png') });
+  await line(broken, '    int i = threadIdx.x;').locator('span', { hasText: /^int$/ }).hover();
+  await expect(hover).toHaveCount(0);
 
   // Put the cursor elsewhere, then click the diagnostic: it moves to line 4.
   await line(broken, '__global__ void broken(float* y) {').click();

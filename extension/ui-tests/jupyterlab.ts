@@ -143,10 +143,20 @@ export async function startJupyterLab(): Promise<{ server: ILabServer; close: ()
 }
 
 /**
- * `test` with a worker-scoped `lab` server, failing any test during which
- * the page threw an uncaught error or logged an error naming this extension.
+ * Shuts down every kernel of the server: a test's kernels (and the panels'
+ * sampling threads in them) must not take the CPU from the next test.
  */
-export const test = base.extend<{ pageErrors: string[] }, { lab: ILabServer }>({
+async function shutdownKernels(url: string): Promise<void> {
+  const sessions = (await (await fetch(`${url}/api/sessions`)).json()) as { id: string }[];
+  await Promise.all(sessions.map(s => fetch(`${url}/api/sessions/${s.id}`, { method: 'DELETE' })));
+}
+
+/**
+ * `test` with a worker-scoped `lab` server, failing any test during which
+ * the page threw an uncaught error or logged an error naming this extension;
+ * each test's kernels are shut down when it ends.
+ */
+export const test = base.extend<{ pageErrors: string[]; kernels: void }, { lab: ILabServer }>({
   lab: [
     // eslint-disable-next-line no-empty-pattern
     async ({}, use) => {
@@ -170,6 +180,13 @@ export const test = base.extend<{ pageErrors: string[] }, { lab: ILabServer }>({
       });
       await use(errors);
       expect(errors).toEqual([]);
+    },
+    { auto: true }
+  ],
+  kernels: [
+    async ({ lab }, use) => {
+      await use();
+      await shutdownKernels(lab.url);
     },
     { auto: true }
   ]

@@ -21,17 +21,22 @@ from .transfers import check_shape
 
 
 def allocate(shape, dtype=np.float32):
-    """An uninitialised device array (tracked by the memory tracker)."""
+    """An uninitialised device array (tracked by the memory tracker). Its
+    bytes hold 0xA5 and count as never written until something writes them
+    (initcheck: ``wb.sanitize(..., tool="initcheck")``)."""
     check_shape(shape, "wb.allocate")
     dtype = np.dtype(dtype)
     b = backend()
     try:
-        return b.allocate(shape, dtype)
+        array = b.allocate(shape, dtype)
     except Exception as exc:
         if is_out_of_memory(exc, b):
             size = int(np.prod(shape if isinstance(shape, tuple) else (shape,))) * dtype.itemsize
             raise out_of_memory(size, exc) from None
         raise
+    if session().timing_log.capture is None:  # (a graph being captured would record the fill)
+        b.track_uninitialised(array)
+    return array
 
 
 def to_device(array):

@@ -105,6 +105,7 @@ class Kernel:
         self._fast = fast_call(self._launcher, signature.params, self.backend, self._configs,
                                 self._session, self.name, self._symbol)
         self._resources = None
+        self._hook = None  # see set_launch_hook
         props = self.backend.device_properties()
         self._max_threads = props.max_threads_per_block
         self._max_block = props.max_block_dims
@@ -222,8 +223,29 @@ class Kernel:
                 raise _out_of_memory(None, exc) from None
             raise
 
+    def set_launch_hook(self, hook) -> None:
+        """Let ``hook`` make every launch of this kernel (None: launch as
+        usual). ``hook(kernel, args, options, launch)`` gets the call's
+        arguments, its launch options (grid, block, shared_mem, stream, n,
+        cooperative) and ``launch()``, which makes the launch; a capability
+        (``%%cuda --sanitize``) wraps launches so. Calls then take the slow
+        path, which checks for the hook."""
+        self._hook = hook
+        self._fast = None if hook is not None else fast_call(
+            self._launcher, self.signature.params, self.backend, self._configs, self._session,
+            self.name, self._symbol)
+
     def _call(self, args, grid, block, shared_mem, stream, n, cooperative) -> None:
         """A call in Python: checked, configured and launched through the timing log."""
+        hook = self._hook
+        if hook is not None:
+            options = {"grid": grid, "block": block, "shared_mem": shared_mem, "stream": stream,
+                       "n": n, "cooperative": cooperative}
+            return hook(self, args, options, lambda: self._launch(args, grid, block, shared_mem,
+                                                                  stream, n, cooperative))
+        return self._launch(args, grid, block, shared_mem, stream, n, cooperative)
+
+    def _launch(self, args, grid, block, shared_mem, stream, n, cooperative) -> None:
         b = self.backend
         if self._session.backend is not b:
             raise LaunchConfigError(self._other_backend_message())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import shlex
+import weakref
 
 from IPython.core import magic_arguments
 from IPython.core.magic import Magics, cell_magic, magics_class
@@ -18,6 +19,7 @@ from ..core.compiler import compile as compile_source
 from ..diagnostics import format_diagnostics
 from ..runtime.session import backend
 from ..errors import CompileError
+from ..profiling.sanitizer import TOOLS, sanitize_kernels
 
 #: MIME type of compile diagnostics (rendered by the JupyterLab extension).
 DIAGNOSTICS_MIME = "application/vnd.cuda-workbench.diagnostics+json"
@@ -60,6 +62,11 @@ class CudaMagics(Magics):
     @magic_arguments.argument("--check", action="store_true",
                               help="simulator: bounds-checked build that reports the exact block, "
                                    "thread and line of an out-of-bounds access")
+    @magic_arguments.argument("--sanitize", "-s", choices=TOOLS, default=None, metavar="TOOL",
+                              help="check every launch of the cell's kernels with "
+                                   "compute-sanitizer's TOOL (memcheck, racecheck, synccheck, "
+                                   "initcheck; on the simulator, its own checks): each cell that "
+                                   "launches them shows the report at its end")
     @magic_arguments.argument("--quiet", "-q", action="store_true", help="print nothing on success")
     @cell_magic
     def cuda(self, line, cell):
@@ -78,6 +85,8 @@ class CudaMagics(Magics):
             exc._displayed = True
             raise
         self._bind(module)
+        if args.sanitize:
+            _SANITIZERS.add(sanitize_kernels(module, args.sanitize))
         if module.warnings:
             n = len(module.warnings)
             display(diagnostics_bundle(module.warnings, module.source, module.line_offset,
@@ -120,10 +129,29 @@ def parse_options(line: str):
     return CudaMagics.cuda.parser.parse_args(argv)
 
 
+#: The launch checkers of ``%%cuda --sanitize`` cells (alive while their kernels are).
+_SANITIZERS: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def show_sanitized(*_) -> None:
+    """After each cell: the report of the sanitized launches it made."""
+    for sanitizer in list(_SANITIZERS):
+        report = sanitizer.take()
+        if report is not None:
+            display(report)
+
+
 def register(ipython) -> None:
     ipython.register_magics(CudaMagics)
+    if show_sanitized not in ipython.events.callbacks["post_run_cell"]:
+        ipython.events.register("post_run_cell", show_sanitized)
     b = backend()
     print(f"workbench: {b.name} backend — {b.describe()} ({b.reason})")
     missing = b.missing_compiler()
     if missing:
         print(f"workbench: {missing} (wb.doctor() checks this machine)")
+
+
+def unregister(ipython) -> None:
+    if show_sanitized in ipython.events.callbacks["post_run_cell"]:
+        ipython.events.unregister("post_run_cell", show_sanitized)

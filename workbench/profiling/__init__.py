@@ -8,6 +8,11 @@
   on the roofline).
 - :func:`trace_code` (``%%nsys``) and :func:`trace_executable`: kernel
   intervals and NVTX ranges from Nsight Systems (:class:`NsysReport`).
+- :func:`sanitize` (``wb.sanitize``, ``%%cuda --sanitize TOOL``):
+  compute-sanitizer's memcheck, racecheck, synccheck and initcheck of one
+  launch, on a GPU (compute-sanitizer itself) and on the CPU simulator (the
+  workbench's own checks, and schedules explored): a :class:`SanitizerReport`
+  (:mod:`.sanitizer`).
 - :func:`tools_status`: which of ncu, nsys and Nsight Compute's Python
   report reader are installed.
 - On the CPU simulator, :func:`profile` and :func:`profile_code` count the
@@ -25,9 +30,10 @@ from __future__ import annotations
 from .ncu import DEFAULT_LAUNCH_COUNT, profile, profile_code, profile_executable
 from .nsys import NsysReport, trace_code, trace_executable
 from .report import KernelProfile, NcuReport
+from .sanitizer import Finding, SanitizerReport, sanitize
 from .simulated import latest_profile
 from .tools import status as tools_status
 
 __all__ = ["profile", "profile_code", "profile_executable", "NcuReport", "KernelProfile",
            "trace_code", "trace_executable", "NsysReport", "tools_status", "DEFAULT_LAUNCH_COUNT",
-           "latest_profile"]
+           "latest_profile", "sanitize", "SanitizerReport", "Finding"]

@@ -21,6 +21,7 @@ from ..core.arrays import synchronize, to_device
 from ..core.compiler import compile as wb_compile
 from ..runtime import nvtx
 from ..runtime.devices import device
+from ..runtime.session import backend
 from . import ship
 
 
@@ -35,12 +36,30 @@ def _argument(entry: dict, arrays, device: dict):
     if kind == "device":
         key = entry["key"]
         if key not in device:
-            device[key] = to_device(arrays[key])
+            if key + ship.UNWRITTEN in arrays.files:
+                device[key] = _partly_written(arrays[key], arrays[key + ship.UNWRITTEN])
+            else:
+                device[key] = to_device(arrays[key])
         return device[key]
     if kind == "tuple":
         return tuple(entry["value"])
     value = entry["value"]
     return np.dtype(entry["dtype"]).type(value) if entry.get("dtype") else value
+
+
+def _partly_written(host: np.ndarray, packed: np.ndarray):
+    """A device array of ``host``'s shape whose bytes are copied from ``host``
+    only where ``packed`` (a bitmap of the unwritten bytes) says they were
+    written: initcheck sees the others as never written, as in the notebook."""
+    b = backend()
+    flat = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+    unwritten = np.unpackbits(packed, count=flat.size, bitorder="little").astype(bool)
+    raw = b.allocate((flat.size,), np.uint8)  # (not wb.allocate: no fill, nothing written)
+    edges = np.flatnonzero(np.diff(np.concatenate(([True], unwritten, [True])).astype(np.int8)))
+    for lo, hi in zip(edges[::2], edges[1::2]):  # the written runs
+        b.copy(raw[lo:hi], flat[lo:hi])
+    b.synchronize()
+    return raw.view(host.dtype).reshape(host.shape)
 
 
 def run_kernel(spec: dict, folder: Path) -> None:

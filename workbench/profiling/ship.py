@@ -51,7 +51,12 @@ def kernel_key(kernel: Kernel) -> str:
     return kernel.name
 
 
-def _arg_entry(i: int, value, b, arrays: dict, seen: dict, kernel: str) -> dict:
+#: The suffix of an array's unwritten bytes in ``arrays.npz`` (a packed bitmap).
+UNWRITTEN = "__unwritten"
+
+
+def _arg_entry(i: int, value, b, arrays: dict, seen: dict, kernel: str,
+               initialisation: bool = False) -> dict:
     if value is None:
         return {"kind": "null"}
     if b.is_device_array(value):
@@ -59,6 +64,9 @@ def _arg_entry(i: int, value, b, arrays: dict, seen: dict, kernel: str) -> dict:
         if key is None:  # the same array twice stays one array in the child
             key = seen[id(value)] = f"a{i}"
             arrays[key] = np.asarray(b.to_host(value))
+            unwritten = b.uninitialised(value) if initialisation else None
+            if unwritten is not None:  # the child leaves these bytes unwritten (initcheck)
+                arrays[key + UNWRITTEN] = np.packbits(unwritten, bitorder="little")
         return {"kind": "device", "key": key}
     if isinstance(value, (bool, int, float)):
         return {"kind": "scalar", "value": value}
@@ -71,9 +79,13 @@ def _arg_entry(i: int, value, b, arrays: dict, seen: dict, kernel: str) -> dict:
         f"process; wb.profile takes device arrays, None and numbers.")
 
 
-def write_kernel_spec(folder: Path, kernel, args, grid, block, shared_mem: int, n, warmup: int) -> str:
+def write_kernel_spec(folder: Path, kernel, args, grid, block, shared_mem: int, n, warmup: int,
+                      *, lineinfo: bool = False, initialisation: bool = False) -> str:
     """Write what the child needs to launch ``kernel(*args)`` ``warmup + 1``
-    times; returns the kernel's name as ncu filters it."""
+    times; returns the kernel's name as ncu filters it. ``lineinfo``: the
+    module is compiled with ``-lineinfo`` (compute-sanitizer names lines);
+    ``initialisation``: the bytes of ``wb.allocate``'s arrays that nothing
+    wrote stay unwritten in the child (initcheck)."""
     if isinstance(kernel, KernelTemplate):
         raise KernelArgumentError(
             f"wb.profile: {kernel.name} is a template; pick an instance, e.g. "
@@ -85,11 +97,14 @@ def write_kernel_spec(folder: Path, kernel, args, grid, block, shared_mem: int, 
     kernel.convert_args(args)  # the user's mistakes surface here, not in the child
     grid3, block3 = kernel.launch_config(grid, block, shared_mem, n)
     arrays, seen = {}, {}
-    entries = [_arg_entry(i, a, kernel.backend, arrays, seen, kernel.name)
+    entries = [_arg_entry(i, a, kernel.backend, arrays, seen, kernel.name, initialisation)
                for i, a in enumerate(kernel._complete(tuple(args)))]
     np.savez(folder / ARRAYS, **arrays)
+    spec_of_module = module_spec(kernel.module)
+    if lineinfo and "-lineinfo" not in spec_of_module["options"]:
+        spec_of_module["options"] = [*spec_of_module["options"], "-lineinfo"]
     spec = {"mode": "kernel", "device": kernel.backend.current_device(),
-            "modules": [module_spec(kernel.module)], "module": kernel.module.name,
+            "modules": [spec_of_module], "module": kernel.module.name,
             "kernel": kernel_key(kernel), "args": entries, "grid": [int(v) for v in grid3],
             "block": [int(v) for v in block3], "shared_mem": int(shared_mem), "warmup": int(warmup)}
     (folder / SPEC).write_text(json.dumps(spec))

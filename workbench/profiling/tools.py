@@ -29,13 +29,20 @@ TOOLS = {
              "install Nsight Systems (apt install nsight-systems, or "
              "https://developer.nvidia.com/nsight-systems) and put nsys on PATH, or set "
              "WORKBENCH_NSYS=/path/to/nsys"),
+    "sanitizer": ("compute-sanitizer",
+                  "install the CUDA Toolkit (compute-sanitizer comes with it) and put "
+                  "compute-sanitizer on PATH, or set WORKBENCH_SANITIZER=/path/to/compute-sanitizer"),
 }
+#: The executable of each tool.
+_EXECUTABLES = {"ncu": "ncu", "nsys": "nsys", "sanitizer": "compute-sanitizer"}
 
 _PLACES = {
     "ncu": ("{cuda}/bin/ncu", "/usr/local/cuda*/bin/ncu", "/usr/local/cuda*/nsight-compute*/ncu",
             "/opt/nvidia/nsight-compute/*/ncu"),
     "nsys": ("{cuda}/bin/nsys", "/usr/local/cuda*/bin/nsys", "/usr/local/cuda*/nsight-systems*/bin/nsys",
              "/opt/nvidia/nsight-systems/*/bin/nsys"),
+    "sanitizer": ("{cuda}/bin/compute-sanitizer", "/usr/local/cuda*/bin/compute-sanitizer",
+                  "/usr/local/cuda*/compute-sanitizer/compute-sanitizer"),
 }
 
 #: Nsight Compute's answer when the driver keeps the counters to administrators.
@@ -43,11 +50,12 @@ COUNTERS_RESTRICTED = "ERR_NVGPUCTRPERM"
 
 
 def find(tool: str) -> str | None:
-    """The path of ``tool`` ("ncu" or "nsys"), or None where it is not installed."""
+    """The path of ``tool`` ("ncu", "nsys" or "sanitizer": compute-sanitizer),
+    or None where it is not installed."""
     explicit = os.environ.get(f"WORKBENCH_{tool.upper()}")
     if explicit:
         return explicit if os.access(explicit, os.X_OK) and os.path.isfile(explicit) else None
-    path = shutil.which(tool)
+    path = shutil.which(_EXECUTABLES[tool])
     if path:
         return path
     cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"

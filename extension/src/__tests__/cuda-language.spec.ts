@@ -1,12 +1,16 @@
 import { cppLanguage } from '@codemirror/lang-cpp';
-import { ensureSyntaxTree } from '@codemirror/language';
+import { ensureSyntaxTree, HighlightStyle, syntaxHighlighting } from '@codemirror/language';
 import { EditorState } from '@codemirror/state';
+import { jupyterHighlightStyle } from '@jupyterlab/codemirror/lib/theme';
 import { Tree } from '@lezer/common';
-import { classHighlighter, highlightTree } from '@lezer/highlight';
+import { classHighlighter, Highlighter, highlightTree } from '@lezer/highlight';
 
 import {
+  cudaFileSupport,
+  cudaHighlightStyle,
   cudaLanguage,
   cudaSupport,
+  cudaTokenClass,
   cudaTokens,
   cudaWordKind,
   maskCudaSource
@@ -191,5 +195,123 @@ describe('cudaTokens', () => {
       state.doc.sliceString(t.from, t.to)
     );
     expect(words).toEqual(['blockIdx', 'blockDim', 'threadIdx']);
+  });
+});
+
+/** A templated kernel with C++'s keywords and types, as a newcomer writes one. */
+const TEMPLATED = [
+  '%%cuda -n scale',
+  'template <typename T, int TILE>',
+  '__global__ void scale(const T* __restrict__ x, T* y, unsigned int n, float a) {',
+  '  __shared__ float tile[TILE];',
+  '  size_t i = blockIdx.x * blockDim.x + threadIdx.x;',
+  '  double d = 0.5; long long w = 0; short s = 1; char c = 0; bool ok = true;',
+  '  dim3 b;',
+  '  if (i < n) { y[i] = static_cast<T>(a) * x[i]; }',
+  '  return;',
+  '}'
+].join('\n');
+
+const TYPE_COLOUR = 'var(--jp-mirror-editor-variable-3-color)';
+const KEYWORD_COLOUR = 'var(--jp-mirror-editor-keyword-color)';
+
+/** The `color` each class of some highlight styles sets, read from their CSS rules. */
+function colours(styles: HighlightStyle[]): Map<string, string> {
+  const byClass = new Map<string, string>();
+  for (const style of styles) {
+    const rules = style.module?.getRules() ?? '';
+    for (const match of rules.matchAll(/\.([^\s{,]+)\s*\{([^}]*)\}/g)) {
+      const colour = /(?:^|;)\s*color:\s*([^;]+)/.exec(match[2]);
+      if (colour && colour[1].trim()) {
+        byClass.set(match[1], colour[1].trim());
+      }
+    }
+  }
+  return byClass;
+}
+
+/**
+ * The colour of each word of a `%%cuda` cell, keyed by its text, as an editor
+ * with `styles` draws it: the C++ tokens through the syntax tree, CUDA's
+ * words through their decorations (which win, being drawn inside).
+ */
+function wordColours(doc: string, styles: HighlightStyle[]): Map<string, string | null> {
+  const state = EditorState.create({
+    doc,
+    extensions: [cudaSupport, ...styles.map(style => syntaxHighlighting(style))]
+  });
+  const tree = ensureSyntaxTree(state, state.doc.length, 5000)!;
+  const byClass = colours(styles);
+  const colourOf = (classes: string) =>
+    classes
+      .split(' ')
+      .map(cls => byClass.get(cls))
+      .filter(Boolean)
+      .pop() ?? null;
+  const result = new Map<string, string | null>();
+  highlightTree(tree, styles as Highlighter[], (from, to, classes) => {
+    result.set(doc.slice(from, to), colourOf(classes));
+  });
+  for (const token of cudaTokens(state)) {
+    result.set(doc.slice(token.from, token.to), colourOf(cudaTokenClass(state, token.kind)));
+  }
+  return result;
+}
+
+describe('the colours of a %%cuda cell in JupyterLab', () => {
+  const TYPES = ['void', 'int', 'float', 'unsigned', 'double', 'long', 'short', 'char', 'bool', 'size_t', 'T'];
+
+  it("are missing for C++ types under JupyterLab's own highlight style (the cause)", () => {
+    const plain = wordColours(TEMPLATED, [jupyterHighlightStyle]);
+    for (const word of TYPES) {
+      expect([word, plain.get(word) ?? null]).toEqual([word, null]);
+    }
+    // Its keywords are coloured, so only the types were left plain.
+    expect(plain.get('template')).toBe(KEYWORD_COLOUR);
+  });
+
+  it('colour every C++ type and keyword once the cell is CUDA', () => {
+    const coloured = wordColours(TEMPLATED, [jupyterHighlightStyle, cudaHighlightStyle]);
+    for (const word of [...TYPES, 'dim3']) {
+      expect([word, coloured.get(word)]).toEqual([word, TYPE_COLOUR]);
+    }
+    for (const word of ['template', 'typename', 'const', 'if', 'return', '__global__', '__shared__', '__restrict__']) {
+      expect([word, coloured.get(word)]).toEqual([word, KEYWORD_COLOUR]);
+    }
+    expect(coloured.get('threadIdx')).toBe('var(--jp-mirror-editor-builtin-color)');
+    expect(coloured.get('0.5')).toBe('var(--jp-mirror-editor-number-color)');
+    // Names stay in the text colour.
+    expect(coloured.get('n') ?? null).toBeNull();
+  });
+
+  it("leave JupyterLab's own rules alone: keywords, numbers, strings and comments", () => {
+    const doc = '%%cuda\nint f() { return 1; } // c\nconst char* s = "s";';
+    const ours = new Map<string, string>();
+    const state = EditorState.create({ doc, extensions: [cudaSupport] });
+    highlightTree(ensureSyntaxTree(state, doc.length, 5000)!, cudaHighlightStyle, (from, to, cls) => {
+      ours.set(doc.slice(from, to), cls);
+    });
+    expect([...ours.keys()].sort()).toEqual(['char', 'int']);
+  });
+});
+
+describe('cudaFileSupport', () => {
+  it('gives a .cu file the language and the colours of a %%cuda cell', () => {
+    const source = TEMPLATED.split('\n').slice(1).join('\n');
+    const state = EditorState.create({
+      doc: source,
+      extensions: [cudaFileSupport(), syntaxHighlighting(jupyterHighlightStyle)]
+    });
+    expect(cudaLanguage.isActiveAt(state, 1)).toBe(true);
+    const tree = ensureSyntaxTree(state, state.doc.length, 5000)!;
+    expect(errorCount(tree)).toBe(0);
+    const typed: string[] = [];
+    highlightTree(tree, cudaHighlightStyle, (from, to) => {
+      typed.push(source.slice(from, to));
+    });
+    expect(new Set(typed)).toEqual(
+      new Set(['T', 'int', 'void', 'float', 'unsigned', 'size_t', 'double', 'long', 'short', 'char', 'bool', 'dim3'])
+    );
+    expect(cudaTokens(state).map(t => source.slice(t.from, t.to))).toContain('__global__');
   });
 });

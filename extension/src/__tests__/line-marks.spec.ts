@@ -5,6 +5,9 @@ import { parseDiagnostics } from '../diagnostics';
 import {
   clearDiagnosticMarks,
   diagnosticMarksField,
+  diagnosticTooltipAt,
+  hoverText,
+  lineDiagnostics,
   markedLines,
   marksFor,
   moveCursorTo,
@@ -107,6 +110,65 @@ describe('moveCursorTo', () => {
     expect(view.state.doc.lineAt(head).number).toBe(3);
     expect(head - view.state.doc.line(3).from).toBe(9);
     expect(view.state.selection.main.empty).toBe(true);
+    view.destroy();
+  });
+});
+
+describe('the hover text of marked lines', () => {
+  it('gives each marked line its diagnostics, most severe first, with their messages', () => {
+    const state = marked();
+    expect(lineDiagnostics(state, 3).map(hoverText)).toEqual([
+      'error (col 10): identifier "x" is undefined',
+      'note: a note on the error line'
+    ]);
+    expect(lineDiagnostics(state, 4).map(hoverText)).toEqual([
+      'warning (col 7): variable "unused" was declared but never referenced'
+    ]);
+    expect(lineDiagnostics(state, 2)).toEqual([]);
+  });
+
+  it('covers the whole marked line, and nothing on unmarked lines', () => {
+    const state = marked();
+    const line3 = state.doc.line(3);
+    for (const pos of [line3.from, line3.from + 4, line3.to]) {
+      const tooltip = diagnosticTooltipAt(state, pos)!;
+      expect(tooltip).not.toBeNull();
+      expect([tooltip.pos, tooltip.end]).toEqual([line3.from, line3.to]);
+    }
+    for (const line of [1, 2, 5]) {
+      expect(diagnosticTooltipAt(state, state.doc.line(line).from)).toBeNull();
+    }
+  });
+
+  it('goes with the marks: edits and the owner clearing them remove it', () => {
+    const pos = marked().doc.line(3).from + 2;
+    expect(diagnosticTooltipAt(marked(), pos)).not.toBeNull();
+    const edited = marked().update({ changes: { from: 0, insert: ' ' } }).state;
+    expect(diagnosticTooltipAt(edited, pos)).toBeNull();
+    const cleared = marked('output-1').update({ effects: clearDiagnosticMarks.of('output-1') }).state;
+    expect(diagnosticTooltipAt(cleared, pos)).toBeNull();
+  });
+
+  it('follows a line clamped to the end of a shorter cell', () => {
+    const state = EditorState.create({ doc: 'a\nb', extensions: [diagnosticMarksField] }).update({
+      effects: setDiagnosticMarks.of({ owner: 'o', lines: [{ line: 9, severity: 'error', message: 'past the end' }] })
+    }).state;
+    expect(lineDiagnostics(state, 2).map(hoverText)).toEqual(['error: past the end']);
+  });
+
+  it('draws one item per diagnostic, classed by severity', () => {
+    const parent = document.createElement('div');
+    document.body.appendChild(parent);
+    const view = new EditorView({ state: marked(), parent });
+    const tooltip = diagnosticTooltipAt(view.state, view.state.doc.line(4).from)!;
+    const { dom } = tooltip.create(view);
+    expect(dom.className).toBe('cm-workbench-diagnostic-tooltip');
+    expect(Array.from(dom.children).map(c => [c.className, c.textContent])).toEqual([
+      [
+        'cm-workbench-diagnostic-tooltip-item cm-workbench-warning',
+        'warning (col 7): variable "unused" was declared but never referenced'
+      ]
+    ]);
     view.destroy();
   });
 });

@@ -1,4 +1,5 @@
 import {
+  endsWidgetRequest,
   IUserExpressionResult,
   parsePythonStringRepr,
   parseStatusReply,
@@ -91,5 +92,31 @@ describe('statusLabel', () => {
     const status = statusFromJson({ backend: 'cupy', short: 'A100', used_bytes: 1.5 * gib, total_bytes: 40 * gib })!;
     expect(status.label).toBe('A100 · 1.5/40 GiB');
     expect(statusTooltip(status)).toBe('cuda-workbench: cupy backend, 1.5 of 40 GiB used');
+  });
+});
+
+describe('endsWidgetRequest', () => {
+  const status = (state: string, parent: string | null) => ({
+    header: { msg_type: 'status' },
+    parent_header: parent === null ? {} : { msg_type: parent },
+    content: { execution_state: state }
+  });
+
+  it('is true when the kernel goes idle after a widget message', () => {
+    expect(endsWidgetRequest(status('idle', 'comm_msg'))).toBe(true);
+  });
+
+  it('is false for cells and the status request itself (no loop), busy states and other messages', () => {
+    expect(endsWidgetRequest(status('idle', 'execute_request'))).toBe(false);
+    expect(endsWidgetRequest(status('busy', 'comm_msg'))).toBe(false);
+    expect(endsWidgetRequest(status('idle', 'kernel_info_request'))).toBe(false);
+    expect(endsWidgetRequest(status('idle', null))).toBe(false);
+    expect(
+      endsWidgetRequest({
+        header: { msg_type: 'comm_msg' },
+        parent_header: { msg_type: 'comm_msg' },
+        content: { data: {} }
+      })
+    ).toBe(false);
   });
 });

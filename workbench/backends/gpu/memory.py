@@ -63,11 +63,20 @@ class CupyMemory(Arrays, MemoryPool, MemoryKinds):
                     runtime.memcpyAsync(dst.data.ptr, src.ctypes.data, nbytes, _H2D, s)
             else:
                 runtime.memcpyAsync(dst.ctypes.data, src.data.ptr, nbytes, _D2H, s)
+        self.mark_written(dst)
 
     def memset(self, array, value: int, stream=None) -> None:
         s = (stream if stream is not None else cupy.cuda.get_current_stream()).ptr
         with _faults_as_kernel_faults():
             runtime.memsetAsync(array.data.ptr, int(value), int(array.nbytes), s)
+        self.mark_written(array)
+
+    def read_device_bytes(self, address: int, nbytes: int):
+        host = numpy.empty(int(nbytes), dtype=numpy.uint8)
+        with _faults_as_kernel_faults():
+            runtime.deviceSynchronize()
+            runtime.memcpy(host.ctypes.data, int(address), int(nbytes), _D2H)
+        return host
 
     # -- the pool -------------------------------------------------------------------------
     def add_allocation_listener(self, on_alloc, on_free):

@@ -34,7 +34,7 @@ import threading
 from ...errors import KernelFault, LaunchConfigError
 from ...present.units import format_bytes
 from ..contract import Backend
-from . import build, instrumented, persistent
+from . import build, instrumented, persistent, sanitizing
 from .arena import Arena
 from .devices import SimulatorDevices, simulated_device
 from .faults import worker_fault
@@ -164,6 +164,8 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
                 env["ASAN_OPTIONS"] = ("detect_leaks=0:allow_user_segv_handler=1:"
                                        "halt_on_error=1:symbolize=1:print_summary=1")
                 env["WBSIM_STACK_KIB"] = "512"
+                # a misaligned access (-fsanitize=alignment) aborts: a fault with its thread
+                env["UBSAN_OPTIONS"] = "abort_on_error=1:halt_on_error=1:print_stacktrace=0"
             worker = Worker(self.arena, lambda: build.worker_executable(checked),
                             threads=self.threads, env=env)
             self._workers[checked] = worker
@@ -232,6 +234,13 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
 
     def count_launches(self, kernel=None, skip: int = 0, count=None, max_blocks=None):
         return instrumented.count_launches(self, kernel, skip, count, max_blocks)
+
+    # -- sanitized launches and schedules (sanitizing.py) -------------------------------
+    def sanitize_launches(self, tool: str, kernel=None, skip: int = 0, count=None):
+        return sanitizing.sanitize_launches(self, tool, kernel, skip, count)
+
+    def explore_schedules(self, seed: int):
+        return sanitizing.explore_schedules(self, seed)
 
     def __repr__(self) -> str:
         return f"<SimulatorBackend {self.describe()}{f' ({self.reason})' if self.reason else ''}>"

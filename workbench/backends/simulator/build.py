@@ -41,7 +41,11 @@ SIMULATOR_VERSION = "0.3"
 BASE_FLAGS = ("-O2", "-fPIC", "-fno-strict-aliasing", "-fno-delete-null-pointer-checks",
               "-fno-finite-loops", "-fno-semantic-interposition", "-fno-plt", "-pthread",
               "-fdiagnostics-column-unit=byte")  # as NVRTC counts: diagnostics.py makes them characters
-CHECKED_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
+#: The checked build (``%%cuda --check``, memcheck): AddressSanitizer, and
+#: UndefinedBehaviorSanitizer's alignment check (a misaligned access faults on
+#: the GPU; the CPU would carry it out).
+CHECKED_FLAGS = ("-fsanitize=address", "-fsanitize=alignment", "-fno-sanitize-recover=alignment",
+                 "-fno-omit-frame-pointer", "-g")
 #: The build that counts memory accesses (instrumented.py): ThreadSanitizer's
 #: instrumentation calls a hook of the worker (native/access.cpp) for every
 #: load, store and atomic, and SanitizerCoverage's for every basic block; the

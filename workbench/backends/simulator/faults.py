@@ -62,6 +62,10 @@ def kernel_fault(kernel: str, checked: bool, died: WorkerDied, timeout_s: float,
                 + "On the GPU such a kernel hangs)")
     elif kind is FaultKind.ASAN:
         what, line = asan_summary(died.log)
+    if checked and died.log and "runtime error:" in died.log:  # UndefinedBehaviorSanitizer's
+        found = ubsan_summary(died.log)
+        if found is not None:
+            (what, line), sig = found, "misaligned address"
     block, thread = rec.block_index, rec.thread_index
     where = ""
     if block is not None:
@@ -127,6 +131,19 @@ def _exit_text(returncode: int | None) -> str:
 _ASAN_KIND = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)")
 _ASAN_ACCESS = re.compile(r"^(READ|WRITE) of size (\d+) at (0x[0-9a-f]+)", re.M)
 _ASAN_FRAME = re.compile(r"#\d+ 0x[0-9a-f]+ in (.+?) (?:\S*/)?" + re.escape(SOURCE_NAME) + r":(\d+)")
+
+
+_UBSAN = re.compile(r"(?:\S*/)?" + re.escape(SOURCE_NAME) + r":(\d+):\d+: runtime error: (.*)")
+
+
+def ubsan_summary(log: str) -> tuple[str, int | None] | None:
+    """``(what happened, cell line)`` from UndefinedBehaviorSanitizer's report
+    (the checked build's alignment check), or None."""
+    m = _UBSAN.search(log)
+    if not m:
+        return None
+    return m.group(2).strip().replace(", which requires", " (which requires") + (
+        ")" if ", which requires" in m.group(2) else ""), int(m.group(1))
 
 
 def asan_summary(log: str) -> tuple[str, int | None]:

@@ -315,14 +315,17 @@ def block_figures(lib: InstrumentedLibrary) -> dict:
 
 
 # -- the launch ------------------------------------------------------------------------
-def instrumentation_part(lib: InstrumentedLibrary, consumers: int, stride: int) -> bytes:
+def instrumentation_part(lib: InstrumentedLibrary, consumers: int, stride: int,
+                         data: bytes = b"") -> bytes:
     """The part of an instrumented launch request after the launch's own
     (``native/worker.cpp``): consumers, block stride, the anchor and the
-    static shared variables, the ``__device__`` variables' accessors."""
+    static shared variables, the ``__device__`` variables' accessors, what
+    the consumers are given (``data``)."""
     parts = [struct.pack("<IIQI", consumers, stride, lib.anchor_offset, len(lib.shared))]
     parts += [struct.pack("<qQ", offset - lib.anchor_offset, size) for _, offset, size in lib.shared]
     parts.append(struct.pack("<I", len(lib.accessors)))
     parts += [pack_str(a) for a in lib.accessors]
+    parts += [struct.pack("<I", len(data)), data]
     return b"".join(parts)
 
 
@@ -330,12 +333,24 @@ def launch(backend, function, grid, block, shared_mem: int, arguments: bytes,
            cooperative: bool, max_blocks: int | None = None) -> LaunchCounts:
     """Run one launch of ``function`` from its module's instrumented build and
     return what it counted. The kernel really runs (its results are written)."""
-    module = function.module
-    lib = instrumented_library(module)
+    lib = instrumented_library(function.module)
     blocks = grid[0] * grid[1] * grid[2]
     stride = 1 if not max_blocks or blocks <= max_blocks else -(-blocks // int(max_blocks))
+    reply = run_instrumented(backend, function, grid, block, shared_mem, arguments, cooperative,
+                             COUNTERS, stride)
+    return parse_reply(reply, lib, function.name, grid, block, shared_mem)
+
+
+def run_instrumented(backend, function, grid, block, shared_mem: int, arguments: bytes,
+                     cooperative: bool, consumers: int, stride: int = 1, data: bytes = b"") -> bytes:
+    """Run one launch of ``function`` from its module's instrumented build
+    for the worker's ``consumers`` (a mask of kinds: ``native/access.h``)
+    and return the worker's reply: the kernel's nanoseconds, then each
+    consumer's results (:func:`reply_parts`)."""
+    module = function.module
+    lib = instrumented_library(module)
     timeout = backend.timeout_s * SLOWDOWN
-    extra = instrumentation_part(lib, COUNTERS, stride)
+    extra = instrumentation_part(lib, consumers, stride, data)
     with backend.lock:
         worker = backend.worker_for(False)
         for attempt in (1, 2):
@@ -343,10 +358,10 @@ def launch(backend, function, grid, block, shared_mem: int, arguments: bytes,
                 fresh = lib.path not in worker.libraries
                 handle = worker.load(lib.path)
                 if fresh:  # the values set with set_global, in this library's variables too
-                    for name, data in module._globals.items():
+                    for name, value in module._globals.items():
                         worker.request(Op.SYMBOL_WRITE, struct.pack("<I", handle)
                                        + pack_str(module._symbol(name))
-                                       + struct.pack("<QQ", 0, len(data)) + data)
+                                       + struct.pack("<QQ", 0, len(value)) + value)
                 payload = (request_prefix(handle, function.symbol, grid, block, shared_mem, timeout)
                            + arguments + request_tail(backend.arena, False, cooperative) + extra)
                 reply = worker.request(Op.INSTRUMENTED_LAUNCH, payload, timeout=timeout)
@@ -360,20 +375,26 @@ def launch(backend, function, grid, block, shared_mem: int, arguments: bytes,
             except WorkerError as exc:
                 raise KernelArgumentError(str(exc)) from None
         backend._print_device_output()
-    return parse_reply(reply, lib, function.name, grid, block, shared_mem)
+    return reply
+
+
+def reply_parts(reply: bytes) -> tuple[float, list[bytes]]:
+    """``(seconds the kernel ran, [each consumer's results])`` of an
+    instrumented launch's reply."""
+    elapsed_ns, nparts = struct.unpack_from("<QI", reply)
+    pos, parts = 12, []
+    for _ in range(nparts):
+        (n,) = struct.unpack_from("<I", reply, pos)
+        parts.append(reply[pos + 4:pos + 4 + n])
+        pos += 4 + n
+    return elapsed_ns / 1e9, parts
 
 
 def parse_reply(reply: bytes, lib: InstrumentedLibrary, kernel: str, grid, block,
                 shared_mem: int) -> LaunchCounts:
     """The worker's reply to an instrumented launch as :class:`LaunchCounts`."""
-    elapsed_ns, nparts = struct.unpack_from("<QI", reply)
-    pos = 12
-    counter = b""
-    for i in range(nparts):
-        (n,) = struct.unpack_from("<I", reply, pos)
-        if i == 0:
-            counter = reply[pos + 4:pos + 4 + n]
-        pos += 4 + n
+    seconds, parts = reply_parts(reply)
+    counter = parts[0] if parts else b""
     recorded, total, fp_read, fp_write, fp_any = _HEAD.unpack_from(counter)
     reuse = _REUSE.unpack_from(counter, _HEAD.size)
     nsites, cut = _SITES.unpack_from(counter, _HEAD.size + _REUSE.size)
@@ -402,7 +423,7 @@ def parse_reply(reply: bytes, lib: InstrumentedLibrary, kernel: str, grid, block
                                lanes, nbytes, units, ideal, worst, sample, instructions, f32, f64))
     sites.sort(key=lambda s: (s.line is None, s.line or 0, s.site, s.piece, s.kind))
     return LaunchCounts(kernel, tuple(grid), tuple(block), int(shared_mem), sites, total,
-                        recorded, fp_read, fp_write, fp_any, cut, elapsed_ns / 1e9,
+                        recorded, fp_read, fp_write, fp_any, cut, seconds,
                         lib.shared_variables(), reuse_loads=reuse[:34], reuse_stores=reuse[34:])
 
 

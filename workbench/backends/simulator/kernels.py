@@ -213,12 +213,13 @@ class SimulatorKernels(Kernels):
         return "one request to the worker process, packed by a struct made per kernel (Python)"
 
     def _run(self, function, grid, block, shared_mem: int, arguments: bytes,
-             cooperative: bool) -> None:
-        """Send the launch to the worker, wait for its end and print its output."""
+             cooperative: bool, seed: int | None = None) -> None:
+        """Send the launch to the worker, wait for its end and print its output
+        (``seed``: run it in the order of that schedule, see ``native/grid.cpp``)."""
         observer = self.launch_observer
-        if observer is not None and observer(function, grid, block, shared_mem, arguments,
-                                             cooperative):
-            return  # counted (instrumented.py)
+        if observer is not None and seed is None and observer(function, grid, block, shared_mem,
+                                                              arguments, cooperative):
+            return  # counted or sanitized (instrumented.py, sanitizing.py)
         module = function.module
         checked = module.checked
         with self.lock:
@@ -237,7 +238,7 @@ class SimulatorKernels(Kernels):
                         prefix = function.requests[key] = request_prefix(
                             handle, function.symbol, grid, block, shared_mem, self.timeout_s)
                     reply = worker.request(Op.LAUNCH, prefix + arguments + request_tail(
-                        self._arena, checked, cooperative), timeout=self.timeout_s,
+                        self._arena, checked, cooperative, seed=seed), timeout=self.timeout_s,
                         what=f"kernel {function.name}")
                     break
                 except KeyboardInterrupt:  # (the worker, out of step, was ended: arrays stay)
@@ -261,6 +262,11 @@ class SimulatorKernels(Kernels):
             self._launches += 1
             if self._printf_words[1]:  # printf_len: something was printed
                 self._print_device_output()
+
+    def run_explored(self, function, grid, block, shared_mem: int, arguments: bytes,
+                     seed: int) -> None:
+        """One launch whose blocks and threads run in the order drawn from ``seed``."""
+        self._run(function, grid, block, shared_mem, arguments, False, seed=seed)
 
     def suggest_block_size(self, function, shared_mem: int = 0) -> int:
         return 256

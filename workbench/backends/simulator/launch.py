@@ -7,9 +7,11 @@ length, bytes), ``u32 grid[3], u32 block[3], u64 shared bytes, u32 time limit
 in ms, u32 argument count``, ``u32`` size of each argument, the arguments'
 bytes, ``u64`` the end of the arena's allocated part (the worker makes what
 lies beyond inaccessible, so wild writes fault), ``u32`` flags (1: a
-cooperative launch); for a checked worker then ``u64 low, u64 high, u32 count`` and
+cooperative launch; 2: a schedule to explore, whose ``u64`` seed follows); for a checked worker then ``u64 low, u64 high, u32 count`` and
 ``(u64 address, u64 bytes)`` per live block: the arena range to poison and
-the blocks to leave readable.
+the blocks to leave readable, then ``u32 count`` and ``(i64 offset, u64
+bytes)`` per redzone of the library's thread-locals to poison (memcheck's
+build; offsets from its anchor variable).
 
 The part up to the argument count depends only on the kernel, its library
 handle and the configuration: :func:`request_prefix` makes it and the
@@ -123,17 +125,24 @@ def arguments_part(blobs: Sequence[bytes]) -> bytes:
 
 
 def request_tail(arena: Arena, checked: bool = False, cooperative: bool = False,
-                 whole_arena: bool = False) -> bytes:
+                 whole_arena: bool = False, seed: int | None = None, redzones=()) -> bytes:
     """The payload after the arguments: the end of the arena's accessible part,
-    the flags and, for a checked worker, the ranges to poison and to leave."""
-    tail = _TAIL.pack(arena.base + (arena.size if whole_arena else arena.high_water),
-                      int(bool(cooperative)))
+    the flags (then the seed of a schedule to explore: ``native/grid.cpp``)
+    and, for a checked worker, the ranges to poison and to leave, then the
+    library's ``redzones`` to poison in each OS thread (memcheck's build:
+    ``(offset from its anchor variable, bytes)``)."""
+    flags = int(bool(cooperative)) | (2 if seed is not None else 0)
+    tail = _TAIL.pack(arena.base + (arena.size if whole_arena else arena.high_water), flags)
+    if seed is not None:
+        tail += struct.pack("<Q", int(seed) & 0xFFFFFFFFFFFFFFFF or 1)
     if not checked:
         return tail
     live = arena.live_blocks()
     return b"".join((tail, struct.pack("<QQI", arena.base + ARENA_RESERVED,
                                        arena.base + arena.high_water, len(live)),
-                     *(struct.pack("<QQ", a, n) for a, n in live)))
+                     *(struct.pack("<QQ", a, n) for a, n in live),
+                     struct.pack("<I", len(redzones)),
+                     *(struct.pack("<qQ", offset, n) for offset, n in redzones)))
 
 
 def launch_request(handle: int, symbol: str, grid, block, shared_mem: int, timeout_s: float,

@@ -3,6 +3,8 @@ arrays are NumPy arrays over the shared :mod:`.arena`, which is also the
 pool; pinned host memory is plain host memory and managed memory the arena."""
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from ...errors import DeviceError
@@ -94,6 +96,7 @@ class SimulatorMemory(Arrays, MemoryPool, MemoryKinds):
         with self.lock:  # not while a kernel of another thread runs over the same memory
             np.copyto(np.asarray(dst).view(np.ndarray).reshape(-1).view(np.uint8),
                       np.asarray(src).view(np.ndarray).reshape(-1).view(np.uint8))
+        self.mark_written(dst)
 
     def memset(self, array, value: int, stream=None) -> None:
         stream = stream if stream is not None else self.current_stream()
@@ -102,6 +105,11 @@ class SimulatorMemory(Arrays, MemoryPool, MemoryKinds):
             return
         with self.lock:
             np.asarray(array).view(np.ndarray).reshape(-1).view(np.uint8)[...] = int(value) & 0xFF
+        self.mark_written(array)
+
+    def read_device_bytes(self, address: int, nbytes: int):
+        """The arena's bytes (a view: no copy)."""
+        return np.ctypeslib.as_array((ctypes.c_uint8 * int(nbytes)).from_address(int(address)))
 
     # -- the pool ----------------------------------------------------------------------
     def add_allocation_listener(self, on_alloc, on_free):

@@ -14,9 +14,13 @@
 bool g_access_on = false;
 
 static AccessConsumerFactory g_factories[32];
+static unsigned g_needs[32];
 
-void register_access_consumer(unsigned bit, AccessConsumerFactory make) {
-    if (bit < 32) g_factories[bit] = make;
+void register_access_consumer(unsigned bit, AccessConsumerFactory make, unsigned needs) {
+    if (bit < 32) {
+        g_factories[bit] = make;
+        g_needs[bit] = needs;
+    }
 }
 
 // A warp's buffer past this many events is delivered early (its instructions
@@ -63,6 +67,15 @@ struct Recorder {
     std::vector<std::pair<uintptr_t, uintptr_t>> device_vars;
     uintptr_t base = 0;            // the kernel library's load address
     bool on = false;               // this block is recorded
+    bool values = false;           // NEED_VALUES: shared stores that change nothing are marked
+    bool order = false;            // NEED_ORDER: deliver at global atomics and fences
+    bool blocks_on = false;        // NEED_BLOCKS: basic blocks counted
+    // The last shared store, until the next hook shows what it wrote (NEED_VALUES).
+    EventBuffer* pending = nullptr;
+    size_t pending_index = 0;
+    uintptr_t pending_address = 0;
+    unsigned pending_size = 0;
+    unsigned char pending_before[16];
     unsigned last_warp = ~0u;      // direct mode: the warp whose lanes ran last
     unsigned tid = 0;              // the thread running (linear in the block)
     EventBuffer* buffer = nullptr; // its warp's
@@ -98,7 +111,18 @@ static AccessLaunch g_launch;
 static uintptr_t g_base = 0;
 
 // -- delivery ------------------------------------------------------------------
+// The pending shared store has been made: mark its event when the bytes are
+// as they were before it.
+__attribute__((noinline)) static void resolve_store(Recorder* r) {
+    EventBuffer* b = r->pending;
+    r->pending = nullptr;
+    if (r->pending_index < b->n &&
+        memcmp((const void*)r->pending_address, r->pending_before, r->pending_size) == 0)
+        b->data[r->pending_index].size |= kSizeUnchanged;
+}
+
 __attribute__((noinline)) static void deliver(Recorder* r, unsigned w) {
+    if (r->pending) resolve_store(r);
     EventBuffer& v = r->warps[w];
     if (v.n) {
         for (AccessConsumer* c : r->consumers) c->warp_events(r->ctx, w, v.data, v.n);
@@ -124,6 +148,7 @@ static void deliver_all(Recorder* r) {
 }
 
 static inline void runs(Recorder* r, unsigned tid) {
+    if (r->pending) resolve_store(r);
     r->tid = tid;
     r->buffer = &r->warps[tid >> 5];
     r->table = &r->blocks[tid >> 5];
@@ -150,17 +175,33 @@ static inline __attribute__((always_inline)) void append(Recorder* r, unsigned t
 
 // Out of line: the hooks' common path (an address outside every space) then
 // saves no registers.
+__attribute__((noinline)) static void remember_store(Recorder* r, uint64_t addr, unsigned size) {
+    uintptr_t real = addr >= kSharedDynamic ? r->dynamic_lo + (uintptr_t)(addr - kSharedDynamic)
+                                            : (uintptr_t)addr - r->static_shift;
+    r->pending = r->buffer;
+    r->pending_index = r->buffer->n - 1;
+    r->pending_address = real;
+    r->pending_size = size;
+    memcpy(r->pending_before, (const void*)real, size);
+}
+
 __attribute__((noinline)) static void push(Recorder* r, uintptr_t addr, unsigned size,
                                            unsigned kind, unsigned space, void* pc,
                                            unsigned piece) {
+    if (__builtin_expect(r->pending != nullptr, 0)) resolve_store(r);
     EventBuffer& v = *r->buffer;
     if (__builtin_expect(v.n == v.cap, 0)) v.grow();
     uint64_t* e = (uint64_t*)(v.data + v.n++);  // (two words: see append)
     e[0] = addr;
     e[1] = (uint32_t)((uintptr_t)pc - r->base) | (uint64_t)(r->tid | piece << 10) << 32 |
            (uint64_t)size << 48 | (uint64_t)(kind | space << 4) << 56;
+    if (__builtin_expect(r->values, 0) && kind == ACCESS_STORE && space == SPACE_SHARED &&
+        size <= 16)
+        remember_store(r, addr, size);
     if (__builtin_expect(v.n >= kMaxWarpEvents, 0)) {
         g_cuts.fetch_add(1, std::memory_order_relaxed);
+        deliver(r, r->tid >> 5);
+    } else if (__builtin_expect(r->order, 0) && kind == ACCESS_ATOMIC && space == SPACE_GLOBAL) {
         deliver(r, r->tid >> 5);
     }
 }
@@ -205,11 +246,11 @@ static inline __attribute__((always_inline)) unsigned space_of(const Recorder* r
 // A static __shared__ variable or a __device__ variable (their hulls hold
 // other thread-locals and globals too).
 __attribute__((noinline)) static void record_rare(Recorder* r, uintptr_t a, unsigned size,
-                                                  unsigned kind, void* pc) {
+                                                  unsigned kind, void* pc, unsigned piece) {
     if (a - r->static_lo < r->static_span && r->in_static(a))
-        return push(r, a + r->static_shift, size, kind, SPACE_SHARED, pc, 0);
+        return push(r, a + r->static_shift, size, kind, SPACE_SHARED, pc, piece);
     if (a - r->devvar_lo < r->devvar_span && r->in_device_var(a))
-        push(r, a, size, kind, SPACE_GLOBAL, pc, 0);
+        push(r, a, size, kind, SPACE_GLOBAL, pc, piece);
 }
 
 // The address an event carries: shared ones canonical (access.h).
@@ -221,15 +262,16 @@ static inline __attribute__((always_inline)) uint64_t canonical(const Recorder* 
 }
 
 static inline __attribute__((always_inline)) void record(const volatile void* p, unsigned size,
-                                                          unsigned kind, void* pc) {
+                                                          unsigned kind, void* pc,
+                                                          unsigned piece = 0) {
     Recorder* r = t_rec;
     if (!r || !r->on) return;
     uintptr_t a = (uintptr_t)p;
-    if (a - r->global_lo < r->global_span) return push(r, a, size, kind, SPACE_GLOBAL, pc, 0);
+    if (a - r->global_lo < r->global_span) return push(r, a, size, kind, SPACE_GLOBAL, pc, piece);
     if (a - r->dynamic_lo < r->dynamic_span)
-        return push(r, kSharedDynamic + (a - r->dynamic_lo), size, kind, SPACE_SHARED, pc, 0);
+        return push(r, kSharedDynamic + (a - r->dynamic_lo), size, kind, SPACE_SHARED, pc, piece);
     if (a - r->static_lo < r->static_span || a - r->devvar_lo < r->devvar_span)
-        return record_rare(r, a, size, kind, pc);
+        return record_rare(r, a, size, kind, pc, piece);
 }
 
 // A wider access (a struct copied whole): pieces of the widest power of two up
@@ -269,6 +311,15 @@ bool access_launch_begins(const AccessSetup& setup, const wbsim_launch* L, uintp
     g_launch.global_hi = global_hi;
     g_launch.blocks = (uint64_t)L->grid[0] * L->grid[1] * L->grid[2];
     g_launch.serial++;
+    g_launch.dynamic_bytes = L->shared_bytes;
+    g_launch.static_lo = g_launch.static_hi = 0;
+    for (const auto& v : g_setup.shared_vars) {
+        uint64_t lo = kSharedStatic + g_setup.anchor_offset + (uint64_t)v.first;
+        if (!g_launch.static_hi || lo < g_launch.static_lo) g_launch.static_lo = lo;
+        if (lo + v.second > g_launch.static_hi) g_launch.static_hi = lo + v.second;
+    }
+    g_launch.data = g_setup.data.empty() ? nullptr : (const unsigned char*)g_setup.data.data();
+    g_launch.data_size = g_setup.data.size();
     g_recorders.clear();
     g_cuts.store(0);
     g_access_on = true;
@@ -307,6 +358,14 @@ void access_enter_grid(size_t shared_bytes) {
     }
     r->base = g_base;
     r->stride = g_setup.sample_stride ? g_setup.sample_stride : 1;
+    unsigned needs = 0;
+    for (unsigned bit = 0; bit < 32; ++bit)
+        if (g_setup.consumers >> bit & 1u) needs |= g_needs[bit];
+    if (!(needs & NEED_GLOBAL)) r->global_span = r->devvar_span = 0;
+    if (!(needs & NEED_SHARED)) r->dynamic_span = r->static_span = 0;
+    r->values = (needs & NEED_VALUES) != 0;
+    r->order = (needs & NEED_ORDER) != 0;
+    r->blocks_on = (needs & NEED_BLOCKS) != 0;
     for (unsigned bit = 0; bit < 32; ++bit)
         if (g_setup.consumers >> bit & 1u) r->consumers.push_back(g_factories[bit](g_launch));
     {
@@ -368,10 +427,18 @@ void access_barrier_released() {
 void access_warp_synced(unsigned warp, uint32_t lanes, int op) {
     Recorder* r = t_rec;
     if (!r || !r->on) return;
+    if (r->pending) resolve_store(r);
     if (op == WBSIM_SYNCWARP)  // an event of each lane, in its place among its accesses
         for (uint32_t m = lanes; m; m &= m - 1)
-            append(r, warp * 32 + __builtin_ctz(m), 0, 0, ACCESS_SYNC, SPACE_NONE, 0, 0);
+            append(r, warp * 32 + __builtin_ctz(m), lanes, 0, ACCESS_SYNC, SPACE_NONE, 0, 0);
     for (AccessConsumer* c : r->consumers) c->warp_sync(r->ctx, warp, lanes, op);
+}
+
+void access_warp_misuse(unsigned tid, uint32_t mask, int op, const void* pc) {
+    Recorder* r = t_rec;
+    if (!r || !r->on) return;
+    uint32_t site = (uint32_t)((uintptr_t)pc - r->base);
+    for (AccessConsumer* c : r->consumers) c->warp_misuse(r->ctx, tid, mask, op, site);
 }
 
 void access_launch_ends(std::string& out) {
@@ -434,7 +501,7 @@ WBSIM_HOOK void __tsan_write_range(void* p, unsigned long n) { record_range(p, n
 // Basic blocks (-fsanitize-coverage=trace-pc): the divergence estimate.
 WBSIM_HOOK void __sanitizer_cov_trace_pc(void) {
     Recorder* r = t_rec;
-    if (!r || !r->on) return;
+    if (!r || !r->blocks_on || !r->on) return;
     count_block(r, PC);
 }
 
@@ -449,11 +516,11 @@ WBSIM_HOOK void __sanitizer_cov_trace_pc(void) {
         return __atomic_load_n(p, __ATOMIC_SEQ_CST);                                                 \
     }                                                                                                \
     WBSIM_HOOK void __tsan_atomic##N##_store(volatile T* p, T v, int) {                              \
-        record(p, N / 8, ACCESS_ATOMIC, PC);                                                         \
+        record(p, N / 8, ACCESS_ATOMIC, PC, kPieceAtomicWrite);                                      \
         __atomic_store_n(p, v, __ATOMIC_SEQ_CST);                                                    \
     }                                                                                                \
     WBSIM_HOOK T __tsan_atomic##N##_exchange(volatile T* p, T v, int) {                              \
-        record(p, N / 8, ACCESS_ATOMIC, PC);                                                         \
+        record(p, N / 8, ACCESS_ATOMIC, PC, kPieceAtomicWrite);                                      \
         return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);                                          \
     }                                                                                                \
     WBSIM_HOOK T __tsan_atomic##N##_fetch_add(volatile T* p, T v, int) {                             \
@@ -502,6 +569,10 @@ WBSIM_ATOMICS(32, uint32_t)
 WBSIM_ATOMICS(64, uint64_t)
 #undef WBSIM_ATOMICS
 
-WBSIM_HOOK void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+WBSIM_HOOK void __tsan_atomic_thread_fence(int) {
+    Recorder* r = t_rec;  // (NEED_ORDER: what this warp wrote is seen before what follows)
+    if (r && r->on && r->order) deliver(r, r->tid >> 5);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 WBSIM_HOOK void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 #endif  // WBSIM_CHECKED

@@ -16,15 +16,18 @@
 // events in the order its lanes ran them (each lane's own in program order);
 // it groups the k-th execution of a site by each lane into one warp-level
 // instruction, as a GPU's lanes run one instruction together (SIMT). A
-// completed __syncwarp is an event of each lane that took part (ACCESS_SYNC).
+// completed __syncwarp is an event of each lane that took part (ACCESS_SYNC,
+// its address the group's lane mask; a group's events come one after another).
 // Basic blocks (__sanitizer_cov_trace_pc, for the divergence estimate) are
 // not events: each warp's count per block and lane is delivered with its
 // events (BlockCount), which keeps loops cheap.
 //
 // Consumers are per OS thread (no locks on the hot path); at the launch's end
 // each one is merged into the first of its kind, which writes the reply.
-// access_counts.cpp is the profiler's consumer (kind bit 0); a sanitizer adds
-// its own with register_access_consumer().
+// access_counts.cpp is the profiler's consumer (kind bit 0); the sanitizer's
+// are sanitize_races.cpp (1), sanitize_init.cpp (2) and sanitize_sync.cpp (3).
+// A consumer says which events it needs (AccessNeeds): the hooks drop the
+// rest, and mark or deliver what only some consumers ask for.
 #ifndef WBSIM_ACCESS_H
 #define WBSIM_ACCESS_H
 #include <cstddef>
@@ -39,8 +42,14 @@ enum AccessKind : uint8_t {
     ACCESS_STORE = 1,
     ACCESS_ATOMIC = 2,  // one atomic operation (a CAS loop of the prelude counts once)
     ACCESS_BLOCK = 3,   // (sites of basic blocks in the counters' results; never an event)
-    ACCESS_SYNC = 4,    // the lane completed a __syncwarp (no address, no site)
+    ACCESS_SYNC = 4,    // the lane completed a __syncwarp (address: the group's lanes; no site)
 };
+// An atomic that does not read the old value (an exchange, a store) carries
+// this piece number (atomics are never split into pieces).
+const unsigned kPieceAtomicWrite = 1;
+// A store that left the bytes as they were: a flag in AccessEvent::size, set
+// only for shared-memory stores and only where a consumer needs values.
+const uint8_t kSizeUnchanged = 0x80;
 enum AccessSpace : uint8_t { SPACE_GLOBAL = 0, SPACE_SHARED = 1, SPACE_NONE = 2 };
 
 // A shared-memory address in an event is the same in every OS thread: a
@@ -57,12 +66,14 @@ struct AccessEvent {
     uint32_t site;        // return address of the hook, minus the library's base
     uint16_t tid_piece;   // linear thread index in the block (10 bits: lane = tid % 32),
                           // then which piece of a wider access (6 bits; 0 for most)
-    uint8_t size;         // bytes (1 to 16; a wider access is split into pieces)
+    uint8_t size;         // bytes (1 to 16; a wider access is split into pieces), kSizeUnchanged
     uint8_t kind_space;   // AccessKind, then AccessSpace << 4
     unsigned tid() const { return tid_piece & 1023u; }
     unsigned piece() const { return tid_piece >> 10; }
     unsigned kind() const { return kind_space & 15u; }
     unsigned space() const { return kind_space >> 4; }
+    unsigned bytes() const { return size & 31u; }
+    bool unchanged() const { return (size & kSizeUnchanged) != 0; }
 };
 static_assert(sizeof(AccessEvent) == 16, "access.cpp writes events as two words");
 
@@ -88,6 +99,20 @@ struct AccessLaunch {
     uintptr_t global_lo, global_hi;  // the arena's allocated part
     uint64_t blocks;                 // in the grid
     uint64_t serial;                 // instrumented launches so far, this one included
+    uint64_t static_lo, static_hi;   // canonical addresses of the static __shared__ variables' hull
+    uint64_t dynamic_bytes;          // dynamic shared memory of a block
+    const unsigned char* data;       // what the request gave the consumers (worker.cpp), or null
+    size_t data_size;
+};
+
+// What a consumer needs of the hooks (a mask, given at registration).
+enum AccessNeeds : unsigned {
+    NEED_GLOBAL = 1,    // events of global memory
+    NEED_SHARED = 2,    // events of shared memory
+    NEED_VALUES = 4,    // shared stores that leave the bytes unchanged marked (kSizeUnchanged)
+    NEED_ORDER = 8,     // a warp's buffer delivered before each global atomic and at each fence,
+                        // so that what its lanes wrote is seen before another block can know of it
+    NEED_BLOCKS = 16,   // basic blocks counted (warp_blocks)
 };
 
 class AccessConsumer {
@@ -108,6 +133,12 @@ public:
         (void)b; (void)warp; (void)lanes; (void)op;
     }
     virtual void block_end(const BlockContext& b) { (void)b; }
+    // Thread `tid` called warp operation `op` with a mask that leaves the
+    // thread itself out (`site`: where, as an event's site).
+    virtual void warp_misuse(const BlockContext& b, unsigned tid, uint32_t mask, int op,
+                             uint32_t site) {
+        (void)b; (void)tid; (void)mask; (void)op; (void)site;
+    }
     // Fold the consumer of another OS thread (same kind) into this one.
     virtual void merge(AccessConsumer& other) = 0;
     // The launch's results, appended to the reply.
@@ -115,8 +146,11 @@ public:
 };
 
 typedef AccessConsumer* (*AccessConsumerFactory)(const AccessLaunch&);
-// Kind `bit` of the request's consumer mask (0: the profiler's counters).
-void register_access_consumer(unsigned bit, AccessConsumerFactory make);
+// Kind `bit` of the request's consumer mask (0: the profiler's counters),
+// needing `needs` (AccessNeeds).
+void register_access_consumer(unsigned bit, AccessConsumerFactory make,
+                              unsigned needs = NEED_GLOBAL | NEED_SHARED | NEED_BLOCKS);
+template <class T> inline void put_bytes(std::string& out, T v) { out.append((const char*)&v, sizeof v); }
 
 // -- called by the other parts of the worker -------------------------------------
 extern bool g_access_on;  // an instrumented launch is running
@@ -131,6 +165,7 @@ struct AccessSetup {
     std::vector<std::string> accessors;      // of the __device__ variables (source.global_symbol)
     std::vector<std::pair<uint64_t, uint64_t>> device_vars; // their address and bytes
     uint32_t sample_stride = 1;              // record blocks whose linear index % stride == 0
+    std::string data;                        // for the consumers (AccessLaunch::data)
 };
 bool access_launch_begins(const AccessSetup& setup, const wbsim_launch* L, uintptr_t global_lo,
                           uintptr_t global_hi, std::string& error);
@@ -144,6 +179,8 @@ void access_block_begins();
 void access_block_ends();
 void access_barrier_released();
 void access_warp_synced(unsigned warp, uint32_t lanes, int op);
+// Thread `tid` of the block called warp operation `op` with `mask` leaving it out.
+void access_warp_misuse(unsigned tid, uint32_t mask, int op, const void* pc);
 // The fiber of thread `tid` (linear, in the block) runs from now on.
 void access_thread_runs(unsigned tid);
 #endif

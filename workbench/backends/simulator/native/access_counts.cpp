@@ -138,7 +138,7 @@ public:
             Instance& in = pool_[s.instances[k]];
             in.mask |= 1u << lane;
             in.addr[lane] = e.addr;
-            in.size[lane] = e.size;
+            in.size[lane] = (uint8_t)e.bytes();
         }
         for (unsigned u = 0; u < used_; ++u) {
             Slot& s = *used_slots_[u];
@@ -221,8 +221,9 @@ private:
     }
 
     Slot& slot(const AccessEvent& e) {
+        unsigned piece = e.kind() == ACCESS_ATOMIC ? 0 : e.piece();  // (kPieceAtomicWrite)
         uint64_t key = (uint64_t)e.site | (uint64_t)e.kind() << 32 | (uint64_t)e.space() << 40 |
-                       (uint64_t)e.piece() << 48;
+                       (uint64_t)piece << 48;
         uint64_t h = key * 0x9E3779B97F4A7C15ull;
         unsigned i = (unsigned)(h >> 52) & (kSlots - 1);
         for (;;) {

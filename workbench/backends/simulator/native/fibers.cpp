@@ -170,8 +170,25 @@ static inline void switch_to(BlockState* b, void** save, int next) {
     wbsim_ctx_switch(save, f.sp);
 }
 
-// Next runnable fiber after `from`, or -1.
+// -- exploring a schedule (grid.cpp): fibers chosen at random ------------------
+__thread uint64_t t_explore;
+
+static int random_runnable(BlockState* b) {
+    int n = (int)b->nthreads, count = 0;
+    for (int i = 0; i < n; ++i) count += b->fibers[i].state == READY || b->fibers[i].state == NOT_STARTED;
+    if (!count) return -1;
+    t_explore ^= t_explore << 13;  // xorshift64
+    t_explore ^= t_explore >> 7;
+    t_explore ^= t_explore << 17;
+    int k = (int)(t_explore % (uint64_t)count);
+    for (int i = 0; i < n; ++i)
+        if ((b->fibers[i].state == READY || b->fibers[i].state == NOT_STARTED) && k-- == 0) return i;
+    return -1;
+}
+
+// Next runnable fiber after `from` (while exploring, any at random), or -1.
 static int find_runnable(BlockState* b, int from) {
+    if (__builtin_expect(t_explore != 0, 0)) return random_runnable(b);
     int n = (int)b->nthreads;
     for (int k = 1; k <= n; ++k) {
         int i = from + k;
@@ -276,6 +293,21 @@ void promote(BlockState* b) {
     __wbsim_fiber_mode = 1;
 }
 
+void run_block_explored(BlockState* b) {
+    threadIdx = uint3{0, 0, 0};
+    promote(b);  // thread 0 "current", the others not started...
+    b->fibers[0].state = NOT_STARTED;  // ... and thread 0 too: every one starts as a fiber
+    int first = random_runnable(b);
+    switch_to(b, &b->main_sp, first);  // back here when the last thread has returned
+    __wbsim_fiber_mode = 0;
+}
+
+// While exploring, a thread that goes on after a barrier or warp operation
+// may give way to any other that can run.
+static inline void explore_yield(BlockState* b) {
+    if (__builtin_expect(t_explore != 0, 0)) switch_away(b, &b->fibers[b->cur].sp);
+}
+
 extern "C" void wbsim_finish_block(void) {
     BlockState* b = t_block;
     mark_dead(b, b->cur);
@@ -303,6 +335,7 @@ extern "C" int wbsim_barrier(int op, int predicate, const char* file, int line) 
     b->warp_at_barrier[me / 32] |= 1u << (me % 32);
     if (b->bar_arrived == b->live) {
         release_barrier(b);
+        explore_yield(b);
     } else {
         if (b->warp_at_op[me / 32][0]) resolve_activemask(b, me / 32);
         // A lane of a warp now at the barrier may complete a warp group of

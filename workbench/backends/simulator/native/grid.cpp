@@ -18,6 +18,13 @@
 #include "access.h"
 #include "runtime.h"
 
+#ifdef WBSIM_CHECKED
+#include <dlfcn.h>
+#include <sanitizer/asan_interface.h>
+std::vector<std::pair<int64_t, uint64_t>> g_redzones;
+void* g_redzone_library = nullptr;
+#endif
+
 // -- built-in variables (exported to kernel libraries) --------------------------
 extern "C" {
 __thread uint3 threadIdx;
@@ -50,6 +57,11 @@ struct Grid {
 };
 
 static void ensure_dynamic_shared(size_t n) {
+#ifdef WBSIM_CHECKED
+    // the launch's dynamic shared memory is its size, not the buffer's: the
+    // rest is poisoned (memcheck finds an access past it), until it grows
+    if (__wbsim_dsmem) __asan_unpoison_memory_region(__wbsim_dsmem, t_dsmem_bytes);
+#endif
     if (n <= t_dsmem_bytes) return;
     size_t size = (n + 4095) & ~(size_t)4095;
     void* p = aligned_alloc(128, size);
@@ -61,6 +73,15 @@ static void ensure_dynamic_shared(size_t n) {
 
 static void enter_grid(Grid* g) {
     ensure_dynamic_shared(g->shared_bytes);
+#ifdef WBSIM_CHECKED
+    if (t_dsmem_bytes > g->shared_bytes)
+        __asan_poison_memory_region(__wbsim_dsmem + g->shared_bytes, t_dsmem_bytes - g->shared_bytes);
+    if (g_redzone_library) {  // this OS thread's copy of the library's thread-locals
+        char* anchor = (char*)dlsym(g_redzone_library, "__wbsim_tls_anchor");
+        if (anchor)
+            for (const auto& z : g_redzones) __asan_poison_memory_region(anchor + z.first, z.second);
+    }
+#endif
     BlockState* b = block_state();
     b->kernel = g->kernel;
     b->nthreads = g->block[0] * g->block[1] * g->block[2];
@@ -85,7 +106,10 @@ static void run_block(Grid* g, uint64_t i) {
     threadIdx = uint3{0, 0, 0};
     __wbsim_fiber_mode = 0;
     if (g_access_on) access_block_begins();
-    g->kernel->run_block(g->kernel->args);
+    if (__builtin_expect(t_explore != 0, 0))
+        run_block_explored(t_block);
+    else
+        g->kernel->run_block(g->kernel->args);
     if (g_access_on) access_block_ends();
 }
 
@@ -98,6 +122,35 @@ static void run_blocks(Grid* g) {
         if (i >= g->nblocks || g_launch_abandoned.load(std::memory_order_relaxed)) break;
         run_block(g, i);
     }
+    leave_grid();
+}
+
+// -- exploring a schedule: the blocks in a random order, on this OS thread -------
+uint64_t g_schedule_seed = 0;
+
+static uint64_t splitmix(uint64_t& state) {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void run_blocks_explored(Grid* g) {
+    enter_grid(g);
+    uint64_t state = g_schedule_seed, n = g->nblocks;
+    if (n <= (1u << 22)) {  // a random permutation
+        std::vector<uint64_t> order(n);
+        for (uint64_t i = 0; i < n; ++i) order[i] = i;
+        for (uint64_t i = n; i > 1; --i) std::swap(order[i - 1], order[splitmix(state) % i]);
+        t_explore = splitmix(state) | 1;
+        for (uint64_t i = 0; i < n; ++i) run_block(g, order[i]);
+    } else {  // a huge grid: a random rotation, forwards or backwards
+        uint64_t start = splitmix(state) % n;
+        bool back = splitmix(state) & 1;
+        t_explore = splitmix(state) | 1;
+        for (uint64_t i = 0; i < n; ++i) run_block(g, back ? (start + n - i) % n : (start + i) % n);
+    }
+    t_explore = 0;
     leave_grid();
 }
 
@@ -246,6 +299,10 @@ extern "C" int wbsim_run_grid(const wbsim_kernel* kernel, const unsigned grid[3]
     g.nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
     if (g_cooperative) {
         run_cooperative(&g);
+        return 0;
+    }
+    if (g_schedule_seed) {
+        run_blocks_explored(&g);
         return 0;
     }
     uint64_t total_threads = g.nblocks * block[0] * block[1] * block[2];

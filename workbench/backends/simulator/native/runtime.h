@@ -19,6 +19,8 @@
 #define WBSIM_RUNTIME_H
 #include <pthread.h>
 #include <atomic>
+#include <utility>
+#include <vector>
 #include <cstddef>
 #include <cstdint>
 
@@ -64,10 +66,20 @@ void launch_begins(uint32_t timeout_ms);
 // The next launch is cooperative: every block gets an OS thread of its own, so
 // that this_grid().sync() can hold them all.
 extern bool g_cooperative;
+// The next launch explores a schedule (not 0: the seed): its blocks run on one
+// OS thread in a random order, each block's threads as fibers switched in a
+// random order (fibers.cpp), so that results that depend on the order show.
+extern uint64_t g_schedule_seed;
 // Set while this OS thread waits for the other blocks at this_grid().sync().
 extern __thread int t_grid_wait;
 // How many blocks wait at this_grid().sync(), in words ("" when none).
 void describe_grid_wait(char* out, size_t n);
+#ifdef WBSIM_CHECKED
+// memcheck's build: redzones among the library's thread-locals (offsets from
+// its anchor variable, bytes), poisoned by each OS thread that runs blocks.
+extern std::vector<std::pair<int64_t, uint64_t>> g_redzones;
+extern void* g_redzone_library;
+#endif
 // Let the watchdog signal (stop) this thread, or forget it.
 void watch_thread(pthread_t t, bool add);
 void launch_ends();
@@ -143,6 +155,11 @@ inline unsigned linear_tid(const uint3& t) {
 
 // Turn a block in direct mode into fibers (first barrier or warp operation).
 void promote(BlockState* b);
+// The schedule being explored on this OS thread (a random state; 0: none).
+extern __thread uint64_t t_explore;
+// Run the current block with every thread a fiber from the start, switched in
+// an order drawn from t_explore.
+void run_block_explored(BlockState* b);
 // Leave the current fiber (already marked blocked or dead) for the next one.
 void switch_away(BlockState* b, void** save);
 // Which threads of the block wait where, in words (running: the fiber running, or -1).

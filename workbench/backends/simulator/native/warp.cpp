@@ -173,6 +173,8 @@ extern "C" __attribute__((noinline)) void wbsim_warp(wbsim_warp_req* req) {
     f.state = AT_WARP;
     f.req = req;
     f.site = __builtin_return_address(0);
+    if (g_access_on && !(req->mask & bit) && op_slot(req->op) != 0)
+        access_warp_misuse((unsigned)me, req->mask, req->op, f.site);  // (synccheck)
     b->warp_arrived[w] |= bit;
     int slot = op_slot(req->op);
     b->warp_at_op[w][slot] |= bit;

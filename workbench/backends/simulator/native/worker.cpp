@@ -219,7 +219,9 @@ static void handle_launch(Reader& r, bool instrumented) {
         off += (sizes[i] + 15) & ~15u;
     }
     set_accessible_end(r.get<uint64_t>());
-    g_cooperative = (r.get<uint32_t>() & 1u) != 0;
+    uint32_t flags = r.get<uint32_t>();
+    g_cooperative = (flags & 1u) != 0;
+    g_schedule_seed = (flags & 2u) ? r.get<uint64_t>() : 0;  // a schedule to explore (grid.cpp)
 #ifdef WBSIM_CHECKED
     uint64_t lo = r.get<uint64_t>(), hi = r.get<uint64_t>();
     uint32_t nlive = r.get<uint32_t>();
@@ -228,6 +230,14 @@ static void handle_launch(Reader& r, bool instrumented) {
         uint64_t a = r.get<uint64_t>(), n = r.get<uint64_t>();
         __asan_unpoison_memory_region((void*)(uintptr_t)a, n);
     }
+    g_redzones.clear();  // (poisoned by each OS thread that runs blocks: grid.cpp)
+    uint32_t nzones = r.get<uint32_t>();
+    for (uint32_t i = 0; i < nzones; ++i) {
+        int64_t offset = r.get<int64_t>();
+        uint64_t n = r.get<uint64_t>();
+        g_redzones.emplace_back(offset, n);
+    }
+    g_redzone_library = nzones && lib < g_libs.size() ? g_libs[lib] : nullptr;
 #endif
     AccessSetup access;
     if (instrumented) {
@@ -242,6 +252,10 @@ static void handle_launch(Reader& r, bool instrumented) {
         }
         uint32_t naccessors = r.get<uint32_t>();
         for (uint32_t i = 0; i < naccessors; ++i) access.accessors.push_back(r.str());
+        uint32_t ndata = r.get<uint32_t>();  // what the consumers are given (AccessLaunch::data)
+        if (ndata > (size_t)(r.end - r.p)) { reply_text(2, "truncated instrumented launch"); return; }
+        access.data.assign(r.p, ndata);
+        r.p += ndata;
     }
     if (lib >= g_libs.size()) { reply_text(2, "unknown library"); return; }
     // Entry points looked up once per (library, symbol).

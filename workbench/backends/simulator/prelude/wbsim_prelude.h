@@ -98,13 +98,15 @@ static inline void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SE
 static inline void __threadfence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 /* ---- warp functions -------------------------------------------------------- */
-static inline wbsim_warp_req __wbsim_req(int op, unsigned mask, int arg, int width) {
+/* Always inlined: a warp operation's call of the worker is on its line of the
+ * cell (synccheck names it; backends/simulator/sanitizing.py). */
+static inline __attribute__((always_inline)) wbsim_warp_req __wbsim_req(int op, unsigned mask, int arg, int width) {
     wbsim_warp_req r;
     r.op = op; r.mask = mask; r.arg = arg; r.width = width; r.size = 4; r.pred = 0;
     return r;
 }
 
-template <class T> static inline T __wbsim_shfl(int op, unsigned mask, T var, int arg, int width) {
+template <class T> static inline __attribute__((always_inline)) T __wbsim_shfl(int op, unsigned mask, T var, int arg, int width) {
     static_assert(sizeof(T) <= 16, "warp shuffles take values of at most 16 bytes");
     wbsim_warp_req r = __wbsim_req(op, mask, arg, width);
     r.size = sizeof(T);
@@ -115,16 +117,16 @@ template <class T> static inline T __wbsim_shfl(int op, unsigned mask, T var, in
     return out;
 }
 
-template <class T> static inline T __shfl_sync(unsigned mask, T var, int srcLane, int width = 32) {
+template <class T> static inline __attribute__((always_inline)) T __shfl_sync(unsigned mask, T var, int srcLane, int width = 32) {
     return __wbsim_shfl(WBSIM_SHFL_IDX, mask, var, srcLane, width);
 }
-template <class T> static inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+template <class T> static inline __attribute__((always_inline)) T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
     return __wbsim_shfl(WBSIM_SHFL_UP, mask, var, (int)delta, width);
 }
-template <class T> static inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+template <class T> static inline __attribute__((always_inline)) T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) {
     return __wbsim_shfl(WBSIM_SHFL_DOWN, mask, var, (int)delta, width);
 }
-template <class T> static inline T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = 32) {
+template <class T> static inline __attribute__((always_inline)) T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = 32) {
     return __wbsim_shfl(WBSIM_SHFL_XOR, mask, var, laneMask, width);
 }
 
@@ -137,10 +139,10 @@ static inline __attribute__((always_inline)) unsigned __wbsim_vote(int op, unsig
     memcpy(&out, r.out, 4);
     return out;
 }
-static inline unsigned __ballot_sync(unsigned mask, int pred) { return __wbsim_vote(WBSIM_BALLOT, mask, pred); }
-static inline int __any_sync(unsigned mask, int pred) { return (int)__wbsim_vote(WBSIM_ANY, mask, pred); }
-static inline int __all_sync(unsigned mask, int pred) { return (int)__wbsim_vote(WBSIM_ALL, mask, pred); }
-static inline int __uni_sync(unsigned mask, int pred) {
+static inline __attribute__((always_inline)) unsigned __ballot_sync(unsigned mask, int pred) { return __wbsim_vote(WBSIM_BALLOT, mask, pred); }
+static inline __attribute__((always_inline)) int __any_sync(unsigned mask, int pred) { return (int)__wbsim_vote(WBSIM_ANY, mask, pred); }
+static inline __attribute__((always_inline)) int __all_sync(unsigned mask, int pred) { return (int)__wbsim_vote(WBSIM_ALL, mask, pred); }
+static inline __attribute__((always_inline)) int __uni_sync(unsigned mask, int pred) {
     unsigned b = __ballot_sync(mask, pred);
     return b == 0 || b == (mask & wbsim_activemask());
 }
@@ -148,16 +150,16 @@ static inline int __uni_sync(unsigned mask, int pred) {
  * live lane of its warp is blocked (barrier, warp operation) or returned; the
  * lanes waiting at the same call site (the caller's address) form the mask. */
 static inline __attribute__((always_inline)) unsigned __activemask(void) { return __wbsim_vote(WBSIM_ACTIVEMASK, 0xffffffffu, 0); }
-static inline void __syncwarp(unsigned mask = 0xffffffffu) { __wbsim_vote(WBSIM_SYNCWARP, mask, 0); }
+static inline __attribute__((always_inline)) void __syncwarp(unsigned mask = 0xffffffffu) { __wbsim_vote(WBSIM_SYNCWARP, mask, 0); }
 
-template <class T> static inline unsigned __match_any_sync(unsigned mask, T value) {
+template <class T> static inline __attribute__((always_inline)) unsigned __match_any_sync(unsigned mask, T value) {
     wbsim_warp_req r = __wbsim_req(WBSIM_MATCH_ANY, mask, 0, 32);
     r.size = sizeof(T);
     memcpy(r.val, &value, sizeof(T));
     wbsim_warp(&r);
     unsigned out; memcpy(&out, r.out, 4); return out;
 }
-template <class T> static inline unsigned __match_all_sync(unsigned mask, T value, int* pred) {
+template <class T> static inline __attribute__((always_inline)) unsigned __match_all_sync(unsigned mask, T value, int* pred) {
     wbsim_warp_req r = __wbsim_req(WBSIM_MATCH_ALL, mask, 0, 32);
     r.size = sizeof(T);
     memcpy(r.val, &value, sizeof(T));
@@ -167,7 +169,7 @@ template <class T> static inline unsigned __match_all_sync(unsigned mask, T valu
 }
 
 #define WBSIM_REDUCE(NAME, OP, T) \
-    static inline T NAME(unsigned mask, T value) { \
+    static inline __attribute__((always_inline)) T NAME(unsigned mask, T value) { \
         wbsim_warp_req r = __wbsim_req(OP, mask, 0, 32); memcpy(r.val, &value, 4); \
         wbsim_warp(&r); T out; memcpy(&out, r.out, 4); return out; }
 WBSIM_REDUCE(__reduce_add_sync, WBSIM_REDUCE_ADD, unsigned)
