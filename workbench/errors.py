@@ -161,3 +161,9 @@ class DefinesError(WorkbenchError, TypeError, ValueError):
     (``defines=`` of ``wb.compile``, ``wb.tune``, ``wb.program``; ``%%cuda -D``):
     they are a dict ``{"NAME": value}`` or a list of ``"NAME"`` /
     ``"NAME=VALUE"`` strings; the message says what was wrong."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (the notebook's interrupt) stopped something the workbench was
+    waiting for: a ``KeyboardInterrupt`` whose message says what was stopped
+    and what is left as it was (a notebook shows that line alone)."""

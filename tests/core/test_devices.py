@@ -272,7 +272,7 @@ def test_simulator_device_panel_shows_the_simulators_own_figures(backend):
         assert activity["threads"] >= 1
         assert activity["in_use"] >= x.nbytes
         text = panel._live.value
-        for row in ("Worker threads", "Worker busy", "Launches per second", "Arena in use"):
+        for row in ("Worker threads", "Worker busy", "Launches per second", "In use", "Cached"):
             assert row in text
         assert "N/A" not in text                    # nothing it cannot report is listed
         assert "temperature" in panel.note and "need a GPU" in panel.note

@@ -6,6 +6,7 @@ CPU simulator. ``WORKBENCH_BACKEND=simulator`` (or ``cupy``) forces a choice.
 from __future__ import annotations
 
 import glob
+import inspect
 import os
 import re
 
@@ -85,9 +86,11 @@ def create_backend(name: str, **options) -> Backend:
             raise BackendUnavailable(f"The GPU backend cannot run here: {reason}. "
                                      "Use wb.backend('simulator') to run kernels on the CPU.")
         from .gpu.backend import CupyBackend  # lazy: imports CuPy
+        check_options(CupyBackend, name, options)
         return CupyBackend(**options)
     if name == "simulator":
         from .simulator import SimulatorBackend  # lazy: a GPU session never loads the simulator
+        check_options(SimulatorBackend, name, options)
         return SimulatorBackend(**options)
     forced = os.environ.get("WORKBENCH_BACKEND")
     where = (f" It comes from the environment variable WORKBENCH_BACKEND={forced}: set it to one "
@@ -96,6 +99,17 @@ def create_backend(name: str, **options) -> Backend:
              " (The environment variable WORKBENCH_BACKEND chooses one for the whole session.)")
     raise BackendUnavailable(f"Unknown backend {name!r}; choose one of "
                              f"'cupy' (or 'gpu') and 'simulator' (or 'sim', 'cpu').{where}")
+
+
+def check_options(accepts, name: str, options: dict) -> None:
+    """TypeError naming the options of ``wb.backend(name, ...)`` unless
+    ``accepts`` (a backend class, or its ``configure``) takes ``options``."""
+    params = [p for p in inspect.signature(accepts).parameters.values()
+              if p.kind is p.POSITIONAL_OR_KEYWORD or p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(options) - {p.name for p in params})
+    if unknown:
+        raise TypeError(f"wb.backend({name!r}, ...) has no option {', '.join(unknown)}; its "
+                        f"options: {', '.join(p.name for p in params if p.name != 'self')}")
 
 
 def canonical_name(name: str) -> str:

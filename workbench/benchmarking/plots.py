@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..present.figures import figure_axes
+from ..present.figures import figure_axes, legend_outside
 from ..present.tables import pandas
 from . import history
 from .ceilings import ceilings as measured_ceilings
@@ -272,7 +272,7 @@ def plot_roofline(results=None, ceilings=None, *, ax=None, annotate: bool = Fals
     simulated = ceilings.simulated or any(p["simulated"] for p in points)
     ax.set_title(_title(title or f"roofline of {ceilings.device}", simulated))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_outside(ax)
     return fig
 
 

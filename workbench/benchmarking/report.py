@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import platform
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,8 @@ def report(path=None, *, include_times: bool = True) -> Report:
     table of the statistics (``.csv``). ``include_times=False`` leaves the raw
     times out of the JSON. Returns a :class:`Report`.
     """
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"report(path): a file name (.json or .csv), got {type(path).__name__}")
     data = build_report(include_times=include_times)
     rep = Report(data, Path(path) if path is not None else None)
     if path is not None:

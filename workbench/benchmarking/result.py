@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..present.tables import html_fields, pandas, plain_value
+from ..present.units import time_unit  # noqa: F401  (plots.py's too)
 from .ceiling_figures import Ceilings
 
 
@@ -18,15 +19,6 @@ RESULT_SCHEMA = "workbench.bench-result/1"
 #: What simulated results say about their times.
 SIMULATED_TIMES = "simulated: CPU wall-clock times"
 _SIMULATED_NOTE = f"{SIMULATED_TIMES}, not GPU times"
-
-
-def time_unit(seconds: float) -> tuple[str, float]:
-    """The unit to show ``seconds`` in and its size in seconds:
-    ``0.0012`` -> ``("ms", 1e-3)``; below a microsecond, nanoseconds."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if abs(seconds) >= scale:
-            return unit, scale
-    return "ns", 1e-9
 
 
 def format_seconds(seconds: float) -> str:

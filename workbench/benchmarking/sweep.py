@@ -7,6 +7,7 @@ import uuid
 from typing import Any, Callable, Mapping, Sequence
 
 from ..core.adapters import as_launchable
+from ..present.frames import readable
 from ..present.tables import pandas
 from ..runtime.session import backend as active_backend
 from . import ceilings as ceilings_module, history
@@ -99,7 +100,9 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
     Returns a pandas DataFrame with a ``name`` column, one column per
     parameter, the statistics in seconds (``median_s``, ``q1_s``, ...),
     ``gbps``/``gflops`` and ``simulated``; ``df.attrs`` holds the sweep id,
-    device and ceilings.
+    device and ceilings. A notebook shows it for reading (each time column in
+    µs or ms, columns with no value left out: :mod:`workbench.present.frames`);
+    ``df.to_pandas()`` is the plain DataFrame.
     """
     variants = _variants(fn, name)
     points = _points(sizes, params)
@@ -127,7 +130,7 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
         if client is not None:
             _sweep_on_cluster(client, run, variants, points, setup, check, plan, check_options,
                               bytes, flops, result_ceilings, bar)
-            return run.table()
+            return readable(run.table(), hide_empty=True)
         for point in points:
             inputs_args, call_kwargs, expected = point_call(setup, check, point)
             for label, variant in variants:
@@ -150,7 +153,7 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
         if bar is not None:
             bar.close()
         history.sweep_finished(run)
-    return run.table()
+    return readable(run.table(), hide_empty=True)
 
 
 def _sweep_on_cluster(client, run, variants, points, setup, check, plan, check_options,

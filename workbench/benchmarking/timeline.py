@@ -11,6 +11,7 @@ when every piece of work ran beside another.
 from __future__ import annotations
 
 import datetime as _dt
+import numbers
 from dataclasses import dataclass
 
 from ..present.figures import figure_axes
@@ -165,7 +166,9 @@ def _as_seconds(when) -> float | None:
         return None
     if isinstance(when, _dt.datetime):
         return when.timestamp()
-    return float(when)
+    if isinstance(when, numbers.Real) and not isinstance(when, bool):
+        return float(when)
+    raise TypeError(f"since= and until= take a time.time() value or a datetime, got {when!r}")
 
 
 def timeline(cell=None, *, since=None, until=None, last: int | None = None) -> Timeline:

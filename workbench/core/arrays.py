@@ -17,12 +17,14 @@ from ..errors import WorkbenchError
 from ..memory.oom import is_out_of_memory, out_of_memory
 from ..runtime.session import backend, session
 from .streams import refuse_in_capture
+from .transfers import check_shape
 
 
 def allocate(shape, dtype=np.float32):
     """An uninitialised device array (tracked by the memory tracker). Its
     bytes hold 0xA5 and count as never written until something writes them
     (initcheck: ``wb.sanitize(..., tool="initcheck")``)."""
+    check_shape(shape, "wb.allocate")
     dtype = np.dtype(dtype)
     b = backend()
     try:

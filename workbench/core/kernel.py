@@ -252,10 +252,12 @@ class Kernel:
         if len(args) != self._nparams:
             args = self._complete(args)  # defaults, or raises with the signature
         converted = self._check_call(args)
+        key = (grid, block, shared_mem, n)
         try:
-            key = (grid, block, shared_mem, n)
             grid3, block3 = self._configs[key]
         except (KeyError, TypeError):  # new, or unhashable (lists)
+            grid3 = None
+        if grid3 is None:  # (checked outside the except: a bad one's error chains to nothing)
             grid3, block3 = self.launch_config(grid, block, shared_mem, n)
             if len(self._configs) > 256:
                 self._configs.clear()

@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 
+import numpy as np
+
 from ..errors import WorkbenchError
 from ..present.tables import html_fields
 from ..runtime.devices import check_index, on_device
@@ -92,6 +94,10 @@ class Stream:
 
     def __init__(self, priority: int | None = None, device: int | None = None,
                  name: str | None = None, non_blocking: bool = False):
+        if priority is not None and (not isinstance(priority, (int, np.integer))
+                                     or isinstance(priority, bool)):
+            raise TypeError(f"wb.Stream(priority=...) takes an int (lower runs first; 0 is the "
+                            f"default), got {priority!r}")
         b = self.backend = backend()
         if device is not None:
             check_index(b, device)

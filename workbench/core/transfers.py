@@ -107,6 +107,16 @@ def memset(array, value: int = 0, *, stream=None):
     return array
 
 
+def check_shape(shape, what: str) -> None:
+    """Refuse a shape that is not a count of elements >= 0 or a tuple of them
+    (before any memory is asked for)."""
+    dims = shape if isinstance(shape, (tuple, list)) else (shape,)
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+               for d in dims):
+        raise ValueError(f"{what}(): shape {shape!r} must be a whole number of elements >= 0 "
+                         f"or a tuple of them, e.g. {what}(1024) or {what}((64, 64))")
+
+
 def _nbytes(shape, dtype) -> int:
     shape = shape if isinstance(shape, tuple) else (shape,)
     return int(np.prod(shape)) * np.dtype(dtype).itemsize
@@ -117,6 +127,7 @@ def pinned(shape, dtype=np.float32) -> np.ndarray:
     copies from and to it run at the link's full speed and asynchronously,
     so they can overlap kernels on other streams. Listed by
     ``wb.memory.kinds()`` and ``wb.memory.live()`` (kind "pinned")."""
+    check_shape(shape, "wb.pinned")
     b = backend()
     dtype = np.dtype(dtype)
     try:
@@ -139,6 +150,7 @@ def managed(shape, dtype=np.float32):
     (``wb.memory.prefetch`` moves them ahead of time). Never larger than the current
     device has free: oversubscribing makes page migration the bottleneck.
     Listed by ``wb.memory.kinds()`` (kind "managed")."""
+    check_shape(shape, "wb.managed")
     b = backend()
     dtype = np.dtype(dtype)
     nbytes = _nbytes(shape, dtype)

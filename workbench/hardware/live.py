@@ -163,7 +163,7 @@ class LiveStats:
     source: str = "none"
 
     LABELS = {"gpu_utilization": "GPU utilisation (%)", "memory_utilization": "Memory utilisation (%)",
-              "memory_used": "Memory used", "memory_total": "Memory total",
+              "memory_used": "Memory taken (all processes)", "memory_total": "Memory total",
               "sm_clock_mhz": "SM clock (MHz)", "memory_clock_mhz": "Memory clock (MHz)",
               "temperature_c": "Temperature (°C)", "power_w": "Power (W)",
               "power_limit_w": "Power limit (W)", "pcie_tx_bytes_per_s": "PCIe TX",

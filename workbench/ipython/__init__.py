@@ -8,7 +8,7 @@ import importlib.util
 from ..runtime.session import session
 
 #: Modules that each define ``register(ipython)`` (and optionally ``unregister``).
-MAGIC_MODULES = ("cuda_magic", "memory_magic", "bench_magic", "device_magic", "profile_magic",
+MAGIC_MODULES = ("tracebacks", "cuda_magic", "memory_magic", "bench_magic", "device_magic", "profile_magic",
                  "program_magic", "graph_magic", "doctor_magic")
 
 _loaded: list = []

@@ -17,6 +17,7 @@ from IPython.core import magic_arguments
 from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope
 
 from ..benchmarking.timer import bench
+from ..present.tables import shorten
 
 
 @functools.cache
@@ -114,8 +115,7 @@ class BenchMagics(Magics):
 
 
 def _label(code: str) -> str:
-    first = code.strip().splitlines()[0]
-    return first if len(first) <= 60 else first[:57] + "..."
+    return shorten(code.strip().splitlines()[0], 60)  # (at a word: never mid-name)
 
 
 def register(ipython) -> None:

@@ -8,7 +8,6 @@ extension renders, plain text for every other front end) and raises
 from __future__ import annotations
 
 import html
-import os
 import shlex
 import weakref
 
@@ -19,11 +18,8 @@ from IPython.display import display
 from ..core.compiler import compile as compile_source
 from ..diagnostics import format_diagnostics
 from ..runtime.session import backend
-from ..errors import (BackendUnavailable, CompileError, CompilerNotFound, DefinesError, DeviceError,
-                      KernelArgumentError, KernelFault, LaunchConfigError, OutOfMemoryError,
-                      ProgramError)
+from ..errors import CompileError
 from ..profiling.sanitizer import TOOLS, sanitize_kernels
-from ..programs import ProgramOptionError
 
 #: MIME type of compile diagnostics (rendered by the JupyterLab extension).
 DIAGNOSTICS_MIME = "application/vnd.cuda-workbench.diagnostics+json"
@@ -133,29 +129,6 @@ def parse_options(line: str):
     return CudaMagics.cuda.parser.parse_args(argv)
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _show_workbench_error(shell, etype, evalue, tb, tb_offset=None):
-    """Show the workbench's own errors as what the user did wrong: a compile
-    error as its diagnostics, any other as the user's frames and the message
-    (the workbench's internal frames say nothing the message does not)."""
-    if isinstance(evalue, CompileError):
-        stb = [f"CompileError: {str(evalue).splitlines()[0]} (diagnostics above)"
-               if getattr(evalue, "_displayed", False) else f"CompileError: {evalue}"]
-    elif isinstance(evalue, CompilerNotFound):
-        stb = [f"{etype.__name__}: {evalue}"]  # what to install is the whole story
-    else:
-        user_tb, last = tb, None
-        while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-            last, tb = tb, tb.tb_next
-        if last is not None:
-            last.tb_next = None  # cut at the first frame inside the workbench
-        stb = shell.InteractiveTB.structured_traceback(etype, evalue, user_tb, tb_offset)
-    shell._showtraceback(etype, evalue, stb)  # a custom handler shows what it returns itself
-    return stb
-
-
 #: The launch checkers of ``%%cuda --sanitize`` cells (alive while their kernels are).
 _SANITIZERS: "weakref.WeakSet" = weakref.WeakSet()
 
@@ -172,10 +145,6 @@ def register(ipython) -> None:
     ipython.register_magics(CudaMagics)
     if show_sanitized not in ipython.events.callbacks["post_run_cell"]:
         ipython.events.register("post_run_cell", show_sanitized)
-    ipython.set_custom_exc((CompileError, KernelArgumentError, LaunchConfigError, KernelFault,
-                            OutOfMemoryError, BackendUnavailable, DeviceError, ProgramError,
-                            ProgramOptionError, DefinesError),
-                           _show_workbench_error)
     b = backend()
     print(f"workbench: {b.name} backend — {b.describe()} ({b.reason})")
     missing = b.missing_compiler()
@@ -184,6 +153,5 @@ def register(ipython) -> None:
 
 
 def unregister(ipython) -> None:
-    ipython.set_custom_exc((), None)
     if show_sanitized in ipython.events.callbacks["post_run_cell"]:
         ipython.events.unregister("post_run_cell", show_sanitized)

@@ -19,11 +19,9 @@ import re
 from IPython.core import magic_arguments
 from IPython.core.magic import Magics, cell_magic, magics_class
 
-from ..errors import ProfileFailed, ProfilerUnavailable
 from ..profiling import DEFAULT_LAUNCH_COUNT, profile_code, trace_code
 from ..runtime import nvtx
 from ..runtime.session import session
-from .cuda_magic import _show_workbench_error
 
 
 #: The profilers' own progress lines, exactly (a program's "Generating ..." stays).
@@ -116,9 +114,6 @@ def register(ipython) -> None:
     ipython.register_magics(ProfileMagics)
     ipython.events.register("pre_run_cell", _cell_started)
     ipython.events.register("post_run_cell", _cell_finished)
-    # the profilers' one-line errors show like the other workbench errors (after %%cuda's)
-    handled = tuple(ipython.custom_exceptions or ())
-    ipython.set_custom_exc(handled + (ProfilerUnavailable, ProfileFailed), _show_workbench_error)
 
 
 def unregister(ipython) -> None:

@@ -151,10 +151,10 @@ class PyKernel:
         return self._convert_args(args)
 
     def _check_count(self, given: int, keywords: tuple) -> None:
-        try:
-            lo, hi = self._counts[keywords]
-        except KeyError:
-            lo, hi = self._counts[keywords] = self._required(dict.fromkeys(keywords))
+        counts = self._counts.get(keywords)
+        if counts is None:  # (not in an except clause: what _required raises chains to nothing)
+            counts = self._counts[keywords] = self._required(dict.fromkeys(keywords))
+        lo, hi = counts
         if not lo <= given <= hi:
             count = str(lo) if lo == hi else f"{lo} to {hi}"
             raise KernelArgumentError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..present.figures import figure_axes
+from ..present.figures import figure_axes, legend_outside
 from ..present.na import NA
 from ..present.tables import html_table, pandas
 from ..present.units import format_bytes
@@ -222,14 +222,33 @@ def plot_timeline(tracker, ax=None):
     if any(e[2] is not None for e in events):
         ax.step(times, [(e[2] if e[2] is not None else float("nan")) / scale for e in events],
                 where="post", label="reserved (in use + cached)", alpha=0.7)
-    for t, _, _, event, _, cell in events:
-        if event.startswith("cell ") and event.endswith(" start"):
-            ax.axvline(t, color="grey", lw=0.6, ls=":")
-            ax.annotate(f"[{cell}]", (t, 1.0), xycoords=("data", "axes fraction"),
-                        fontsize=7, color="grey", ha="left", va="top")
+    starts = [(t, cell) for t, _, _, event, _, cell in events
+              if event.startswith("cell ") and event.endswith(" start")]
+    for t, _ in starts:
+        ax.axvline(t, color="grey", lw=0.6, ls=":")
     ax.set_xlabel("seconds since tracking started")
     ax.set_ylabel(unit)
     ax.set_title(f"Device memory ({tracker.backend.name if tracker.backend else 'no backend'})")
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
+    legend_outside(ax)
+    _label_cells(ax, starts)
     return fig
+
+
+def _label_cells(ax, starts) -> None:
+    """``[N]`` at the top of each cell's start line, left out where it would
+    touch the label of a later cell (every line stays, the last cell's label
+    always shows, and the labels that show never overlap)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: only a plot needs it
+    fig = ax.figure
+    renderer = (fig.canvas if hasattr(fig.canvas, "get_renderer")
+                else FigureCanvasAgg(fig)).get_renderer()
+    ax.set_xlim(ax.get_xlim())  # (the limits the labels are placed against stay)
+    left = float("inf")
+    for t, cell in reversed(starts):
+        label = ax.annotate(f"[{cell}]", (t, 1.0), xycoords=("data", "axes fraction"),
+                            fontsize=7, color="grey", ha="left", va="top")
+        box = label.get_window_extent(renderer)
+        if box.x1 > left - 2:
+            label.remove()
+        else:
+            left = box.x0

@@ -47,7 +47,8 @@ class MemoryStats:
     def rows(self) -> list[tuple[str, str, str]]:
         """``(quantity, value, explanation)`` for display."""
         b = format_bytes
-        live = (f"{self.live_allocations} live allocations tracked"
+        live = (f"{self.live_allocations} live allocation"
+                f"{'s' if self.live_allocations != 1 else ''} tracked"
                 if self.live_allocations is not None else "tracking off: wb.memory.tracking(True)")
         blocks = (f"{self.free_blocks} free block{'s' if self.free_blocks != 1 else ''}") if self.free_blocks is not None else "free blocks N/A"
         pinned = ", ".join(part for part in (
@@ -94,17 +95,25 @@ class MemoryStats:
         return pandas().Series(self.to_dict(), name="memory")
 
 
+def in_use_cached_reserved(counts: dict, tracked_in_use: int | None = None) -> tuple:
+    """``(in use, cached, reserved)`` bytes from a backend's pool counts (in
+    use from the tracker where the pool cannot count it): the one reckoning
+    of the memory panel, the device panel, the status bar and :func:`collect`."""
+    used = counts.get("used_bytes")
+    if used is None:
+        used = tracked_in_use
+    total = counts.get("total_bytes")
+    cached = total - used if total is not None and used is not None else None
+    return used, cached, total
+
+
 def collect(backend, tracker) -> MemoryStats:
     """Read the pool, the driver and the tracker into a :class:`MemoryStats`."""
     counts = pool_counts(backend)
     device_free, device_total = device_memory(backend)
     tracking = tracker.enabled and tracker.backend is backend
     same_backend = tracker.backend is backend
-    used = counts.get("used_bytes")
-    if used is None and tracking:
-        used = tracker.in_use
-    total = counts.get("total_bytes")
-    cached = total - used if total is not None and used is not None else None
+    used, cached, total = in_use_cached_reserved(counts, tracker.in_use if tracking else None)
     largest = counts.get("largest_free_block")
     if cached == 0:
         fragmentation = 0.0

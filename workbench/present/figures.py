@@ -29,6 +29,15 @@ def figure_axes(ax, figsize=(7, 4.2)):
     return fig, ax
 
 
+def legend_outside(ax, fontsize: int = 8, **kwargs):
+    """The legend of ``ax`` to the right of the plot, where it never covers
+    the data, and the figure laid out so that the legend fits in it."""
+    legend = ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       borderaxespad=0.0, **kwargs)
+    ax.figure.tight_layout()
+    return legend
+
+
 def new_figure(figsize, dpi: int = 100):
     """A figure outside pyplot (no global state, safe from a panel's thread),
     ready to draw on and to render with :func:`figure_svg`."""

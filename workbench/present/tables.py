@@ -118,6 +118,21 @@ def html_fields(fields: Iterable[Sequence], *, title: str | None = None,
     return _frame(body, _head(header), title, caption, notes)
 
 
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` characters at a word boundary, " …"
+    included where it was cut (never mid-word; a first word longer than
+    ``width`` is kept whole)."""
+    text = " ".join(str(text).split())
+    if len(text) <= width:
+        return text
+    cut = text.rfind(" ", 0, width - 1)  # (room for " …")
+    if cut <= 0:
+        cut = text.find(" ")
+        if cut < 0:
+            return text
+    return text[:cut].rstrip(" ,;:(") + " …"
+
+
 def plain_value(value):
     """JSON-safe version of a NumPy scalar, parameter value or table cell:
     NumPy scalars become Python numbers, NaN becomes None, tuples lists, and

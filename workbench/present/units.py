@@ -39,6 +39,15 @@ def format_bytes(n) -> str:
     raise AssertionError("unreachable")
 
 
+def time_unit(seconds: float) -> tuple[str, float]:
+    """The unit to show ``seconds`` in and its size in seconds:
+    ``0.0012`` -> ``("ms", 1e-3)``; below a microsecond, nanoseconds."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(seconds) >= scale:
+            return unit, scale
+    return "ns", 1e-9
+
+
 def format_fraction(x) -> str:
     """``0.25`` -> ``"25.0%"``; ``None`` -> ``"N/A"``."""
     return str(NA) if is_na(x) else f"{100 * x:.1f}%"

@@ -190,6 +190,29 @@ def _simulator_properties():
     return b.device_properties() if b.simulated else virtual_device(b.device_properties())
 
 
+def _find_the_line(sanitizer: str, who: str, gpu_note: str = "") -> str:
+    return (f"; to see the line, build it with options='-g -Xcompiler -fsanitize={sanitizer}' "
+            f"({who} names the file and line{gpu_note})")
+
+
+_ASAN = _find_the_line("address", "AddressSanitizer",
+                       "; on a GPU set ASAN_OPTIONS=protect_shadow_gap=0 too")
+#: What a signal that ends a program's host code usually means (a kernel's
+#: fault is reported with its thread instead).
+_SIGNAL_HINTS = {
+    "SIGSEGV": ": an invalid memory access in its host code (a null, freed or device pointer "
+               "read or written on the CPU, or an index past the end of an array)" + _ASAN,
+    "SIGBUS": ": a misaligned or unmapped memory access in its host code" + _ASAN,
+    "SIGFPE": ": an integer division by zero (or overflow) in its host code"
+              + _find_the_line("undefined", "UBSan"),
+    "SIGABRT": ": abort() was called, by a failed assert() or an uncaught C++ exception (its "
+               "message is in the stderr below)",
+    "SIGILL": ": an illegal instruction (code built for another CPU, or a function that "
+              "returns no value where one is expected)",
+    "SIGKILL": ": killed from outside (out of host memory, or a kill -9)",
+}
+
+
 def _failure(done: runner.Completed, fault: str | None, timeout_s) -> ProgramError:
     tail = "\n".join(done.stderr.rstrip().splitlines()[-8:])
     if done.timed_out:
@@ -202,7 +225,7 @@ def _failure(done: runner.Completed, fault: str | None, timeout_s) -> ProgramErr
             sig = signal.Signals(-done.returncode).name
         except ValueError:
             sig = f"signal {-done.returncode}"
-        message = f"the program was ended by {sig}"
+        message = f"the program was ended by {sig}{_SIGNAL_HINTS.get(sig, '')}"
     else:
         message = f"the program exited with code {done.returncode}"
     if tail and not fault:

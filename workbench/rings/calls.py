@@ -65,8 +65,7 @@ class RingCalls:
                     self._pack_message(message, self._box_message_bytes, 0, self._box_message, 0)
                     answer = caller.call(self._box_message_bytes, seq, _call_spin_ns(timeout))
             except KeyboardInterrupt:
-                self._interrupted_call(seq)
-                raise
+                raise self._interrupted_call(seq) from None
             self._box_seq, self._box_pending = seq, True  # (sent: nothing raised before it was)
             if answer is None:  # not answered within the spin
                 return self._call_late(seq, caller.sent_ns, timeout)
@@ -95,8 +94,7 @@ class RingCalls:
                 else:
                     late = True
         except KeyboardInterrupt:
-            self._interrupted_call(seq)
-            raise
+            raise self._interrupted_call(seq) from None
         if late:  # slow: wait with the watchdog and fault checks of recv()
             return self._call_late(seq, sent, timeout)
         now = time.perf_counter_ns()
@@ -121,8 +119,7 @@ class RingCalls:
                                       self._responses_addr + slot * size,
                                       self._pool_addr + i * size, size, spin, self._bell)
         except KeyboardInterrupt:
-            self._interrupted_call(seq)
-            raise
+            raise self._interrupted_call(seq) from None
         if got is None:  # slow: wait with the watchdog and fault checks of recv()
             return self._call_late(seq, t0, timeout)
         sent, now = got
@@ -151,12 +148,13 @@ class RingCalls:
         left = None if timeout is None else max(0.0, timeout - (time.perf_counter_ns() - sent) * 1e-9)
         return self.recv(1, left)[0]  # (Ctrl-C in it stops the ring)
 
-    def _interrupted_call(self, seq: int) -> None:
-        """Ctrl-C during a call(): as in recv(), the ring stops (the message given up)."""
+    def _interrupted_call(self, seq: int):
+        """Ctrl-C during a call(): as in recv(), the ring stops (the message
+        given up); returns the KeyboardInterrupt to raise."""
         self._next_send = seq + 1
         if not self._sends:
             self._sends.append([1, time.perf_counter_ns()])
-        self.stop(drain=False, timeout=2.0)
+        return self._stopped_by_interrupt()
 
     def _box_caller(self):
         """The words module's BoxCaller for the current buffer, or None: no box
@@ -238,8 +236,7 @@ class RingCalls:
                                    "send with block=True")
                 self._check_health()
         except KeyboardInterrupt:  # as in _wait_for
-            self.stop(drain=False, timeout=2.0)
-            raise
+            raise self._stopped_by_interrupt() from None
         self._caller.clear()  # (empty already, unless the call timed out)
         self._box_pending = False
 

@@ -8,6 +8,7 @@ import struct
 import numpy as np
 
 from ..core.compiler import compile as compile_source
+from ..diagnostics import Diagnostic
 from ..errors import CompileError
 from . import codegen
 from .errors import RingLayoutError
@@ -77,9 +78,29 @@ def offsets(capacity: int, request: np.dtype, response: np.dtype,
     return layout
 
 
-def compile_checked(text, serve, request_type, request, response_type, response, name):
-    """The user's source with the ring's kernels (``serve``, generated), its
-    structs checked against the dtypes."""
+def _on_users_lines(error: CompileError, text: str, handler: str | None) -> CompileError:
+    """``error`` with the messages about the code the ring adds after the
+    user's (its kernels, which call the handler) said once each, at no line:
+    its line numbers would count lines the user never wrote."""
+    last = text.count("\n") + 1
+    where = (f"in the ring's own kernels, which call handler={handler!r}: define that "
+             f"__device__ function as docs/rings.md shows, or name yours with handler="
+             if handler else "in the ring's own kernels, which call the handler")
+    diagnostics, seen = [], set()
+    for d in error.diagnostics:
+        if d.line is not None and d.line > last:
+            if d.message in seen:
+                continue
+            seen.add(d.message)
+            d = Diagnostic(d.severity, f"{d.message} ({where})")
+        diagnostics.append(d)
+    return CompileError(diagnostics, text, error.log, error.line_offset, error.compiler)
+
+
+def compile_checked(text, serve, request_type, request, response_type, response, name,
+                    handler: str | None = None):
+    """The user's source with the ring's kernels (``serve``, generated, calling
+    ``handler``), its structs checked against the dtypes."""
     structs = [(request_type, request), (response_type, response)]
     probe, labels = codegen.probe_source(structs)
     try:
@@ -87,8 +108,8 @@ def compile_checked(text, serve, request_type, request, response_type, response,
     except CompileError as probe_error:
         try:
             compile_source(text + serve, name=name)
-        except CompileError:
-            raise  # the user's code or the handler's signature: the diagnostics say where
+        except CompileError as error:  # the user's code or the handler's signature
+            raise _on_users_lines(error, text, handler) from None
         fields = "; ".join(f"{s}: {', '.join(d.names)}" for s, d in structs)
         errors = [d.message for d in getattr(probe_error, "diagnostics", ())
                   if d.severity == "error"] or [str(probe_error)]

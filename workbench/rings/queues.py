@@ -154,8 +154,7 @@ class RingQueues:
             if self._collect():
                 return
         except KeyboardInterrupt:  # as in _wait_for: a collection cut short must not be taken again
-            self.stop(drain=False, timeout=2.0)
-            raise
+            raise self._stopped_by_interrupt() from None
         if not block:
             raise RingFull(f"ring {self.name!r}: all {self.capacity} slots hold unanswered "
                            "messages; wait, or send with block=True")
@@ -329,8 +328,7 @@ class RingQueues:
                     return
                 watch = start + n  # the first one still missing
         except KeyboardInterrupt:
-            self.stop(drain=False, timeout=2.0)
-            raise
+            raise self._stopped_by_interrupt() from None
 
     def recv(self, count: int | None = None, timeout: float | None = None) -> np.ndarray:
         """The next ``count`` answers in order (default: every message sent and
@@ -352,8 +350,7 @@ class RingQueues:
                         self._account(n, now)
                         return answers
                 except KeyboardInterrupt:  # as in _wait_for: a half-counted collection is not retaken
-                    self.stop(drain=False, timeout=2.0)
-                    raise
+                    raise self._stopped_by_interrupt() from None
         pending, depth = self._ready_count, self._next_send - self._next_recv
         if count is None:
             count = pending + depth

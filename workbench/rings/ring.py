@@ -131,7 +131,8 @@ class Ring(RingQueues, RingCalls, RingWatchdog):
             serve = serve_source(handler, request_type, response_type, max_backoff_ns, self._box,
                                  self.request_dtype.itemsize, self.response_dtype.itemsize)
         self.module = compile_checked(text, serve, request_type, self.request_dtype,
-                                      response_type, self.response_dtype, f"ring:{self.name}")
+                                      response_type, self.response_dtype, f"ring:{self.name}",
+                                      handler=handler)
         self._serve = self.module["wb_ring_rounds" if self.cooperative else "wb_ring_serve"]
         self._batch = self.module["wb_ring_batch"]
         self.threads, self.blocks = self._grid(int(threads), blocks)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..benchmarking.result import format_seconds
-from ..present.figures import figure_axes
+from ..present.figures import figure_axes, legend_outside
 from ..present.tables import html_fields, pandas
 
 PERCENTILES = (50, 90, 99)
@@ -83,18 +83,35 @@ class RingStats:
         return pandas().DataFrame(rows, columns=["figure", "value"])
 
     def histogram(self, ax=None, bins: int = 50):
-        """A histogram of the host round trips (µs, log-scaled counts)."""
+        """A histogram of the host round trips and the handlers' device times
+        (µs, log-scaled counts) on one set of bins, log-spaced when they span
+        more than a decade, so that every series has visible bars; the host
+        round trip's p50 and p99 marked."""
         fig, ax = figure_axes(ax)
         if self.messages:
-            ax.hist(self.host_latency * 1e6, bins=bins, color="#4C72B0", alpha=0.85,
-                    label="round trip (host)")
-            ax.hist(self.device_time * 1e6, bins=bins, color="#DD8452", alpha=0.7,
-                    label="handler (device)")
-            for q in (50, 99):
-                ax.axvline(self.percentile(q) * 1e6, color="k", linestyle=":", linewidth=1)
-            ax.set_yscale("log")
-            ax.legend()
+            series = [(np.asarray(values, dtype=np.float64) * 1e6, label, color) for values, label, color in
+                      ((self.host_latency, "round trip (host)", "#4C72B0"),
+                       (self.device_time, "handler (device)", "#DD8452"))]
+            series = [(v[np.isfinite(v) & (v > 0)], label, color) for v, label, color in series]
+            series = [(v, label, color) for v, label, color in series if v.size]
+            if series:
+                lo = min(float(v.min()) for v, _, _ in series)
+                hi = max(float(v.max()) for v, _, _ in series)
+                if hi > 10 * lo:
+                    edges = np.geomspace(lo, hi * 1.0001, bins + 1)
+                    ax.set_xscale("log")
+                else:
+                    pad = max(hi - lo, hi * 0.1) * 0.05
+                    edges = np.linspace(lo - pad, hi + pad, bins + 1)
+                for values, label, color in series:
+                    ax.hist(values, bins=edges, color=color, alpha=0.75, label=label)
+                for q, style in ((50, ":"), (99, "--")):
+                    ax.axvline(self.percentile(q) * 1e6, color="k", linestyle=style, linewidth=1,
+                               label=f"round trip p{q}")
+                ax.set_yscale("log")
         ax.set_xlabel("latency (µs)")
         ax.set_ylabel("messages")
         ax.set_title(f"ring {self.name}: latency ({self.backend})")
+        if ax.get_legend_handles_labels()[0]:
+            legend_outside(ax)
         return fig

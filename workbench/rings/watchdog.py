@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from ..errors import KernelFault
+from ..errors import Interrupted, KernelFault
 from .errors import RingHang, RingStopped
 
 
@@ -57,6 +57,22 @@ class RingWatchdog:
                                            "host: it keeps part of the GPU busy until the "
                                            "notebook kernel restarts."))
             self._give_up("it was stopped (ring.stop())", collect=False)
+
+    def _stopped_by_interrupt(self) -> Interrupted:
+        """Stop the ring after Ctrl-C while waiting on it, and return the
+        KeyboardInterrupt to raise, which says what was stopped (a handler
+        that does not return, or a fault meanwhile, is said there too: a
+        RingHang or KernelFault raised here would hide the interrupt)."""
+        waiting = self.depth
+        try:
+            self.stop(drain=False, timeout=2.0)
+            hang = ""
+        except (RingHang, KernelFault) as exc:  # said after the interrupt, not raised over it
+            hang = f" {exc}"
+        given_up = f" ({waiting} unanswered message{'s' if waiting != 1 else ''} given up)" \
+            if waiting else ""
+        return Interrupted(f"ring {self.name!r} stopped{given_up}; device arrays are intact, "
+                           f"and ring.start() starts it again.{hang}")
 
     def _check_deadline(self, deadline: float | None, timeout: float | None) -> None:
         if deadline is not None and time.monotonic() >= deadline:

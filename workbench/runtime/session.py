@@ -8,7 +8,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from ..backends import Backend, canonical_name, choose_backend, create_backend
+from ..backends import Backend, canonical_name, check_options, choose_backend, create_backend
+from ..present.frames import readable
 from . import nvtx
 from .timing import TimingLog
 
@@ -81,8 +82,10 @@ def use_backend(which: str | Backend | None, **options) -> Backend:
         _install(_instance(name, options), reason)
     else:
         current = _SESSION.backend
-        if (current is not None and canonical_name(which) == current.name
-                and current.configure(**options)):
+        same = current is not None and canonical_name(which) == current.name
+        if same and options:
+            check_options(current.configure, current.name, options)
+        if same and current.configure(**options):
             # the same backend with other options: changed in place, so arrays,
             # modules and kernels made before keep working
             _INSTANCES[(current.name, tuple(sorted(options.items())))] = current
@@ -170,10 +173,26 @@ def on_backend_change(callback) -> None:
         _BACKEND_LISTENERS.append(callback)
 
 
-def timings(kernel=None):
-    """Every kernel launch so far as a DataFrame (kernel, grid, block,
-    shared_mem, ms, cell, time, backend, language); ``timings(kernel)`` keeps one
-    kernel (a :class:`~workbench.Kernel` or its name). Reading it waits for
-    launches still running. On the simulator, ``ms`` is CPU wall-clock time.
+#: The columns ``wb.timings()`` shows by default.
+TIMINGS_SHOWN = ("kernel", "kind", "grid", "block", "ms", "stream", "cell", "time", "bytes", "gbps")
+
+
+def timings(kernel=None, *, all: bool = False):  # noqa: A002 (the documented name)
+    """Every kernel launch, copy, memset and graph launch so far as a
+    DataFrame (kernel, grid, block, shared_mem, ms, cell, time, backend,
+    language, kind, stream, device, bytes, gbps, start_ms); ``timings(kernel)``
+    keeps one kernel (a :class:`~workbench.Kernel` or its name). Reading it
+    waits for launches still running. On the simulator, ``ms`` is CPU
+    wall-clock time.
+
+    A notebook shows it for reading (:mod:`workbench.present.frames`): the
+    durations in µs or ms, clock times, one ``N/A``, and ten columns at most
+    (kernel, kind, grid, block, ms, stream, cell, time, bytes, gbps; those with
+    no value left out); ``all=True`` shows every column. The data are the
+    same either way; ``.to_pandas()`` gives the plain DataFrame.
     """
-    return _SESSION.timing_log.to_pandas(kernel)
+    frame = _SESSION.timing_log.to_pandas(kernel)
+    if all:
+        return readable(frame)
+    return readable(frame, shown=TIMINGS_SHOWN, hide_empty=True,
+                    more="wb.timings(all=True) shows them")

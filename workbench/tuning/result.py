@@ -8,7 +8,8 @@ import numpy as np
 
 from ..benchmarking.result import SIMULATED_TIMES, format_rate, format_seconds
 from ..present.figures import figure_axes
-from ..present.tables import html_fields, html_table, pandas, plain_value
+from ..present.frames import readable
+from ..present.tables import html_fields, html_table, pandas, plain_value, shorten
 from .t4 import t4_metadata, t4_results, write_t4
 
 #: objective -> (row column, direction, unit)
@@ -151,6 +152,19 @@ class TuneResult:
                         device=self.device, backend=self.backend, simulated=self.simulated)
         return df
 
+    def table(self, all: bool = False):  # noqa: A002 (as wb.timings(all=True))
+        """:meth:`to_pandas`'s rows shown for reading (times in µs or ms per
+        column, the reasons shortened at a word boundary, the parameters,
+        status, times, rates and compile time first: ``all=True`` shows every
+        column); the data are :meth:`to_pandas`'s, whole and in seconds."""
+        df = self.to_pandas()
+        if all:
+            return readable(df)
+        shown = [*self.params, "status", "median_s", "min_s", "gbps", "gflops", "energy_j",
+                 "compile_s", "reason"]
+        return readable(df, shown=shown, hide_empty=True,
+                        more="result.table(all=True) shows them")
+
     def to_dict(self) -> dict:
         """JSON-ready (the tuning cache stores this)."""
         rows = [{k: (plain_value(v) if k != "config" else {a: plain_value(b) for a, b in v.items()})
@@ -260,10 +274,11 @@ class TuneResult:
         limited = self.limited()
         fields += [("configurations", f"{len(self.rows)} of {self.space_size} allowed "
                                       f"({self.restricted} left out by restrictions)"),
-                   ("failed", f"{len(failed)}" + (f": {_reasons(failed)}" if failed else ""))]
+                   ("failed", _reasons(failed) if failed else "0")]
         if limited:
             fields.append(("over the device's limits", f"{len(limited)}, not compiled or not "
-                           f"launched (first: {limited[0]['reason'][:120]})"))
+                           f"launched; first: {shorten(limited[0]['reason'], 160)}"
+                           + (" (every reason: result.limited())" if len(limited) > 1 else "")))
         fields += [
                    ("strategy", f"{self.strategy}, budget {self.budget or 'all'}"
                                 + (f", seed {self.seed}" if self.seed is not None else "")),
@@ -298,8 +313,13 @@ def _sort_key(text: str):
 
 
 def _reasons(rows: list[dict]) -> str:
+    """``2 (1 check, 1 launch); first: <its reason, shortened at a word
+    boundary>``; every reason whole is in ``failed()`` and ``table()``."""
     kinds: dict[str, int] = {}
     for r in rows:
         kinds[r["status"]] = kinds.get(r["status"], 0) + 1
-    first = rows[0]["reason"][:120]
-    return ", ".join(f"{n} {k}" for k, n in kinds.items()) + f" (first: {first})"
+    first = shorten(rows[0]["reason"], 160)
+    whole = "" if first == " ".join(str(rows[0]["reason"]).split()) and len(rows) == 1 else \
+        " (every reason: result.failed())"
+    return (f"{len(rows)} (" + ", ".join(f"{n} {k}" for k, n in kinds.items())
+            + f"); first: {first}{whole}")

@@ -99,9 +99,13 @@ class Space:
 
     @classmethod
     def make(cls, space: Mapping[str, Sequence], restrictions=(), template_names=()) -> "Space":
-        if not isinstance(space, Mapping) or not space:
-            raise ValueError("space= takes a dict {parameter: [values, ...]}, for example "
-                             "{'block': [64, 128, 256], 'TILE': [8, 16, 32]}")
+        example = "for example {'block': [64, 128, 256], 'TILE': [8, 16, 32]}"
+        if not isinstance(space, Mapping):
+            raise ValueError(f"space= takes a dict {{parameter: [values, ...]}}, got "
+                             f"{type(space).__name__}; {example}")
+        if not space:
+            raise ValueError(f"space= is empty: give at least one parameter and its values, "
+                             f"{example}")
         params = {str(k): _as_values(str(k), v) for k, v in space.items()}
         if callable(restrictions) or isinstance(restrictions, str):
             restrictions = [restrictions]

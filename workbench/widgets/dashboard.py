@@ -5,6 +5,7 @@ import html
 
 import ipywidgets as widgets
 
+from ..runtime.records import KERNEL, KIND
 from ..runtime.session import session
 from .bench_panel import BenchmarkPanel
 from .device_panel import DevicePanel
@@ -32,6 +33,18 @@ def _label(module_name: str, kernel_name: str) -> str:
     return kernel_name if module_name == kernel_name else f"{kernel_name} ({module_name})"
 
 
+def _most_recent(kernels: dict) -> str | None:
+    """The label of the kernel of ``kernels`` launched last, else of the last
+    one compiled (None: no kernels)."""
+    labels: dict = {}
+    for label, kernel in kernels.items():
+        labels.setdefault(kernel.name, label)
+    for record in reversed(session().timing_log.records):
+        if record[KIND] == "kernel" and record[KERNEL] in labels:
+            return labels[record[KERNEL]]
+    return next(reversed(kernels), None)
+
+
 def _all_kernels() -> dict:
     """``{label: Kernel}`` for every compiled kernel of the session."""
     out = {}
@@ -43,18 +56,24 @@ def _all_kernels() -> dict:
 
 class KernelChooser(StaticFallback, widgets.VBox):
     """A drop-down of the session's compiled kernels above the chosen one's
-    :class:`KernelPanel`."""
+    :class:`KernelPanel`; without a kernel given, the one launched last is
+    chosen (else the one compiled last)."""
 
     def __init__(self, kernel=None, **kwargs):
+        if kernel is not None and not hasattr(kernel, "resources"):
+            raise TypeError(f"the dashboard shows a kernel of the workbench (from %%cuda or "
+                            f"wb.compile), got {type(kernel).__name__}")
         super().__init__(**kwargs)
         self._kernels = _all_kernels()
         self._panel = None
         if kernel is not None:
             label = next((k for k, v in self._kernels.items() if v is kernel), kernel.name)
             self._kernels.setdefault(label, kernel)
+        else:
+            label = _most_recent(self._kernels)
+            kernel = self._kernels.get(label)
         options = list(self._kernels)
-        self._choice = widgets.Dropdown(options=options, description="kernel",
-                                        value=(label if kernel is not None else None))
+        self._choice = widgets.Dropdown(options=options, description="kernel", value=label)
         self._choice.observe(self._chosen, names="value")
         self._body = widgets.VBox()
         if not options:
@@ -79,8 +98,9 @@ class KernelChooser(StaticFallback, widgets.VBox):
         self._body.children = [self._panel]
 
     def close(self) -> None:
-        if self._panel is not None:
-            self._panel.close()
+        panel = getattr(self, "_panel", None)  # (None too when __init__ refused its kernel)
+        if panel is not None:
+            panel.close()
         super().close()
 
     def _snapshot_title(self) -> str:

@@ -29,11 +29,13 @@ from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode, observe
 
 from ..hardware import live
 from ..hardware.properties import devices
+from ..memory.pool import pool_counts
+from ..memory.snapshot import in_use_cached_reserved
 from ..present.figures import line_chart_svg
 from ..present.tables import html_fields
 from ..present.units import format_bytes
 from ..runtime.session import backend
-from .static import StaticFallback, html_part
+from .static import StaticFallback, clock, html_part
 
 MIN_INTERVAL = 0.1  # seconds; faster sampling only measures NVML itself
 GIB = 2 ** 30
@@ -72,10 +74,10 @@ class _Activity:
         counters = self._backend.activity()
         if not counters:
             return None
-        pool = self._backend.pool_stats()
+        in_use, cached, reserved = in_use_cached_reserved(pool_counts(self._backend))
         row = {"time": now, "threads": counters.get("threads"),
                "busy": float("nan"), "launches_per_s": float("nan"),
-               "in_use": pool.get("used_bytes"), "reserved": pool.get("total_bytes")}
+               "in_use": in_use, "cached": cached, "reserved": reserved}
         if self._last is not None and now > self._last[0]:
             then, before = self._last
             wall = now - then
@@ -87,16 +89,22 @@ class _Activity:
         return row
 
 
+def _cached(row: dict):
+    """Cached bytes of a row that gives in use and reserved only."""
+    _, cached, _ = in_use_cached_reserved({"used_bytes": row.get("in_use"),
+                                           "total_bytes": row.get("reserved")})
+    return cached
+
+
 def _activity_fields(row: dict, total, memory_note: str | None = None) -> list[tuple]:
-    cached = (row["reserved"] - row["in_use"]
-              if row["reserved"] is not None and row["in_use"] is not None else None)
     busy, rate = row["busy"], row["launches_per_s"]
     return [("Worker threads", str(row["threads"]), "OS threads that run the blocks"),
             ("Worker busy", "—" if busy != busy else f"{busy:.0f}%",
              "share of the last interval a kernel ran"),
             ("Launches per second", "—" if rate != rate else f"{rate:.1f}", ""),
-            ("Arena in use", format_bytes(row["in_use"]), "live device arrays"),
-            ("Arena cached", format_bytes(cached), "freed blocks the arena keeps for reuse"),
+            ("In use", format_bytes(row["in_use"]), "held by live device arrays"),
+            ("Cached", format_bytes(row.get("cached", _cached(row))),
+             "kept by the pool for reuse: wb.memory.empty_cache() frees it"),
             ("Virtual device memory", format_bytes(total),
              f"the simulated GPU's size, {memory_note}" if memory_note else "the simulated GPU's size")]
 
@@ -127,6 +135,8 @@ class DevicePanel(StaticFallback, widgets.VBox):
         infos = devices()
         self._backend = b
         self._lock = threading.Lock()
+        self._stopped_at = None  # when the refresh was stopped (None: running, or never started)
+        self._shown = None  # the samples shown last, and the simulator's row
         self._activity = _Activity(b, history)
         self._properties = html_part(infos._repr_html_())
         self._live = html_part()
@@ -172,9 +182,14 @@ class DevicePanel(StaticFallback, widgets.VBox):
         if getattr(self, "_monitor", None) is None:
             return
         if change["new"]:
+            self._stopped_at = None
             self._join_monitor()
         else:
             self._leave_monitor()
+            if change["old"] and not getattr(self, "_closing", False):
+                # a last sample (rates need two), shown as the figures of the moment it stopped
+                self._stopped_at = time.time()
+                self.refresh()
         self._toggle.description = "Stop" if change["new"] else "Run"
         self._toggle.icon = "stop" if change["new"] else "play"
 
@@ -235,37 +250,52 @@ class DevicePanel(StaticFallback, widgets.VBox):
                 self.activity = {k: (None if isinstance(v, float) and v != v else v)
                                  for k, v in (row or {}).items()}
                 self.samples = self.samples + 1
-            self._live.value = self._live_table(samples, row)
+            self._shown = (samples, row)
+            self._live.value = self._live_table(samples, row, self._state_header(samples))
             self._charts.value = self._charts_html()
 
-    def _live_table(self, samples: dict, row: dict | None) -> str:
-        stamp = time.strftime("%H:%M:%S", time.localtime(next(iter(samples.values())).time))
+    def _state_header(self, samples: dict) -> str:
+        """"live (HH:MM:SS)" while the panel refreshes, "stopped at HH:MM:SS"
+        once it stopped, "figures of HH:MM:SS" if it never ran (the time of
+        the figures shown)."""
+        stamp = clock(next(iter(samples.values())).time)
+        if self._stopped_at is not None:
+            return f"stopped at {stamp}"
+        return f"live ({stamp})" if self._is_running() else f"figures of {stamp}"
+
+    def _live_table(self, samples: dict, row: dict | None, header: str) -> str:
         notes = [self.note] if self.note else ()
         if row is not None:
             total = next(iter(samples.values())).memory_total
             note = self._backend.device_properties().extra.get("memory_note")
-            return html_fields(_activity_fields(row, total, note), header=[f"live ({stamp})", "", ""],
+            return html_fields(_activity_fields(row, total, note), header=[header, "", ""],
                                notes=notes, align=["right", "left"])
         labels = next(iter(samples.values())).formatted().keys()
         cols = {i: s.formatted() for i, s in samples.items()}
         return html_fields([(label, *(c[label] for c in cols.values())) for label in labels],
-                           header=[f"live ({stamp})", *(f"GPU {i}" for i in cols)], notes=notes,
+                           header=[header, *(f"GPU {i}" for i in cols)], notes=notes,
                            align=["right"] * len(cols))
 
     def _charts_html(self) -> str:
         """Two small line charts, once a few samples make a line worth reading."""
         span = self.history_size * self.interval
-        waiting = (f"<p><i>charts after {CHART_AFTER} samples (one every "
-                   f"{self.interval:g} s)</i></p>")
+        if self._stopped_at is not None:
+            n = len(self._activity.rows) or min((len(h) for h in self.history.values()),
+                                                default=0)
+            waiting = (f"<p><i>no charts: the panel stopped after {n} sample"
+                       f"{'s' if n != 1 else ''} (they need {CHART_AFTER})</i></p>")
+        else:
+            waiting = (f"<p><i>charts after {CHART_AFTER} samples (one every "
+                       f"{self.interval:g} s)</i></p>")
         if self._activity.rows:
             rows = list(self._activity.rows)
             if len(rows) < CHART_AFTER:
                 return waiting
             now = rows[-1]["time"]
             busy = {"busy": [(r["time"] - now, r["busy"]) for r in rows]}
-            arena = {"in use": [(r["time"] - now, (r["in_use"] or 0) / 2**20) for r in rows]}
+            in_use = {"in use": [(r["time"] - now, (r["in_use"] or 0) / 2**20) for r in rows]}
             charts = [line_chart_svg("worker busy (%)", busy, span=span, y_max=100),
-                      line_chart_svg("arena in use (MiB)", arena, span=span)]
+                      line_chart_svg("in use (MiB)", in_use, span=span)]
         else:
             history = {i: h for i, h in self.history.items() if len(h) >= CHART_AFTER}
             if not history:
@@ -277,7 +307,7 @@ class DevicePanel(StaticFallback, widgets.VBox):
                    for i, h in history.items()}
             top = max(float(h[-1].memory_total) / GIB for h in history.values())
             charts = [line_chart_svg("GPU utilisation (%)", util, span=span, y_max=100),
-                      line_chart_svg("memory used (GiB)", mem, span=span,
+                      line_chart_svg("memory taken, all processes (GiB)", mem, span=span,
                                      y_max=top if top == top else None)]
         return f"<div style='display:flex;flex-wrap:wrap;gap:12px'>{''.join(charts)}</div>"
 
@@ -299,6 +329,7 @@ class DevicePanel(StaticFallback, widgets.VBox):
     def close(self) -> None:
         """Stop the background refresh and remove the panel."""
         if getattr(self, "_monitor", None) is not None:
+            self._closing = True
             self.running = False
             self._leave_monitor()
         super().close()
@@ -308,7 +339,12 @@ class DevicePanel(StaticFallback, widgets.VBox):
         return f"Device panel: {self._backend.describe()}"
 
     def _snapshot_html(self) -> str:
-        return self._live.value
+        shown = getattr(self, "_shown", None)
+        if shown is None:
+            return self._live.value
+        samples, row = shown
+        stamp = clock(next(iter(samples.values())).time)
+        return self._live_table(samples, row, f"figures of {stamp}")
 
 
 def _close_on_comm_close(panel: DevicePanel):

@@ -4,7 +4,9 @@ tqdm's notebook bar is stored as a frozen ``0%| | 0/4`` line beside its
 widget view. This bar carries a one-line text and HTML fallback, and when
 the sweep ends it replaces its own output (``update_display``) with that
 line alone, so a saved notebook shows "sweep of 4 points" and no widget.
-``%load_ext workbench`` makes it the bar of :func:`workbench.sweep`.
+``%load_ext workbench`` makes it the bar of :func:`workbench.sweep`, and
+:class:`WaitLine` the line a long wait (a kernel running on the simulator
+for more than a few seconds) updates in the running cell.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import time
 import ipywidgets as widgets
 
 from ..benchmarking import sweep
+from ..present import waiting
 from ..present.figures import line_chart_svg
 from .. import tuning
 
@@ -25,11 +28,48 @@ def install(ipython) -> None:
     if getattr(ipython, "kernel", None) is not None:
         sweep.set_progress_factory(SweepProgress)
         tuning.set_progress_factory(TuneProgress)
+        waiting.set_reporter(WaitLine)
 
 
 def uninstall() -> None:
     sweep.set_progress_factory(None)
     tuning.set_progress_factory(None)
+    waiting.set_reporter(None)
+
+
+class WaitLine:
+    """A line in the running cell that says what is being waited for, for how
+    long, and how to stop it, updated in place (``update_display``); at the
+    end it says how long it took, or that it was stopped (the error below
+    says what is left)."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self._handle = None  # (shown at the first update, with the time waited so far)
+
+    def running(self, elapsed: float) -> str:
+        return (f"{self.what} has run for {elapsed:.0f} s on the simulator; to stop it, "
+                f"interrupt the kernel (the stop button, or I, I): device arrays stay as they are")
+
+    @staticmethod
+    def ended(what: str, elapsed: float, outcome: str) -> str:
+        if outcome == "interrupted":
+            return f"{what} was stopped after {elapsed:.1f} s"
+        if outcome == "failed":
+            return f"{what} failed after {elapsed:.1f} s"
+        return f"{what} ran for {elapsed:.1f} s on the simulator"
+
+    def update(self, elapsed: float) -> None:
+        if self._handle is None:
+            from IPython.display import display  # lazy: the notebook layer's own import
+            self._handle = display(_Line(self.running(elapsed)), display_id=True)
+        else:
+            self._handle.update(_Line(self.running(elapsed)))
+
+    def close(self, elapsed: float, outcome: str) -> None:
+        if self._handle is not None:
+            self._handle.update(_Line(self.ended(self.what, elapsed, outcome)))
+            self._handle = None
 
 
 class SweepProgress:

@@ -12,7 +12,8 @@ import traitlets
 
 from ..benchmarking.result import format_seconds
 from ..present.tables import html_fields
-from .static import StaticFallback, html_part
+from ..rings import Ring
+from .static import StaticFallback, clock, html_part
 
 
 class RingPanel(StaticFallback, widgets.VBox):
@@ -27,6 +28,10 @@ class RingPanel(StaticFallback, widgets.VBox):
     refreshes = traitlets.Int(0).tag(sync=True)
 
     def __init__(self, ring, interval: float = 0.5, **kwargs):
+        if not isinstance(ring, Ring):
+            raise TypeError(f"RingPanel shows a ring made by wb.ring(...), got "
+                            f"{type(ring).__name__}: r = wb.ring(source, request=..., "
+                            f"response=...); wb.RingPanel(r)")
         self._ring = weakref.ref(ring)
         self._name = f"ring {ring.name} ({ring.backend.name})"
         self.interval = float(interval)
@@ -35,6 +40,7 @@ class RingPanel(StaticFallback, widgets.VBox):
         self._lock = threading.Lock()
         self._last = (time.monotonic(), ring.stats().messages)
         self._stop = threading.Event()
+        self._stopped_at = None
         self.error = None
         self.refresh()
         self._thread = threading.Thread(target=_refresh_loop, args=(weakref.ref(self),),
@@ -64,7 +70,7 @@ class RingPanel(StaticFallback, widgets.VBox):
             self._last = (now, stats.messages)
             self._body.value = self._fields_html(ring, stats)
 
-    def _fields_html(self, ring, stats) -> str:
+    def _fields_html(self, ring, stats, at: str | None = None) -> str:
         fields = [("state", "running" if ring.running else "stopped"),
                   ("queue depth (unanswered)", f"{self.depth} of {ring.capacity} slots"),
                   ("answers waiting for recv()", ring.pending),
@@ -74,11 +80,22 @@ class RingPanel(StaticFallback, widgets.VBox):
                                            f"{format_seconds(stats.percentile(99))}")]
         if self.error:
             fields.append(("refresh failed", self.error))
-        return html_fields(fields)
+        if at is None:
+            stopped = getattr(self, "_stopped_at", None)
+            at = f"stopped at {clock(stopped)}" if stopped else f"live ({clock()})"
+        return html_fields(fields, header=[at, ""])
 
     def stop(self) -> None:
-        """Stop refreshing; the panel keeps its last figures."""
-        self._stop.set()
+        """Stop refreshing; the panel shows the figures of that moment,
+        "stopped at HH:MM:SS"."""
+        stop = getattr(self, "_stop", None)  # (None: __init__ refused its arguments)
+        if stop is not None and not stop.is_set():
+            stop.set()
+            self._stopped_at = time.time()
+            try:
+                self.refresh()
+            except Exception as exc:  # noqa: BLE001 - said in the panel, never raised at the user
+                self.error = f"{type(exc).__name__}: {exc}"
 
     def close(self) -> None:
         self.stop()
@@ -88,7 +105,10 @@ class RingPanel(StaticFallback, widgets.VBox):
         return self._name
 
     def _snapshot_html(self) -> str:
-        return self._body.value
+        ring = self._ring()
+        if ring is None:
+            return self._body.value
+        return self._fields_html(ring, ring.stats(), at=f"figures of {clock()}")
 
 
 def _refresh_loop(panel_ref) -> None:

@@ -12,12 +12,19 @@ render it, and the sanitised HTML when it cannot.
 from __future__ import annotations
 
 import html
+import time
 
 import ipywidgets as widgets
 
 #: The class of every HTML part of a panel: JupyterLab's own look for
 #: rendered HTML (the pandas table style), tables flush left as in an output.
 TABLE_CLASSES = ("jp-RenderedHTMLCommon", "jp-OutputArea-output", "wb-panel-html")
+
+
+def clock(when: float | None = None) -> str:
+    """``HH:MM:SS`` of ``when`` (seconds since the epoch; None: now), the
+    time every panel states ("live (...)", "stopped at ...", "snapshot of ...")."""
+    return time.strftime("%H:%M:%S", time.localtime(when))
 
 
 def html_part(value: str = "", **kwargs) -> widgets.HTML:
@@ -35,7 +42,8 @@ class StaticFallback:
     A subclass defines ``_snapshot_html()`` (what it shows now, as HTML,
     without scripts or images) and ``_snapshot_title()`` (one line)."""
 
-    _live_note = "a snapshot taken when the cell ran; run the notebook for the live panel"
+    #: After "snapshot of HH:MM:SS" at the foot of every snapshot.
+    _live_note = "run the notebook for the live panel"
 
     def _snapshot_title(self) -> str:
         return type(self).__name__
@@ -47,9 +55,11 @@ class StaticFallback:
         return f"<{self._snapshot_title()}>"
 
     def snapshot(self) -> str:
-        """The panel as static HTML: what an untrusted or exported notebook shows."""
+        """The panel as static HTML: what an untrusted or exported notebook
+        shows, dated "snapshot of HH:MM:SS" (it never says "live")."""
+        note = f"snapshot of {clock()}: {self._live_note}"
         return (f"<div class='wb-snapshot'><div><b>{html.escape(self._snapshot_title())}</b></div>"
-                f"{self._snapshot_html()}<div><i>{html.escape(self._live_note)}</i></div></div>")
+                f"{self._snapshot_html()}<div><i>{html.escape(note)}</i></div></div>")
 
     def _repr_mimebundle_(self, **kwargs):
         bundle = super()._repr_mimebundle_(**kwargs)

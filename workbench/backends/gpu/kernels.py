@@ -331,7 +331,10 @@ class CupyKernels(Kernels):
                 launch_kernel(func_ptr, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                               shared_mem, stream.ptr, pointers_address, 0)
             except driver.CUDADriverError as exc:
-                raise _kernel_fault(exc) or exc
+                fault = _kernel_fault(exc)
+                if fault is None:
+                    raise
+                raise fault from None
         launcher.packs_python_numbers = True  # struct packs a checked int or float exactly
         return launcher
 

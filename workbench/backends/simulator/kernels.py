@@ -11,7 +11,7 @@ import time
 from typing import Sequence
 
 from ... import cxx, subprocesses
-from ...errors import KernelArgumentError, LaunchConfigError
+from ...errors import Interrupted, KernelArgumentError, LaunchConfigError
 from ..contract import CompileFailed, CompileOptions, KernelResources, Kernels, normalise_arch
 from ..nvrtc import check_with_nvrtc, nvrtc_available
 from . import build
@@ -178,9 +178,12 @@ class SimulatorKernels(Kernels):
                                        and stream.device != self.current_device()):
                 return launch(function, grid, block, exact(args), shared_mem, stream)
             try:
-                grid3, block3 = configs[grid, block, shared_mem]
+                dims = configs[grid, block, shared_mem]
             except (KeyError, TypeError):
-                grid3, block3 = config(grid, block, shared_mem)
+                dims = None
+            if dims is None:  # (checked outside the except: a bad one's error chains to nothing)
+                dims = config(grid, block, shared_mem)
+            grid3, block3 = dims
             if pointers:
                 arena = self._arena
                 lo, hi = arena.base + ARENA_RESERVED, arena.base + arena.size
@@ -221,6 +224,7 @@ class SimulatorKernels(Kernels):
         checked = module.checked
         with self.lock:
             worker = self._workers.get(checked) or self._worker_for(checked)
+            started = time.monotonic()
             for attempt in (1, 2):
                 try:
                     handle = worker.libraries.get(module.path)
@@ -234,8 +238,15 @@ class SimulatorKernels(Kernels):
                         prefix = function.requests[key] = request_prefix(
                             handle, function.symbol, grid, block, shared_mem, self.timeout_s)
                     reply = worker.request(Op.LAUNCH, prefix + arguments + request_tail(
-                        self._arena, checked, cooperative, seed=seed), timeout=self.timeout_s)
+                        self._arena, checked, cooperative, seed=seed), timeout=self.timeout_s,
+                        what=f"kernel {function.name}")
                     break
+                except KeyboardInterrupt:  # (the worker, out of step, was ended: arrays stay)
+                    raise Interrupted(
+                        f"{function.name}<<<{_dims(grid)}, {_dims(block)}>>> stopped after "
+                        f"{time.monotonic() - started:.1f} s: the simulator's worker running it "
+                        f"was ended (a new one starts with the next launch); device arrays are "
+                        f"intact, with what the kernel wrote before it stopped") from None
                 except WorkerDied as died:
                     if isinstance(died, WorkerGone) and attempt == 1:
                         continue  # it had ended before this launch: a new one takes it
@@ -259,6 +270,13 @@ class SimulatorKernels(Kernels):
 
     def suggest_block_size(self, function, shared_mem: int = 0) -> int:
         return 256
+
+
+def _dims(dims: tuple) -> str:
+    """A launch's dimensions as CUDA code writes them: 256, (16, 16)."""
+    while len(dims) > 1 and dims[-1] == 1:
+        dims = dims[:-1]
+    return str(dims[0]) if len(dims) == 1 else str(tuple(dims))
 
 
 def _explain_load_error(message: str) -> str:

@@ -16,6 +16,7 @@ awake and a round trip costs a few microseconds. With one CPU neither polls.
 """
 from __future__ import annotations
 
+import math
 import os
 import select
 import signal
@@ -25,6 +26,7 @@ import tempfile
 import threading
 import time
 
+from ...present.waiting import AFTER_S, Wait
 from .protocol import ABI_VERSION, FaultRecord, Op, pack_str
 
 #: Seconds the notebook waits past the worker's own time limit before killing it.
@@ -159,17 +161,21 @@ class Worker:
         self._log_path = None
 
     # -- requests ----------------------------------------------------------------
-    def request(self, op: Op, payload: bytes, timeout: float | None = None) -> bytes:
-        """Send a request and return the reply's payload.
+    def request(self, op: Op, payload: bytes, timeout: float | None = None,
+                what: str | None = None) -> bytes:
+        """Send a request and return the reply's payload. ``what``: what the
+        request does, in words, for a wait long enough to be shown
+        (:mod:`workbench.present.waiting`); None: never shown.
 
         Raises :class:`WorkerError` when the worker refuses it and
         :class:`WorkerDied` when the worker ends (it is restarted on the
         next request).
         """
         with self.lock:
-            return self._request(op, payload, timeout)
+            return self._request(op, payload, timeout, what)
 
-    def _request(self, op: Op, payload: bytes, timeout: float | None) -> bytes:
+    def _request(self, op: Op, payload: bytes, timeout: float | None,
+                 what: str | None = None) -> bytes:
         # No liveness check here (a system call per launch): a worker that
         # ended while idle shows as a broken pipe. Loading a library then
         # simply goes to a new worker; other requests name libraries of the
@@ -194,7 +200,8 @@ class Worker:
                     self._died(False)
             except OSError:
                 self._died(False)
-            status, data = self._read_reply(DEFAULT_TIMEOUT if timeout is None else timeout)
+            status, data = self._read_reply(DEFAULT_TIMEOUT if timeout is None else timeout,
+                                            what)
         except (WorkerDied, WorkerGone):
             raise
         except BaseException:
@@ -237,9 +244,12 @@ class Worker:
         self.stop()
         self._arena.clear_fault()
 
-    def _read_reply(self, timeout: float) -> tuple[int, bytes]:
+    def _read_reply(self, timeout: float, what: str | None = None) -> tuple[int, bytes]:
         deadline = time.monotonic() + timeout + GRACE_SECONDS
-        self._wait_readable(deadline)
+        if what is None:
+            self._wait_readable(deadline)
+        else:
+            self._wait_shown(deadline, what)
         # Header and payload usually come in one read.
         buf = os.read(self._rfd, 1 << 16)
         while len(buf) < 8:
@@ -266,31 +276,64 @@ class Worker:
             got += n
         return status, bytes(out)
 
-    def _wait_readable(self, deadline: float) -> None:
-        """Return when the reply pipe has data or has closed: poll it for up to
+    def _wait_readable(self, deadline: float, until: float = math.inf) -> bool:
+        """Return True when the reply pipe has data or has closed: poll it for up to
         :data:`REPLY_SPIN_US`, then block until ``deadline`` (past it the worker
-        is stopped: :class:`WorkerDied` with ``timed_out``)."""
+        is stopped: :class:`WorkerDied` with ``timed_out``); False at ``until``
+        if that comes first."""
         poll = self._poller.poll
         if poll(0):
-            return
+            return True
         if self._spin_s:
             # As the worker polls (native/worker.cpp: wait_readable): the CPU
             # offered between polls, and no more polling once another thread took it.
             clock, give_way = time.perf_counter, os.sched_yield
             last = clock()
-            until = last + self._spin_s
+            end = last + self._spin_s
             while True:
                 give_way()
                 if poll(0):
-                    return
+                    return True
                 now = clock()
-                if now - last > _BUSY_CPU_S or now > until:
+                if now - last > _BUSY_CPU_S or now > end:
                     break
                 last = now
         # (in slices: poll() takes at most 2**31 - 1 milliseconds)
-        while not poll(min(max(0.0, deadline - time.monotonic()), 3600.0) * 1000.0):
-            if time.monotonic() >= deadline:
+        stop = min(deadline, until)
+        while not poll(min(max(0.0, stop - time.monotonic()), 3600.0) * 1000.0):
+            now = time.monotonic()
+            if now >= deadline:
                 self._died(True)
+            if now >= until:
+                return False
+        return True
+
+    def _wait_shown(self, deadline: float, what: str) -> None:
+        """:meth:`_wait_readable`, and past a few seconds the time waited told
+        to a front end (:class:`~workbench.present.waiting.Wait`), until the
+        reply comes, the worker dies or Ctrl-C."""
+        wait = Wait(what)
+        if wait.block_s(wait.started) == math.inf:  # nobody to tell
+            self._wait_readable(deadline)
+            return
+        try:
+            if self._wait_readable(deadline, wait.started + AFTER_S):
+                return  # (the common case: nothing was shown)
+            poll = self._poller.poll
+            while True:
+                now = time.monotonic()
+                wait.tick(now)
+                if poll(min(max(0.0, deadline - now), wait.block_s(now)) * 1000.0):
+                    break
+                if time.monotonic() >= deadline:
+                    self._died(True)
+        except KeyboardInterrupt:
+            wait.end("interrupted")
+            raise
+        except BaseException:
+            wait.end("failed")
+            raise
+        wait.end("done")
 
     def _died(self, timed_out: bool):
         proc = self._proc
