@@ -81,7 +81,7 @@ for (const name of ['01-first-kernel.ipynb']) {
 
 // ---- the tune summary -------------------------------------------------------------
 
-const REASONS_PROBE = 'import json\nprint("full reasons:", json.dumps([row["reason"] for row in result.failed()]))';
+const REASONS_PROBE = 'import json\nprint("full reasons:", json.dumps([row["reason"] for row in result.failed() + result.limited()]))';
 
 function squeeze(text: string): string {
   return text.replace(/\s+/g, ' ').trim();
@@ -125,19 +125,20 @@ test('10-autotuning.ipynb runs, and its tune summary cuts no reason short unmark
 
   const printed = page.locator(`${NOTEBOOK} .jp-OutputArea-output`).filter({ hasText: /^full reasons:/ });
   const reasons = JSON.parse((await printed.innerText()).replace(/^full reasons:/, '')) as string[];
-  expect(reasons.length, 'the tune in the notebook has failed configurations to summarise').toBeGreaterThan(0);
+  expect(reasons.length, 'the tune in the notebook has failed or left-out configurations to summarise').toBeGreaterThan(0);
 
-  // The "failed" field of the tune's HTML summary, and any plain-text line about failures.
+  // The "failed" and "over the device's limits" fields of the tune's HTML summary, and
+  // any plain-text line about failures.
   const rows = page
     .locator(`${NOTEBOOK} .jp-OutputArea-output tr`)
-    .filter({ has: page.locator('th', { hasText: /^\s*failed\s*$/ }) });
+    .filter({ has: page.locator('th', { hasText: /^\s*(failed|over the device's limits)\s*$/ }) });
   await expect(rows.first()).toBeVisible();
   const summaries = new Set([
     ...(await rows.allInnerTexts()).map(squeeze),
     ...(await outputs(page)).texts.flatMap(text =>
       text
         .split('\n')
-        .filter(line => /\bfailed\b/.test(line) && !line.startsWith('full reasons:'))
+        .filter(line => /\b(failed|limits?)\b/.test(line) && !line.startsWith('full reasons:'))
         .map(squeeze)
     )
   ]);
@@ -177,10 +178,18 @@ function inUse(text: string): IFigure | null {
   return match ? figure(match[1], match[2], match[0]) : null;
 }
 
-/** The status bar's memory in use: "in use X", else the X of "X/Y GiB". */
+/**
+ * The status bar's memory in use: "in use X unit"; "in use X · cached Y / Z GiB" (one unit
+ * for the figures of the label); else the X of "X/Y GiB".
+ */
 function statusInUse(text: string): IFigure | null {
+  const shared = /\bin use:?\s+([\d.,]+)\b[^]*?\b(B|KiB|MiB|GiB|TiB)\b/.exec(text);
   const match = /([\d.]+)\s*\/\s*[\d.]+\s*(B|KiB|MiB|GiB|TiB)\b/.exec(text);
-  return inUse(text) ?? (match ? figure(match[1], match[2], match[0]) : null);
+  return (
+    inUse(text) ??
+    (shared ? figure(shared[1], shared[2], shared[0]) : null) ??
+    (match ? figure(match[1], match[2], match[0]) : null)
+  );
 }
 
 /** Whether two shown figures can be the same number of bytes. */

@@ -45,7 +45,7 @@ test('notebook 02 shows panel snapshots before running and live panels after Run
   // After Run All: live panels (widgets), with figures, and nothing raw.
   const devicePanel = page.locator(`${NOTEBOOK} .widget-vbox`).filter({ hasText: 'Worker threads' }).first();
   await expect(devicePanel).toBeVisible();
-  await expect(devicePanel).toContainText(/Arena in use\s*\d/);
+  await expect(devicePanel).toContainText(/In use\s*\d/);
   await expect(devicePanel).toContainText('need a GPU');
   const kernelPanel = page.locator(`${NOTEBOOK} .widget-vbox`).filter({ hasText: 'dynamic shared (bytes)' }).first();
   await expect(kernelPanel).toBeVisible();

@@ -67,11 +67,17 @@ __device__ __forceinline__ T apply(T a, T b, T c, T p0, T p1) {
       return divide_by_large(a, one + exp(k2 * fma(c3 * a, a * a, a)));
     }
     case OP_GELU_ERF: return half * a * (one + erf(a * T(0.7071067811865476)));
-    case OP_SIGMOID: return divide_by_large(one, one + exp(-a));
+    case OP_SIGMOID: {   // e = exp(-|a|) in (0, 1]: the divisor stays in [1, 2], never past float's range
+      const T e = exp(-fabs(a));
+      return divide_by_large(a >= zero ? one : e, one + e);
+    }
     case OP_TANH: return tanh(a);
     case OP_SOFTPLUS:                                    // log(1 + e^a) without overflow
       return (a > zero ? a : zero) + log1p_unit(exp(-fabs(a)));
-    case OP_SILU: return divide_by_large(a, one + exp(-a));
+    case OP_SILU: {      // a sigmoid(a), the same way (a / (1 + exp(-a)) loses a < -87 to 0)
+      const T e = exp(-fabs(a));
+      return divide_by_large(a >= zero ? a : a * e, one + e);
+    }
   }
   return a;
 }

@@ -28,7 +28,7 @@ static const ErrorText kErrors[] = {
     E(cudaErrorTextureNotBound, "cannot fetch from a texture that is not bound"),
     E(cudaErrorSynchronizationError, "incorrect use of __syncthreads()"),
     E(cudaErrorInvalidFilterSetting, "linear filtering not supported for non-float type"),
-    E(cudaErrorInvalidNormSetting, "read as normalized float not supported for 32-bit non float type"),
+    E(cudaErrorInvalidNormSetting, "read as normalized float not supported for data type"),
     E(cudaErrorMixedDeviceExecution, "device emulation mode and device execution mode cannot be mixed"),
     E(cudaErrorNotYetImplemented, "feature not yet implemented"),
     E(cudaErrorMemoryValueTooLarge, "memory size or pointer value too large to fit in 32 bit"),
@@ -80,7 +80,7 @@ static const ErrorText kErrors[] = {
     E(cudaErrorUnsupportedPtxVersion, "the provided PTX was compiled with an unsupported toolchain."),
     E(cudaErrorJitCompilationDisabled, "PTX JIT compilation was disabled"),
     E(cudaErrorUnsupportedExecAffinity, "the provided execution affinity is not supported"),
-    E(cudaErrorUnsupportedDevSideSync, "cudaDeviceSynchronize is not supported on this device"),
+    E(cudaErrorUnsupportedDevSideSync, "the provided PTX contains unsupported call to cudaDeviceSynchronize"),
     E(cudaErrorInvalidSource, "device kernel image is invalid"),
     E(cudaErrorFileNotFound, "file not found"),
     E(cudaErrorSharedObjectSymbolNotFound, "shared object symbol not found"),
@@ -122,10 +122,10 @@ static const ErrorText kErrors[] = {
     E(cudaErrorMpsMaxConnectionsReached, "the hardware resources required to support device connections "
                                          "have been exhausted"),
     E(cudaErrorMpsClientTerminated, "the MPS client has been terminated by the server"),
-    E(cudaErrorCdpNotSupported, "the module is using CUDA Dynamic Parallelism, but the current configuration, "
+    E(cudaErrorCdpNotSupported, "is using CUDA Dynamic Parallelism, but the current configuration, "
                                 "like MPS, does not support it"),
-    E(cudaErrorCdpVersionMismatch, "the module uses CUDA Dynamic Parallelism, which is not supported in this "
-                                   "runtime"),
+    E(cudaErrorCdpVersionMismatch, "unsupported interaction between different versions of CUDA Dynamic "
+                                   "Parallelism"),
     E(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing"),
     E(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture"),
     E(cudaErrorStreamCaptureMerge, "operation would result in a merge of separate capture sequences"),
