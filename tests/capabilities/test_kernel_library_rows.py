@@ -34,8 +34,11 @@ def _all_ops(x, rng):
 
 
 def _check(name, args, variant):
+    """``name`` over ``args`` against NumPy, run by ``variant`` (cross-entropy, a
+    read-only stream, always takes the register kernel)."""
     got = wb.to_host(getattr(wb.kernels, name)(*device_args(args)))
-    assert wb.kernels.last_variant(name) == variant, name
+    expected = REGISTERS if name == "cross_entropy" and variant == STAGED else variant
+    assert wb.kernels.last_variant(name) == expected, name
     rtol, atol = TOLERANCE[args[0].dtype.type]
     compare_arrays(got, SPECS[name].reference(*args), rtol=rtol, atol=atol,
                    what=f"{name} {args[0].shape} {args[0].dtype}")
@@ -46,8 +49,7 @@ def _check(name, args, variant):
     (4096, np.float32, 40_000),    # (256, 4), 2 stages
     (6000, np.float32, None),      # (256, 8), a part-filled last column of vectors
     (8200, np.float32, 70_000),    # (512, 8), 2 stages
-    (16388, np.float32, 70_000),   # (512, 16), 1 stage: the row after waits on the same one
-    (32768, np.float32, None),     # (512, 16), 1 stage
+    (16384, np.float32, 70_000),   # (512, 8), 1 stage: the row after waits on the same one
     (1026, np.float64, None),      # doubles: 513 vectors, 8 stages
     (8192, np.float64, 140_000),   # (512, 8), 2 stages
 ])
@@ -74,8 +76,8 @@ def test_staged_rows_with_fewer_rows_than_blocks(backend):
 
 def test_rows_the_staged_kernel_does_not_take(backend):
     """Unaligned rows (a view one float into an allocation), widths that are no
-    whole number of 16-byte vectors, and rows of 2048 floats or fewer run the
-    register kernel, with the same results."""
+    whole number of 16-byte vectors, rows of 2048 floats or fewer and rows of more
+    than 16384 floats run the register kernel, with the same results."""
     rng = np.random.default_rng(12)
     flat = wb.to_device((rng.standard_normal(5 * 4096 + 1) * 3).astype(np.float32))
     x = flat[1:].reshape(5, 4096)
@@ -83,7 +85,7 @@ def test_rows_the_staged_kernel_does_not_take(backend):
     assert wb.kernels.last_variant("softmax") == REGISTERS
     compare_arrays(got, SPECS["softmax"].reference(wb.to_host(x)), rtol=1e-4, atol=1e-6,
                    what="softmax, unaligned rows")
-    for cols in (4097, 2048):
+    for cols in (4097, 2048, 16388, 32768):
         x = (rng.standard_normal((4, cols)) * 3).astype(np.float32)
         for name, args in _all_ops(x, rng):
             _check(name, args, REGISTERS)
@@ -132,8 +134,9 @@ def test_staged_layouts_of_the_benchmark_widths():
     assert rowwise.staged_layout(4096, np.float32) == (256, 4, 2, 6)
     assert rowwise.staged_layout(8192, np.float32) == (256, 8, 2, 3)
     assert rowwise.staged_layout(16384, np.float32) == (512, 8, 1, 3)
-    assert rowwise.staged_layout(32768, np.float32) == (512, 16, 1, 1)
-    assert rowwise.staged_layout(16384, np.float64) == (512, 16, 1, 1)
+    assert rowwise.staged_layout(8192, np.float64) == (512, 8, 1, 3)
+    assert rowwise.staged_layout(32768, np.float32) is None    # the register kernel's
+    assert rowwise.staged_layout(16384, np.float64) is None
     assert rowwise.staged_layout(2048, np.float32) is None     # the register kernel's
     assert rowwise.staged_layout(4094, np.float32) is None     # not whole vectors
     assert rowwise.staged_layout(32772, np.float32) is None    # past the registers
@@ -151,7 +154,7 @@ def sm90_build():
 
 
 def test_staged_kernels_build_for_sm90_without_spills(sm90_build):
-    assert len(sm90_build.resources) == 32
+    assert len(sm90_build.resources) == 24
     for name, r in sm90_build.resources.items():
         assert r.local_bytes == 0, name
         assert r.registers <= 128, name   # two blocks of 256 or one of 512 threads an SM

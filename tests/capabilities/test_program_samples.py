@@ -6,6 +6,7 @@ include folder in the style of their ``Common/``: ``helper_check.h`` defines its
 helpers only when the runtime headers' include guards are defined, as ``helper_cuda.h``
 does. ``benchmarks/cuda_samples.py`` runs the samples themselves."""
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -100,12 +101,15 @@ def _bf16(x):
     return bits.astype(np.uint32).view(np.float32)
 
 
-def test_half2_and_bfloat16_constructors_and_operators_nvcc_accepts():
-    out = run("half_types.cu").stdout.splitlines()
+@pytest.mark.parametrize("offset", [4.0, 3.3])
+def test_half2_and_bfloat16_constructors_and_operators_nvcc_accepts(offset):
+    """Each operation rounds to half (bfloat16) as it goes; at offset 3.3 every step rounds."""
+    out = wb.program(files={"half_types.cu": (DATA / "half_types.cu").read_text()},
+                     options=f"-DOFFSET={offset}f", backend="simulator", echo=False).stdout.splitlines()
     assert out[0] == "no error"
     got = np.array([[float(v) for v in line.split()[1:]] for line in out[1:]], dtype=np.float32)
     i = np.arange(64)
-    data = ((i * 37 % 64) / 8.0 - 3.3).astype(np.float32)
+    data = ((i * 37 % 64) / np.float32(8.0) - np.float32(offset)).astype(np.float32)
     a, b = data[:32], data[32:]
     h = np.float16
     lo, hi = h(a), h(b)
@@ -378,6 +382,23 @@ def test_the_samples_include_folder_option_relative_to_the_current_folder(monkey
     again = wb.programs.build_program(files={"profiler.cu": (DATA / "profiler.cu").read_text()}, options="-I common",
                              backend="simulator")
     assert first.stdout.endswith("sum 992\n") and again.cache_hit
+
+
+@needs_nvcc
+def test_every_error_string_is_the_toolkit_runtimes(tmp_path):
+    """cudaGetErrorName/String of every code the simulator's runtime knows, against the
+    toolkit's own libcudart (they need no device: this runs without a GPU)."""
+    table = (Path(program_source.__file__).parent / "program_runtime" / "cudart_errors.cpp").read_text()
+    codes = sorted(set(re.findall(r"\bE\((cuda\w+)", table)))
+    assert len(codes) > 100
+    source = ("#include <cstdio>\n#include <cuda_runtime.h>\nint main() {\n"
+              + "".join(f'  printf("%d %s: %s\\n", (int){c}, cudaGetErrorName({c}), cudaGetErrorString({c}));\n'
+                        for c in codes) + "  return 0;\n}\n")
+    (tmp_path / "errors.cu").write_text(source)
+    subprocess.run([find_nvcc(), "-o", str(tmp_path / "errors"), str(tmp_path / "errors.cu")], check=True,
+                   capture_output=True)
+    toolkit = subprocess.run([str(tmp_path / "errors")], check=True, capture_output=True, text=True).stdout
+    assert sim_source(source).stdout.splitlines() == toolkit.splitlines()
 
 
 # -- on a GPU: the same programs through nvcc print the same lines -------------------------------------

@@ -12,14 +12,15 @@
 // between two sets from one row to the next, so no second barrier guards their reuse.
 //
 // Three kernels, chosen by the host (rowwise.py):
-//  * rowwise_staged_kernel: rows of 2k to 32k floats (1k to 16k doubles) on whole
+//  * rowwise_staged_kernel: rows of 2k to 16k floats (1k to 8k doubles) on whole
 //    16-byte vectors, on Hopper and later GPUs (and on the simulator, which imitates
 //    the copies). A persistent grid; each block streams its rows through a ring of
 //    shared-memory stages filled by the copy engine (below), so that the next rows'
 //    reads are always in flight while this row is reduced and written.
 //  * rowwise_kernel: rows of up to 32k floats read straight into registers: a warp a
 //    row up to 1024 floats, a block of 256 or 512 threads beyond (where the staged
-//    kernel cannot run: unaligned rows, GPUs before Hopper).
+//    kernel cannot run or was measured slower: unaligned rows, GPUs before Hopper,
+//    rows of 2k or of more than 16k floats, cross-entropy).
 //  * softmax_kernel, layer_norm_kernel, cross_entropy_kernel: longer rows, a block a
 //    row, two reads (online softmax; layer norm from sums of x - x[0]).
 
