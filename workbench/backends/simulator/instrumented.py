@@ -428,19 +428,20 @@ def parse_reply(reply: bytes, lib: InstrumentedLibrary, kernel: str, grid, block
 
 
 # -- counting the launches of a block of code ---------------------------------------
-class Counting:
-    """The backend's launch observer while :func:`count_launches` is active:
-    launches of kernels whose name matches, after ``skip`` of them and up to
-    ``count``, run instrumented and their counts go to ``launches``."""
+class SelectedLaunches:
+    """A launch observer that takes the launches of kernels whose name matches
+    ``kernel``, after ``skip`` of them and up to ``count``: each is run by
+    :meth:`take` (a subclass's) and its result goes to ``launches``."""
 
-    def __init__(self, backend, kernel: str | None, skip: int, count: int | None,
-                 max_blocks: int | None):
+    def __init__(self, backend, kernel: str | None, skip: int, count: int | None):
         self.backend = backend
         self.match = _name_matcher(kernel)
         self.skip = int(skip)
         self.count = count
-        self.max_blocks = max_blocks
-        self.launches: list[LaunchCounts] = []
+        self.launches: list = []
+
+    def take(self, function, grid, block, shared_mem, arguments, cooperative):
+        raise NotImplementedError
 
     def __call__(self, function, grid, block, shared_mem, arguments, cooperative) -> bool:
         if not self.match(function.name):
@@ -450,9 +451,22 @@ class Counting:
             return False
         if self.count is not None and len(self.launches) >= self.count:
             return False
-        self.launches.append(launch(self.backend, function, grid, block, shared_mem, arguments,
-                                    cooperative, self.max_blocks))
+        self.launches.append(self.take(function, grid, block, shared_mem, arguments, cooperative))
         return True
+
+
+class Counting(SelectedLaunches):
+    """The backend's launch observer while :func:`count_launches` is active: the
+    launches it selects run instrumented and their counts go to ``launches``."""
+
+    def __init__(self, backend, kernel: str | None, skip: int, count: int | None,
+                 max_blocks: int | None):
+        super().__init__(backend, kernel, skip, count)
+        self.max_blocks = max_blocks
+
+    def take(self, function, grid, block, shared_mem, arguments, cooperative) -> LaunchCounts:
+        return launch(self.backend, function, grid, block, shared_mem, arguments, cooperative,
+                      self.max_blocks)
 
 
 def _name_matcher(kernel: str | None):

@@ -267,29 +267,18 @@ def _space(address, arena) -> str:
 
 
 # -- sanitizing the launches of a block of code ---------------------------------------------
-class Sanitizing:
+class Sanitizing(instrumented.SelectedLaunches):
     """The backend's launch observer while :func:`sanitize_launches` is
-    active (see :class:`.instrumented.Counting`)."""
+    active: the launches it selects run under ``tool``, their findings go to
+    ``launches``."""
 
     def __init__(self, backend, tool: str, kernel, skip: int, count):
-        self.backend = backend
+        super().__init__(backend, kernel, skip, count)
         self.tool = tool
-        self.match = instrumented._name_matcher(kernel)
-        self.skip = int(skip)
-        self.count = count
-        self.launches: list[LaunchFindings] = []
 
-    def __call__(self, function, grid, block, shared_mem, arguments, cooperative) -> bool:
-        if not self.match(function.name):
-            return False
-        if self.skip > 0:
-            self.skip -= 1
-            return False
-        if self.count is not None and len(self.launches) >= self.count:
-            return False
-        self.launches.append(launch(self.backend, function, grid, block, shared_mem, arguments,
-                                    cooperative, self.tool))
-        return True
+    def take(self, function, grid, block, shared_mem, arguments, cooperative) -> LaunchFindings:
+        return launch(self.backend, function, grid, block, shared_mem, arguments, cooperative,
+                      self.tool)
 
 
 @contextlib.contextmanager
