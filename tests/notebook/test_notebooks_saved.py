@@ -18,6 +18,11 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 #: roofline and speedup plots and a highlighted source) is ~350 KiB.
 MAX_BYTES = 400 * 1024
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+#: The cell tags nbval reads (``nbval/plugin.py``): a notebook's test directives
+#: live there, out of the code a reader sees.
+NBVAL_TAGS = {"nbval-ignore-output", "nbval-check-output", "nbval-skip", "raises-exception"}
+#: What a stored output must not show: this machine's folders.
+LOCAL_PATH = re.compile(r"(/work/|/tmp/|/home/|/Users/|site-packages)")
 
 
 def _outputs(path):
@@ -42,6 +47,32 @@ def test_saved_outputs_read_without_a_kernel(path):
         plain = _text(data.get("text/plain", "")) + _text(output.get("text", ""))
         assert "children=(" not in plain, f"{where}: a widget's raw repr: {plain[:80]}"
         assert "%|" not in plain, f"{where}: a frozen progress bar: {plain[:80]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_test_directives_are_cell_tags_not_comments(path):
+    nb = json.loads(path.read_text())
+    tagged = 0
+    for index, cell in enumerate(nb["cells"]):
+        where = f"{path.name} cell {index}"
+        source = _text(cell["source"])
+        assert "NBVAL" not in source, f"{where}: an nbval directive in the text; make it a cell tag"
+        assert "nbval" not in source.lower() or cell["cell_type"] == "code", \
+            f"{where}: the prose talks about the test harness"
+        tags = cell.get("metadata", {}).get("tags", [])
+        odd = [t for t in tags if (t.startswith("nbval") or "exception" in t) and t not in NBVAL_TAGS]
+        assert not odd, f"{where}: tags nbval does not read: {odd}"
+        tagged += bool(set(tags) & NBVAL_TAGS)
+    assert tagged, f"{path.name}: no cell tagged (its setup cell's output, at least, depends on the machine)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_saved_outputs_show_no_local_paths(path):
+    for index, output in _outputs(path):
+        text = (_text(output.get("text", "")) + _text(output.get("data", {}).get("text/plain", ""))
+                + "\n".join(output.get("traceback", [])))
+        found = LOCAL_PATH.search(text)
+        assert not found, f"{path.name} cell {index}: a local path in a stored output: {text[max(0, found.start() - 60):found.end() + 40]!r}"
 
 
 def test_the_notebooks_found_are_those_the_readme_names():
