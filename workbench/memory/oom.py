@@ -87,8 +87,10 @@ def out_of_memory_error(requested_bytes: int | None,
                     "removes it")
     lines.append("What to do:")
     lines += [f"  - {item}" for item in todo]
-    if cause is not None:
-        lines.append(f"(from {type(cause).__module__}.{type(cause).__name__}: {cause})")
+    if cause is not None:   # the backend's own words; a foreign library's error also by name
+        origin = "" if type(cause).__module__.startswith("workbench") else \
+            f"{type(cause).__module__}.{type(cause).__name__}: "
+        lines.append(f"(the backend said: {origin}{cause})")
     return OutOfMemoryError("\n".join(lines), requested=requested_bytes)
 
 
