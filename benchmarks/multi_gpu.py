@@ -98,11 +98,17 @@ def tunes(simulated: bool, device_count: int, space: dict) -> list[list]:
             start = time.perf_counter()
             results[n] = wb.tune(SPIN, args, client=client, **MEASURE, **options)
             walls[n] = time.perf_counter() - start
+    def outcome(result):
+        return {tuple(sorted(r["config"].items())): r["status"] for r in result.rows}
+
     one = results[1]
-    outcome = [(tuple(sorted(r["config"].items())), r["status"]) for r in one.rows]
     rows = []
     for n in walls:
-        same = [(tuple(sorted(r["config"].items())), r["status"]) for r in results[n].rows] == outcome
+        here = outcome(results[n])
+        differ = {k: (v, here.get(k)) for k, v in outcome(one).items() if here.get(k) != v}
+        same = not differ and len(results[n].rows) == len(one.rows)
+        if differ:   # which, and how: (on one device, on n)
+            print(f"{n} devices: {len(differ)} configurations differ, e.g. {next(iter(differ.items()))}")
         ratio = walls[n] / walls[1]
         target = 0.3 if n == 4 else 1.0 / n + 0.1 if n > 1 else None
         verdict = "" if simulated or target is None else ("PASS" if ratio <= target and same else "MISS")

@@ -9,7 +9,7 @@
 #   gpu/run.sh notebooks [-k EXPR]    every notebook under nbval, on the GPU              ~4 min
 #   gpu/run.sh bench [NAME...]        the benchmarks with GPU targets, or those NAMEd:
 #                                     launch_overhead cell_turnaround memory rings bench_accuracy
-#                                     kernel_library streams python_kernels tuning occupancy_check
+#                                     kernel_library streams python_kernels tuning occupancy_check multi_gpu
 #                                     (rings also with WORKBENCH_NATIVE_WORDS=0 and --host-only,
 #                                     bench_accuracy also timed by events)         ~13 min for all
 #   gpu/run.sh all [-k EXPR]          the three, one after the other                     ~21 min
@@ -73,7 +73,7 @@ BENCHMARKS=(
     "rings|30||--host-only" "rings|30|WORKBENCH_NATIVE_WORDS=0|--host-only"
     "bench_accuracy|120||" "bench_accuracy|100|WORKBENCH_TIMING=events|"
     "kernel_library|480||--max-time 0.3"
-    "streams|120||" "python_kernels|150||" "tuning|180||" "occupancy_check|120||"
+    "streams|120||" "python_kernels|150||" "tuning|180||" "occupancy_check|120||" "multi_gpu|200||"
 )
 
 usage() {

@@ -139,6 +139,21 @@ def test_a_failed_assert_is_sticky_and_the_program_goes_on():
     assert sorted(failed) == [("1", "29"), ("1", "30"), ("1", "31")]  # every failing thread, once
 
 
+def test_after_an_assert_a_null_out_pointer_is_still_an_invalid_value():
+    """As on an H200: cudaMalloc checks its out-pointer before it answers with the sticky error."""
+    source = r"""#include <cassert>
+    #include <cstdio>
+    __global__ void k() { assert(threadIdx.x != 3); }
+    int main() {
+        k<<<1, 8>>>();
+        cudaDeviceSynchronize();
+        void* p;
+        printf("%s %s\n", cudaGetErrorName(cudaMalloc((void**)nullptr, 4)), cudaGetErrorName(cudaMalloc(&p, 4)));
+        return 0;
+    }"""
+    assert sim_source(source).stdout == "cudaErrorInvalidValue cudaErrorAssert\n"
+
+
 def test_an_assert_that_is_not_checked_leaves_the_exit_code_alone():
     source = r"""#include <cassert>
     #include <cstdio>

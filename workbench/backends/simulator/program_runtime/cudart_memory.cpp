@@ -169,7 +169,10 @@ bool device_free(void* p) {
 }
 
 extern "C" cudaError_t cudaMalloc(void** ptr, size_t size) {
-    API_ENTER();
+    ApiLock held = start();
+    // a GPU refuses a NULL out-pointer before it answers with a sticky error
+    if (!ptr) return fail(cudaErrorInvalidValue, "cudaMalloc: the pointer to store the address in is NULL");
+    if (g_sticky != cudaSuccess) return fail(g_sticky);
     return heap_alloc(g_device, ptr, size, "cudaMalloc");
 }
 extern "C" cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int flags) {
