@@ -19,7 +19,10 @@ class Runner:
         if client is not None:
             self.pool = Pool(client, timeout=timeout)
             self.workers = self.pool.n_workers
-            self.capacity = self.pool.n_measure
+            # two a measuring worker: the next configuration waits on the worker while one
+            # is measured, so the round trips to the scheduler and back to the tuner for the
+            # next never leave a GPU idle (a worker runs one measurement at a time)
+            self.capacity = 2 * self.pool.n_measure
 
     @property
     def resubmitted(self) -> int:
