@@ -7,6 +7,7 @@ import uuid
 from typing import Any, Callable, Mapping, Sequence
 
 from ..core.adapters import as_launchable
+from ..errors import ArgumentValueError
 from ..present.frames import readable
 from ..present.tables import pandas
 from ..runtime.session import backend as active_backend
@@ -227,7 +228,7 @@ def _as_list(values, what: str) -> list:
         raise ValueError(f"{what} must be a list of values, got {values!r}")
     out = list(values)
     if not out:
-        raise ValueError(f"{what} is empty; give at least one value")
+        raise ArgumentValueError(f"{what} is empty; give at least one value")
     return out
 
 

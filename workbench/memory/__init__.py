@@ -14,6 +14,7 @@ and :func:`empty_cache` returns the cache to the device.
 from __future__ import annotations
 
 from ..core.transfers import advise, prefetch  # managed memory's hints: wb.memory.advise
+from ..errors import ArgumentValueError
 from ..present.units import parse_size
 from ..runtime.session import active_backend_or_none as _active_backend_or_none
 from ..runtime.session import backend as _backend
@@ -90,7 +91,8 @@ def set_limit(bytes=None, fraction=None):  # noqa: A002 (the documented name)
     if fraction is not None:
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
                 or not 0 <= fraction <= 1:
-            raise ValueError(f"set_limit(fraction=...) takes a number from 0 to 1, got {fraction!r}")
+            raise ArgumentValueError(
+                f"set_limit(fraction=...) takes a number from 0 to 1, got {fraction!r}")
         fraction = float(fraction)
     backend = _backend()
     pool.set_limit(backend, nbytes, fraction)
