@@ -239,9 +239,11 @@ class SimulatorKernels(Kernels):
                             handle, function.symbol, grid, block, shared_mem, self.timeout_s)
                     reply = worker.request(Op.LAUNCH, prefix + arguments + request_tail(
                         self._arena, checked, cooperative, seed=seed), timeout=self.timeout_s,
-                        what=f"kernel {function.name}")
+                        what=function.waited_on)
                     break
-                except KeyboardInterrupt:  # (the worker, out of step, was ended: arrays stay)
+                except KeyboardInterrupt:
+                    if not worker.ended_by_interrupt:
+                        raise  # (outside a request: the worker runs on, nothing to say of it)
                     raise Interrupted(
                         f"{function.name}<<<{_dims(grid)}, {_dims(block)}>>> stopped after "
                         f"{time.monotonic() - started:.1f} s: the simulator's worker running it "

@@ -17,7 +17,7 @@ from .worker import Worker, WorkerDied, WorkerError, WorkerGone
 class SimFunction:
     """A launchable kernel of a :class:`SimModule`."""
 
-    __slots__ = ("module", "name", "symbol", "requests")
+    __slots__ = ("module", "name", "symbol", "requests", "waited_on")
 
     def __init__(self, module: "SimModule", name: str, symbol: str):
         self.module = module
@@ -26,6 +26,8 @@ class SimFunction:
         #: The start of its launch requests, per (library handle, grid, block,
         #: shared bytes, time limit): see :func:`.launch.request_prefix`.
         self.requests: dict = {}
+        #: What a launch of it that runs for seconds is shown as (made once, not per launch).
+        self.waited_on = f"kernel {name}"
 
     def __repr__(self) -> str:
         return f"<simulator kernel {self.name}{' (checked)' if self.module.checked else ''}>"
