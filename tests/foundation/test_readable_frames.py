@@ -101,6 +101,23 @@ def test_shorten_cuts_between_words(width):
     assert shorten(text, 200) == text
 
 
+@pytest.mark.parametrize("width", [8, 20, 40])
+def test_a_first_word_longer_than_the_width_is_cut_within_it(width):
+    text = "checked_reduction_kernel_over_rows_and_columns(x, y, n) + more"
+    out = shorten(text, width)
+    assert len(out) == width and out.endswith(" …")
+    assert text.startswith(out[:-2])
+
+
+def test_a_rings_error_gist_is_cut_at_a_word():
+    from workbench.rings.watchdog import _gist
+    words = "handler faulted while the ring was draining its queue " * 8
+    gist = _gist(RuntimeError(words))
+    kept = gist.removeprefix("RuntimeError: ")
+    assert len(kept) <= 200 and kept.endswith(" …")
+    assert words.startswith(kept[:-2]) and words[len(kept) - 2] == " "
+
+
 def test_shown_column_leaves_text_and_counts_alone():
     assert shown_column("size", pd.Series([256, 1024]))[1] == [256, 1024]  # as pandas shows them
     assert shown_column("status", pd.Series(["ok", "launch"]))[1] == ["ok", "launch"]
