@@ -14,9 +14,9 @@ import numpy as np
 
 from ..present.figures import figure_axes, legend_outside
 from ..present.tables import pandas
+from ..present.units import time_unit, times_unit
 from . import history
 from .ceilings import ceilings as measured_ceilings
-from .result import time_unit
 
 _Y_COLUMNS = {"time": "median_s", "bandwidth": "gbps", "gbps": "gbps",
               "gflops": "gflops", "compute": "gflops"}
@@ -107,7 +107,7 @@ def plot_sweep(table, y: str = "time", *, x: str | None = None, by=None, ax=None
     fig, ax = figure_axes(ax)
     scale, ylabel = 1.0, _Y_LABELS.get(column, column)
     if column == "median_s":
-        unit, scale = time_unit(float(np.nanmax(table["median_s"])))
+        unit, scale = times_unit(table["median_s"])
         ylabel = f"median time ({unit})"
     for label, sub in _series(table, x, _series_keys(table, x, by)):
         xs = sub[x].to_numpy()

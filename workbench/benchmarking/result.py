@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..present.tables import html_fields, pandas, plain_value
-from ..present.units import time_unit  # noqa: F401  (plots.py's too)
+from ..present.units import time_unit
 from .ceiling_figures import Ceilings
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from .na import NA, is_na
 from .tables import pandas, shorten
-from .units import time_unit
+from .units import times_unit
 
 MISSING = str(NA)
 #: Time columns whose values are milliseconds since the epoch: shown as clock times.
@@ -87,9 +87,7 @@ def _number(x: float) -> str:
 
 def _seconds_column(values: list) -> tuple[str, list[str]]:
     """Seconds as text in the column's unit (from its median), and the unit."""
-    finite = sorted(abs(float(v)) for v in values if not _missing(v) and float(v) != 0
-                    and math.isfinite(float(v)))
-    unit, scale = time_unit(finite[len(finite) // 2]) if finite else ("s", 1.0)
+    unit, scale = times_unit(v for v in values if not _missing(v))
     return unit, [MISSING if _missing(v) else _number(float(v) / scale) for v in values]
 
 

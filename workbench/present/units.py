@@ -4,6 +4,7 @@ Missing values are :data:`workbench.present.na.NA` (prints as ``N/A``).
 """
 from __future__ import annotations
 
+import math
 import operator
 import re
 
@@ -46,6 +47,15 @@ def time_unit(seconds: float) -> tuple[str, float]:
         if abs(seconds) >= scale:
             return unit, scale
     return "ns", 1e-9
+
+
+def times_unit(seconds) -> tuple[str, float]:
+    """The unit of a column or axis of times, the one rule every table,
+    panel and plot follows: :func:`time_unit` of the median of the finite,
+    non-zero values (``("s", 1.0)`` when there is none)."""
+    finite = sorted(abs(float(v)) for v in seconds
+                    if not is_na(v) and float(v) != 0 and math.isfinite(float(v)))
+    return time_unit(finite[len(finite) // 2]) if finite else ("s", 1.0)
 
 
 def format_fraction(x) -> str:
