@@ -126,3 +126,29 @@ def test_shown_column_leaves_text_and_counts_alone():
 def test_small_and_large_rates_are_written_without_an_exponent():
     view, _ = readable(pd.DataFrame({"gbps": [7.363e-05, 0.1763, 1234.56, 3.0]}))._wb_view()
     assert list(view["gbps"]) == ["0.00007363", "0.1763", "1,235", "3"]
+
+
+def test_a_long_frame_formats_only_the_rows_pandas_shows(monkeypatch):
+    from workbench.present import frames
+    rng = np.random.default_rng(11)
+    n = 5000
+    median = rng.uniform(2e-6, 9e-6, n)
+    median[n // 2] = 7.5                 # an outlier in the rows left out: the unit stays µs
+    df = pd.DataFrame({"name": [f"k{i}" for i in range(n)], "median_s": median,
+                       "gbps": rng.uniform(0, 900, n), "size": np.arange(n)})
+    shown = readable(df)
+    everything, _ = shown._wb_view()
+    with pd.option_context("display.max_rows", n + 1):   # (every row shown: every row formatted)
+        full = repr(shown)
+    formatted = []
+    real_number = frames._number
+    monkeypatch.setattr(frames, "_number", lambda x: formatted.append(x) or real_number(x))
+    text = repr(shown)
+    assert "median (µs)" in text and f"[{n} rows x 4 columns]" in text
+    assert len(formatted) <= 2 * pd.get_option("display.max_rows")
+    lines = [line.split() for line in text.splitlines()]
+    full_lines = [line.split() for line in full.splitlines()]
+    head = pd.get_option("display.min_rows") // 2
+    assert lines[1:1 + head] == full_lines[1:1 + head]             # the same first rows ...
+    assert lines[-2 - head:-2] == full_lines[-head:]                # ... and last rows
+    assert "median (µs)" in everything.columns

@@ -52,10 +52,16 @@ def time_unit(seconds: float) -> tuple[str, float]:
 def times_unit(seconds) -> tuple[str, float]:
     """The unit of a column or axis of times, the one rule every table,
     panel and plot follows: :func:`time_unit` of the median of the finite,
-    non-zero values (``("s", 1.0)`` when there is none)."""
-    finite = sorted(abs(float(v)) for v in seconds
-                    if not is_na(v) and float(v) != 0 and math.isfinite(float(v)))
-    return time_unit(finite[len(finite) // 2]) if finite else ("s", 1.0)
+    non-zero values (``("s", 1.0)`` when there is none). ``seconds``: any
+    iterable, a float array the fastest."""
+    import numpy as np  # (lazy: the units of one value need no NumPy)
+    if not (isinstance(seconds, np.ndarray) and seconds.dtype.kind == "f"):
+        seconds = np.array([math.nan if is_na(v) else float(v) for v in seconds], dtype=float)
+    finite = np.abs(seconds[np.isfinite(seconds) & (seconds != 0)])
+    if not finite.size:
+        return "s", 1.0
+    middle = len(finite) // 2
+    return time_unit(float(np.partition(finite, middle)[middle]))
 
 
 def format_fraction(x) -> str:
