@@ -224,7 +224,6 @@ class SimulatorKernels(Kernels):
         checked = module.checked
         with self.lock:
             worker = self._workers.get(checked) or self._worker_for(checked)
-            started = time.monotonic()
             for attempt in (1, 2):
                 try:
                     handle = worker.libraries.get(module.path)
@@ -242,11 +241,12 @@ class SimulatorKernels(Kernels):
                         what=function.waited_on)
                     break
                 except KeyboardInterrupt:
-                    if not worker.ended_by_interrupt:
+                    ran_s, worker.interrupted_after_s = worker.interrupted_after_s, None
+                    if ran_s is None:
                         raise  # (outside a request: the worker runs on, nothing to say of it)
                     raise Interrupted(
                         f"{function.name}<<<{_dims(grid)}, {_dims(block)}>>> stopped after "
-                        f"{time.monotonic() - started:.1f} s: the simulator's worker running it "
+                        f"{ran_s:.1f} s: the simulator's worker running it "
                         f"was ended (a new one starts with the next launch); device arrays are "
                         f"intact, with what the kernel wrote before it stopped") from None
                 except WorkerDied as died:

@@ -87,8 +87,9 @@ class Worker:
         self._spin_s = REPLY_SPIN_US / 1e6 if len(os.sched_getaffinity(0)) > 1 else 0.0
         self.libraries: dict[str, int] = {}   # library path -> handle in this worker
         self.threads = 0                      # OS threads running blocks (from the first reply)
-        #: Whether Ctrl-C during a request ended this worker (until a new one starts).
-        self.ended_by_interrupt = False
+        #: Seconds the request had run when Ctrl-C during it ended this worker;
+        #: None when it was not ended so (until a new one starts).
+        self.interrupted_after_s: float | None = None
         #: One request and its reply at a time: the pipe is one channel, so
         #: requests from several Python threads take turns (held by callers
         #: that need several requests in a row, e.g. load then launch).
@@ -99,7 +100,7 @@ class Worker:
         return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> None:
-        self.ended_by_interrupt = False
+        self.interrupted_after_s = None
         exe = str(self._executable_factory())
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -186,6 +187,7 @@ class Worker:
         if self._proc is None:
             self.start()
         msg = _HEAD.pack(op, len(payload)) + payload
+        started = time.monotonic()
         # From the first byte written to the last byte of the reply read, an
         # interruption (KeyboardInterrupt...) leaves the worker out of step with
         # us (a request half written, or a reply nobody reads): end it.
@@ -204,11 +206,11 @@ class Worker:
             except OSError:
                 self._died(False)
             status, data = self._read_reply(DEFAULT_TIMEOUT if timeout is None else timeout,
-                                            what)
+                                            what, started)
         except (WorkerDied, WorkerGone):
             raise
         except BaseException as exc:
-            self._abandon(interrupted=isinstance(exc, KeyboardInterrupt))
+            self._abandon(started if isinstance(exc, KeyboardInterrupt) else None)
             raise
         if status != 0:
             raise WorkerError(data.decode("utf-8", "replace"))
@@ -217,12 +219,13 @@ class Worker:
     def _reply(self, timeout: float) -> tuple[int, bytes]:
         """The next reply. Interrupted (KeyboardInterrupt...) with the reply
         still to come, this worker is out of step with us: end it."""
+        started = time.monotonic()
         try:
-            return self._read_reply(timeout)
+            return self._read_reply(timeout, started=started)
         except WorkerDied:
             raise
         except BaseException as exc:
-            self._abandon(interrupted=isinstance(exc, KeyboardInterrupt))
+            self._abandon(started if isinstance(exc, KeyboardInterrupt) else None)
             raise
 
     def load(self, path: str) -> int:
@@ -241,16 +244,21 @@ class Worker:
         self.stop()
         self._returncode = proc.returncode if proc is not None else None
 
-    def _abandon(self, interrupted: bool = False) -> None:
+    def _abandon(self, interrupted_since: float | None = None) -> None:
         """End the worker without waiting for its reply (SIGKILL) and forget
         any fault record it left; the next request starts a new one.
-        ``interrupted``: by Ctrl-C (what :attr:`ended_by_interrupt` then says)."""
+        ``interrupted_since``: ended by Ctrl-C during a request sent then
+        (``time.monotonic()``; see :attr:`interrupted_after_s`)."""
         self.stop()
-        self.ended_by_interrupt = interrupted
+        if interrupted_since is not None:
+            self.interrupted_after_s = time.monotonic() - interrupted_since
         self._arena.clear_fault()
 
-    def _read_reply(self, timeout: float, what: str | None = None) -> tuple[int, bytes]:
-        started = time.monotonic()
+    def _read_reply(self, timeout: float, what: str | None = None,
+                    started: float | None = None) -> tuple[int, bytes]:
+        """The reply to a request sent at ``started`` (``time.monotonic()``; None: now)."""
+        if started is None:
+            started = time.monotonic()
         deadline = started + timeout + GRACE_SECONDS
         if what is None:
             self._wait_readable(deadline)
