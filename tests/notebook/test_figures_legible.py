@@ -99,3 +99,20 @@ def test_a_figure_the_user_passed_keeps_its_layout():
     ax.plot([1, 2], label="reserved (in use + cached)")
     legend_outside(ax)
     assert ax.get_position().x1 < 0.8     # (room made for the legend on its right)
+
+
+def test_a_speedup_chart_on_the_users_axes_keeps_their_layout():
+    import warnings
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from workbench.kernels.baselines import Baselines, plot_speedup
+    fig, (left, _) = plt.subplots(1, 2, layout="constrained")
+    engine = fig.get_layout_engine()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (matplotlib warns when a layout is replaced)
+        assert plot_speedup(Baselines([]), ax=left) is fig
+    assert fig.get_layout_engine() is engine
+    plt.close(fig)

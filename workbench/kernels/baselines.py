@@ -19,7 +19,7 @@ from ..benchmarking.plots import plot_roofline
 from ..benchmarking.result import SIMULATED_TIMES, BenchResult, format_seconds
 from ..benchmarking.timer import bench
 from ..core.arrays import to_device
-from ..present.figures import figure_axes
+from ..present.figures import figure_axes, lay_out_own
 from ..present.tables import html_table, pandas
 from .library import KernelSpec, specs
 
@@ -205,5 +205,5 @@ def plot_speedup(table: Baselines, *, ax=None, title: str | None = None):
     text = title or "wb.kernels speedups"
     ax.set_title(text + (f" [{SIMULATED_TIMES}]" if table.simulated else ""))
     ax.legend()
-    fig.tight_layout()
+    lay_out_own(fig)
     return fig

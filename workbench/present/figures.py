@@ -37,9 +37,15 @@ def legend_outside(ax, fontsize: int = 8, **kwargs):
     the layout they chose."""
     legend = ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1.0),
                        borderaxespad=0.0, **kwargs)
-    if getattr(ax.figure, "_workbench_made", False):
-        ax.figure.tight_layout()
+    lay_out_own(ax.figure)
     return legend
+
+
+def lay_out_own(fig) -> None:
+    """``fig`` laid out tightly if the workbench made it (:func:`figure_axes`);
+    a figure of the user's (``ax=``) keeps the layout they chose."""
+    if getattr(fig, "_workbench_made", False):
+        fig.tight_layout()
 
 
 def new_figure(figsize, dpi: int = 100):
