@@ -96,7 +96,7 @@ def _activity_fields(row: dict, total, memory_note: str | None = None) -> list[t
              "share of the last interval a kernel ran"),
             ("Launches per second", "—" if rate != rate else f"{rate:.1f}", ""),
             ("In use", format_bytes(row["in_use"]), "held by live device arrays"),
-            ("Cached", format_bytes(row["cached"]),
+            ("Cached", format_bytes(row.get("cached")),
              "kept by the pool for reuse: wb.memory.empty_cache() frees it"),
             ("Virtual device memory", format_bytes(total),
              f"the simulated GPU's size, {memory_note}" if memory_note else "the simulated GPU's size")]
