@@ -173,12 +173,18 @@ class ArgumentValueError(WorkbenchError, ValueError):
     which values it takes (``except ValueError`` catches it too)."""
 
 
-class NotInstantiated(WorkbenchError, KeyError):
-    """A template kernel indexed with an instantiation it was not compiled
-    for; the message says how to compile it (``except KeyError`` catches it too)."""
+class NameNotFound(WorkbenchError, KeyError):
+    """A name looked up that is not there (a kernel of a module, a check, a
+    memory kind...); the message says which there are (``except KeyError``
+    catches it too)."""
 
     def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
+        return str(self.args[0]) if self.args else ""  # (KeyError's own quotes the message)
+
+
+class NotInstantiated(NameNotFound):
+    """A template kernel indexed with an instantiation it was not compiled
+    for; the message says how to compile it."""
 
 
 class Interrupted(KeyboardInterrupt):

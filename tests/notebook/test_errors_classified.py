@@ -107,3 +107,20 @@ def test_pdb_opens_the_debugger_on_a_users_error(shell, capsys, monkeypatch):
     error, _ = run(shell, "scale(x, 64)", capsys)
     assert isinstance(error, wb.LaunchConfigError)
     assert opened, "%pdb did not open the debugger"
+
+
+@pytest.mark.parametrize("code, builtin, words", [
+    ("wb.bench(lambda: None, repeat=0)", ValueError, "give a positive number of timed calls"),
+    ("wb.sweep(lambda size: None)", ValueError, "sweep() needs sizes=[...]"),
+    ("wb.memory.leaks(since=-1)", ValueError, "takes a cell's execution count"),
+    ("wb.memory.tracking('yes')", TypeError, "tracking() takes True or False"),
+])
+def test_a_bad_argument_is_shown_as_its_message_and_is_still_the_builtin_error(
+        shell, capsys, code, builtin, words):
+    error, shown = run(shell, code, capsys)
+    assert isinstance(error, wb.WorkbenchError) and isinstance(error, builtin)
+    assert words in shown and code in shown, shown
+    assert tracebacks.PACKAGE_DIR not in shown, shown  # (no frame of the workbench's own)
+    error, shown = run(shell, f"try:\n    {code}\nexcept {builtin.__name__}:\n    caught = 1",
+                       capsys)
+    assert error is None and shell.user_ns["caught"] == 1

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ArgumentValueError
 from ..core.adapters import as_launchable
 from ..present.tables import html_table, pandas
 from ..runtime.session import backend as active_backend
@@ -116,7 +117,7 @@ def compare(a, b, *args, names: tuple[str, str] | None = None, check: bool = Tru
     if check:
         produced = select_output(out_a, inputs[0], output)
         if produced is None:
-            raise ValueError(f"{name_a} returned None, so there is nothing to compare; pass "
+            raise ArgumentValueError(f"{name_a} returned None, so there is nothing to compare; pass "
                              "output=<index of the argument both write> or check=False")
         bk.synchronize()
         reference = to_numpy(produced).copy()  # b may overwrite the same output array

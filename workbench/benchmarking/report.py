@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
-from ..errors import ArgumentTypeError
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..present.tables import html_table, pandas
 from ..runtime.session import backend as active_backend
 from . import history
@@ -180,6 +180,6 @@ def report(path=None, *, include_times: bool = True) -> Report:
         elif suffix in (".json", ""):
             rep.to_json(path)
         else:
-            raise ValueError(f"report({str(path)!r}): write .json (everything) or .csv "
+            raise ArgumentValueError(f"report({str(path)!r}): write .json (everything) or .csv "
                              "(the statistics table)")
     return rep

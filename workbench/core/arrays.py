@@ -58,7 +58,7 @@ def to_device(array):
             and host.dtype.itemsize == fields.itemsize:  # records another library hands over as
         host = host.view(fields)                         # bytes ("|V16"): their fields kept
     if host.dtype.kind not in "biufcV":
-        raise TypeError(f"wb.to_device takes numeric data; this is an array of dtype "
+        raise ArgumentTypeError(f"wb.to_device takes numeric data; this is an array of dtype "
                         f"{host.dtype} ({host.dtype.kind!r}); convert it with .astype(...)")
     _not_in_capture("to_device")
     try:  # logged as a copy (kind "copy", its bytes) on the current stream

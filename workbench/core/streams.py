@@ -166,7 +166,7 @@ def stream(s: Stream):
     without ``stream=`` go to ``s`` (its device becomes current for the block,
     as CUDA requires)."""
     if not isinstance(s, Stream):
-        raise TypeError(f"wb.stream() takes a wb.Stream, got {type(s).__name__}; "
+        raise ArgumentTypeError(f"wb.stream() takes a wb.Stream, got {type(s).__name__}; "
                         "make one with wb.Stream()")
     b = s.backend
     if b is not backend():

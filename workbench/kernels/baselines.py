@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from ..errors import ArgumentValueError
 from ..benchmarking import history
 from ..benchmarking.plots import plot_roofline
 from ..benchmarking.result import SIMULATED_TIMES, BenchResult, format_seconds
@@ -34,7 +35,7 @@ def device_args(args: tuple) -> tuple:
 def _spec(name: str) -> KernelSpec:
     found = specs()
     if name not in found:
-        raise ValueError(f"no kernel {name!r} in wb.kernels; wb.kernels.catalog() lists them "
+        raise ArgumentValueError(f"no kernel {name!r} in wb.kernels; wb.kernels.catalog() lists them "
                          f"({', '.join(sorted(found))})")
     return found[name]
 
@@ -75,7 +76,7 @@ def baseline(name: str, size: int = 1 << 20, dtype: str | None = None, *, cpu: b
     spec = _spec(name)
     dtype = dtype or spec.dtypes[0]
     if dtype not in spec.dtypes:
-        raise ValueError(f"wb.kernels.{name} takes {', '.join(spec.dtypes)}, not {dtype!r}")
+        raise ArgumentValueError(f"wb.kernels.{name} takes {', '.join(spec.dtypes)}, not {dtype!r}")
     args, elements = spec.example(int(size), dtype, np.random.default_rng(seed))
     moved = spec.bytes_for(dtype) * elements
     flops = spec.flops_per_element * elements

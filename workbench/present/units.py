@@ -8,6 +8,7 @@ import math
 import operator
 import re
 
+from ..errors import ArgumentValueError
 from .na import NA, is_na
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -77,20 +78,20 @@ def parse_size(text) -> int:
     is refused, not truncated). Raises ValueError saying how to write a size.
     """
     if isinstance(text, bool):
-        raise ValueError(f"not a size: {text!r}; {SIZE_HINT}")
+        raise ArgumentValueError(f"not a size: {text!r}; {SIZE_HINT}")
     try:
         number = operator.index(text)   # int, np.int64...
     except TypeError:
         pass
     else:
         if number < 0:
-            raise ValueError(f"a size must not be negative, got {number}; {SIZE_HINT}")
+            raise ArgumentValueError(f"a size must not be negative, got {number}; {SIZE_HINT}")
         return number
     match = _SIZE.match(str(text))
     factor = _FACTORS.get(match.group(2).lower()) if match else None
     if factor is None:
-        raise ValueError(f"cannot read {text!r} as a size; {SIZE_HINT}")
+        raise ArgumentValueError(f"cannot read {text!r} as a size; {SIZE_HINT}")
     value = float(match.group(1)) * factor
     if factor == 1 and not value.is_integer():
-        raise ValueError(f"{text!r} is not a whole number of bytes; {SIZE_HINT}")
+        raise ArgumentValueError(f"{text!r} is not a whole number of bytes; {SIZE_HINT}")
     return int(value)

@@ -14,6 +14,7 @@ import weakref
 import ipywidgets as widgets
 from traitlets import Bool, Float, Int, List, Unicode, validate
 
+from ..errors import ArgumentValueError
 from ..benchmarking import history
 from ..benchmarking.plots import plot_sweep, sweep_x
 from ..present.figures import figure_svg, new_figure
@@ -100,7 +101,7 @@ class BenchmarkPanel(StaticFallback, widgets.VBox):
     @validate("y")
     def _check_y(self, proposal):
         if proposal["value"] not in _Y_CHOICES:
-            raise ValueError(f"y={proposal['value']!r}: choose one of {', '.join(_Y_CHOICES)}")
+            raise ArgumentValueError(f"y={proposal['value']!r}: choose one of {', '.join(_Y_CHOICES)}")
         return proposal["value"]
 
     def _on_y(self, change) -> None:
