@@ -114,6 +114,7 @@ def test_pdb_opens_the_debugger_on_a_users_error(shell, capsys, monkeypatch):
     ("wb.sweep(lambda size: None)", ValueError, "sweep() needs sizes=[...]"),
     ("wb.memory.leaks(since=-1)", ValueError, "takes a cell's execution count"),
     ("wb.memory.tracking('yes')", TypeError, "tracking() takes True or False"),
+    ("wb.backend('simulator', devices=0)", ValueError, "must be from 1 to 16"),
 ])
 def test_a_bad_argument_is_shown_as_its_message_and_is_still_the_builtin_error(
         shell, capsys, code, builtin, words):

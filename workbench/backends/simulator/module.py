@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ...errors import NameNotFound
 from ..contract import CompiledModule, KernelResources
 from .protocol import Op, pack_str
 from .source import global_symbol, launcher_symbol
@@ -65,9 +66,9 @@ class SimModule(CompiledModule):
             return self._functions[name]
         except KeyError:
             known = ", ".join(self._functions) or "none"
-            raise KeyError(f"no kernel {name!r} in this module (kernels: {known}); template "
-                           "kernels need their instantiation, e.g. instantiate=['scale<float>']"
-                           ) from None
+            raise NameNotFound(f"no kernel {name!r} in this module (kernels: {known}); template "
+                               "kernels need their instantiation, e.g. instantiate=['scale<float>']"
+                               ) from None
 
     def resources(self, name: str) -> KernelResources:
         return self._resources.get(name, KernelResources())
