@@ -75,16 +75,19 @@ class Plan:
         repeat = self.repeat
         if repeat is not None and (not isinstance(repeat, (int, np.integer)) or repeat < 1):
             raise ArgumentValueError(f"repeat={repeat!r}: give a positive number of timed calls, "
-                             "or None to time until max_time seconds have passed")
+                                     "or None to time until max_time seconds have passed")
         if not self.max_time > 0:
-            raise ArgumentValueError(f"max_time={self.max_time!r}: the time budget must be a positive "
-                             "number of seconds")
+            raise ArgumentValueError(
+                f"max_time={self.max_time!r}: the time budget must be a positive "
+                "number of seconds")
         if self.min_repeat < 1 or self.max_repeat < self.min_repeat:
-            raise ArgumentValueError(f"min_repeat={self.min_repeat}, max_repeat={self.max_repeat}: need "
-                             "1 <= min_repeat <= max_repeat")
+            raise ArgumentValueError(
+                f"min_repeat={self.min_repeat}, max_repeat={self.max_repeat}: need "
+                "1 <= min_repeat <= max_repeat")
         if self.warmup < 1:
-            raise ArgumentValueError(f"warmup={self.warmup}: at least one untimed call is made (it is "
-                             "also the call whose result is checked)")
+            raise ArgumentValueError(
+                f"warmup={self.warmup}: at least one untimed call is made (it is "
+                "also the call whose result is checked)")
         if self.warmup_time < 0:
             raise ArgumentValueError(f"warmup_time={self.warmup_time!r} must be >= 0 seconds")
         object.__setattr__(self, "flush_l2", bool(self.flush_l2))
@@ -98,11 +101,13 @@ def input_sets(args: tuple, rotate) -> list[tuple]:
     if rotate is None:
         return [tuple(args)]
     if args:
-        raise ArgumentValueError("give the arguments either positionally or as rotate=[...], not both: "
-                         "with rotate, each item is the full tuple of positional arguments")
+        raise ArgumentValueError(
+            "give the arguments either positionally or as rotate=[...], not both: "
+            "with rotate, each item is the full tuple of positional arguments")
     if isinstance(rotate, (str, bytes)) or not hasattr(rotate, "__len__") or len(rotate) == 0:
-        raise ArgumentValueError("rotate= takes a non-empty list of input sets, each a tuple of the "
-                         "positional arguments for one call")
+        raise ArgumentValueError(
+            "rotate= takes a non-empty list of input sets, each a tuple of the "
+            "positional arguments for one call")
     return [s if isinstance(s, tuple) else (s,) for s in rotate]
 
 

@@ -41,7 +41,7 @@ def sweep_x(table) -> str:
     params = [p for p in (table.attrs.get("params") or []) if p in table.columns]
     if not params:
         raise ArgumentValueError("the table has no 'size' column and no sweep parameters in "
-                         "table.attrs['params']; pass x=<column> to plot against")
+                                 "table.attrs['params']; pass x=<column> to plot against")
     return params[0]
 
 
@@ -100,11 +100,12 @@ def plot_sweep(table, y: str = "time", *, x: str | None = None, by=None, ax=None
     x = sweep_x(table) if x is None else x
     if x not in table.columns:
         raise ArgumentValueError(f"the table has no column {x!r} to put on the x axis; "
-                         f"columns: {', '.join(map(str, table.columns))}")
+                                 f"columns: {', '.join(map(str, table.columns))}")
     column = _Y_COLUMNS.get(y, y)
     if column not in table.columns:
-        raise ArgumentValueError(f"the table has no column {column!r} (y={y!r}); pass bytes=/flops= "
-                         "to wb.sweep for bandwidth and GFLOP/s")
+        raise ArgumentValueError(
+            f"the table has no column {column!r} (y={y!r}); pass bytes=/flops= "
+            "to wb.sweep for bandwidth and GFLOP/s")
     fig, ax = figure_axes(ax)
     scale, ylabel = 1.0, _Y_LABELS.get(column, column)
     if column == "median_s":
@@ -149,8 +150,9 @@ def plot_speedup(table, baseline, *, x: str | None = None, by=None, ax=None, log
     x = sweep_x(table) if x is None else x
     if isinstance(baseline, str):
         if baseline not in set(table["name"]):
-            raise ArgumentValueError(f"baseline {baseline!r} is not a variant of this table; variants: "
-                             f"{', '.join(map(str, table['name'].unique()))}")
+            raise ArgumentValueError(
+                f"baseline {baseline!r} is not a variant of this table; variants: "
+                f"{', '.join(map(str, table['name'].unique()))}")
         base = table[table["name"] == baseline]
         others = table[table["name"] != baseline]
         base_label = baseline
@@ -159,7 +161,7 @@ def plot_speedup(table, baseline, *, x: str | None = None, by=None, ax=None, log
         names = baseline["name"].unique() if "name" in baseline.columns else ["baseline"]
         if len(names) != 1:
             raise ArgumentValueError("a baseline table must hold a single variant; select one with "
-                             "table[table['name'] == ...]")
+                                     "table[table['name'] == ...]")
         base_label = str(names[0])
     else:
         raise ArgumentTypeError("baseline= takes a variant name or a sweep table (DataFrame)")

@@ -33,7 +33,7 @@ def point_call(setup, check, point: dict):
         expected = check(*inputs_args, **inputs_kwargs) if setup is not None else check(**point)
         if expected is None:
             raise ArgumentValueError("check() returned None; it must return the expected "
-                             "output for the point's inputs")
+                                     "output for the point's inputs")
     call_kwargs = dict(inputs_kwargs) if setup is not None else dict(point)
     return inputs_args, call_kwargs, expected
 

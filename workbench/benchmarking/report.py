@@ -181,5 +181,5 @@ def report(path=None, *, include_times: bool = True) -> Report:
             rep.to_json(path)
         else:
             raise ArgumentValueError(f"report({str(path)!r}): write .json (everything) or .csv "
-                             "(the statistics table)")
+                                     "(the statistics table)")
     return rep

@@ -163,8 +163,9 @@ class BenchResult:
         (what :func:`workbench.sweep` puts in its table)."""
         clash = set(self.params) & set(SUMMARY_COLUMNS)
         if clash:
-            raise ArgumentValueError(f"parameter(s) {sorted(clash)} would overwrite the summary's own "
-                             "column(s) of that name; rename the parameter(s)")
+            raise ArgumentValueError(
+                f"parameter(s) {sorted(clash)} would overwrite the summary's own "
+                "column(s) of that name; rename the parameter(s)")
         row: dict[str, Any] = {"name": self.name, **self.params,
                                "repeats": self.repeats, "median_s": self.median,
                                "mean_s": self.mean, "std_s": self.std,

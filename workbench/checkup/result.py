@@ -42,7 +42,7 @@ class Checkup:
             if check.name == name:
                 return check
         raise NameNotFound(f"no check named {name!r}; the checks are: "
-                       f"{', '.join(c.name for c in self.checks)}")
+                           f"{', '.join(c.name for c in self.checks)}")
 
     def __iter__(self):
         return iter(self.checks)

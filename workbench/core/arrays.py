@@ -59,7 +59,7 @@ def to_device(array):
         host = host.view(fields)                         # bytes ("|V16"): their fields kept
     if host.dtype.kind not in "biufcV":
         raise ArgumentTypeError(f"wb.to_device takes numeric data; this is an array of dtype "
-                        f"{host.dtype} ({host.dtype.kind!r}); convert it with .astype(...)")
+                                f"{host.dtype} ({host.dtype.kind!r}); convert it with .astype(...)")
     _not_in_capture("to_device")
     try:  # logged as a copy (kind "copy", its bytes) on the current stream
         return session().timing_log.timed_op(b, "copy", "to_device H2D", int(host.nbytes),

@@ -167,7 +167,7 @@ def stream(s: Stream):
     as CUDA requires)."""
     if not isinstance(s, Stream):
         raise ArgumentTypeError(f"wb.stream() takes a wb.Stream, got {type(s).__name__}; "
-                        "make one with wb.Stream()")
+                                "make one with wb.Stream()")
     b = s.backend
     if b is not backend():
         raise WorkbenchError(f"{s!r} belongs to another backend than the active one; "

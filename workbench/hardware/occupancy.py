@@ -329,7 +329,7 @@ def kernel_usage(kernel) -> tuple[str, KernelUsage, tuple[str, ...]]:
     resources = kernel if isinstance(kernel, KernelResources) else getattr(kernel, "resources", None)
     if not isinstance(resources, KernelResources):
         raise ArgumentTypeError(f"occupancy() needs a workbench Kernel (or KernelResources), got "
-                        f"{type(kernel).__name__}; compile one with %%cuda or wb.compile()")
+                                f"{type(kernel).__name__}; compile one with %%cuda or wb.compile()")
     name = getattr(kernel, "name", None) or "kernel"
     function = getattr(kernel, "function", None)
     carveout = _int_attribute(function, "preferred_shared_memory_carveout")

@@ -88,12 +88,13 @@ class BenchMagics(Magics):
         if cell is None:
             if not statement:
                 raise ArgumentValueError("%gpu_bench needs a statement to time, e.g. "
-                                 "%gpu_bench kernel(x, y, n, n=n)")
+                                         "%gpu_bench kernel(x, y, n, n=n)")
             body, setup = statement, None
         else:
             body, setup = textwrap.dedent(cell), statement or None
         if not body.strip():
-            raise ArgumentValueError("%%gpu_bench: the cell is empty; put the code to time in its body")
+            raise ArgumentValueError(
+                "%%gpu_bench: the cell is empty; put the code to time in its body")
         code = self.shell.compile(body, "<gpu_bench>", "exec")
         if setup:
             exec(self.shell.compile(setup, "<gpu_bench setup>", "exec"), namespace, local_ns)

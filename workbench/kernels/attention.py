@@ -43,7 +43,8 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None,
     arrays of bfloat16 bit patterns (``wb.kernels.matmul.bfloat16_bits``
     makes them); the result is of the same kind (new, or ``out``)."""
     if inputs not in _TYPES:
-        raise ArgumentValueError(f"wb.kernels.attention(): inputs is 'float16' or 'bfloat16', got {inputs!r}.")
+        raise ArgumentValueError(
+            f"wb.kernels.attention(): inputs is 'float16' or 'bfloat16', got {inputs!r}.")
     ctype, dtype = _TYPES[inputs]
     name = "attention"
     for what, a in (("q", q), ("k", k), ("v", v)):
@@ -62,8 +63,9 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None,
     Sq, Sk = int(q.shape[-2]), int(k.shape[-2])
     heads = int(np.prod(q.shape[:-2], dtype=np.int64))
     if Sk == 0 and Sq and heads:
-        raise ArgumentValueError(f"wb.kernels.{name}(): k and v hold no keys (Sk = 0): softmax over "
-                         f"nothing is undefined.")
+        raise ArgumentValueError(
+            f"wb.kernels.{name}(): k and v hold no keys (Sk = 0): softmax over "
+            f"nothing is undefined.")
     b = active_backend()
     if out is None:
         out = b.xp.empty(q.shape, dtype=dtype)

@@ -35,8 +35,9 @@ def device_args(args: tuple) -> tuple:
 def _spec(name: str) -> KernelSpec:
     found = specs()
     if name not in found:
-        raise ArgumentValueError(f"no kernel {name!r} in wb.kernels; wb.kernels.catalog() lists them "
-                         f"({', '.join(sorted(found))})")
+        raise ArgumentValueError(
+            f"no kernel {name!r} in wb.kernels; wb.kernels.catalog() lists them "
+            f"({', '.join(sorted(found))})")
     return found[name]
 
 

@@ -115,12 +115,14 @@ def hgemm(a, b, out=None, inputs: str = "float16", out_dtype: str = "float32",
     ``"sm90"`` or ``"mma"`` ask for one (``"sm90"`` raises where it cannot
     run). ``wb.kernels.catalog()`` shows which variant the last call ran."""
     if inputs not in _INPUT_TYPES:
-        raise ArgumentValueError(f"wb.kernels.hgemm(): inputs is 'float16' or 'bfloat16', got {inputs!r}.")
+        raise ArgumentValueError(
+            f"wb.kernels.hgemm(): inputs is 'float16' or 'bfloat16', got {inputs!r}.")
     if out_dtype not in ("float32", inputs):
         raise ArgumentValueError(f"wb.kernels.hgemm(): out_dtype is 'float32' or the input type "
-                         f"{inputs!r}, got {out_dtype!r}.")
+                                 f"{inputs!r}, got {out_dtype!r}.")
     if variant not in ("auto", "sm90", "mma"):
-        raise ArgumentValueError(f"wb.kernels.hgemm(): variant is 'auto', 'sm90' or 'mma', got {variant!r}.")
+        raise ArgumentValueError(
+            f"wb.kernels.hgemm(): variant is 'auto', 'sm90' or 'mma', got {variant!r}.")
     M, N, K = _operands("hgemm", a, b, ("float16",) if inputs == "float16" else ("uint16",))
     c = _output("hgemm", out, M, N, _OUTPUT_DTYPES[out_dtype])
     types = f"{_INPUT_TYPES[inputs]}, {_OUTPUT_TYPES[out_dtype]}"

@@ -140,7 +140,8 @@ class NumbaKernel(PyKernel):
 
     def _launch(self, grid, block, args, shared_mem, stream, meta) -> None:
         if meta:
-            raise ArgumentTypeError(f"{self.name}() got unexpected keyword arguments {sorted(meta)}")
+            raise ArgumentTypeError(
+                f"{self.name}() got unexpected keyword arguments {sorted(meta)}")
         fn = self.fn
         if self.simulated:
             if self._frozen is None:  # the first launch: a GPU compiles, and so freezes, now

@@ -131,7 +131,7 @@ def leaks(since=None):
     namespace refers to it: a hidden reference)."""
     if since is not None and (isinstance(since, bool) or not isinstance(since, int) or since < 0):
         raise ArgumentValueError(f"leaks(since=...) takes a cell's execution count (an int >= 0), "
-                         f"got {since!r}")
+                                 f"got {since!r}")
     return reports.leak_table(_tracker(), _backend(), since)
 
 

@@ -37,7 +37,8 @@ def set_limit(backend, nbytes: int | None, fraction: float | None) -> None:
                                  "give the limit in bytes instead of as a fraction")
         nbytes = int(total * fraction)
     if nbytes is not None and nbytes <= 0:
-        raise ArgumentValueError(f"set_limit({asked}) is a limit of 0 bytes, which would refuse every "
-                         "allocation; give a size (set_limit(bytes=\"1GiB\")), or set_limit() to "
-                         "remove the limit")
+        raise ArgumentValueError(
+            f"set_limit({asked}) is a limit of 0 bytes, which would refuse every "
+            "allocation; give a size (set_limit(bytes=\"1GiB\")), or set_limit() to "
+            "remove the limit")
     backend.set_pool_limit(nbytes)

@@ -68,4 +68,4 @@ def gpu_figures(device) -> GpuFigures:
         if norm == key or norm.startswith(key + " ") or norm.startswith(key):
             return FIGURES[key]
     raise ArgumentValueError(f"no published figures for device {device!r}; choose one of "
-                     f"{', '.join(FIGURES)} (or pass a GpuFigures)")
+                             f"{', '.join(FIGURES)} (or pass a GpuFigures)")

@@ -90,7 +90,7 @@ def instance_of(task: Task) -> str | None:
     missing = [p for p in task.template_params if p not in task.config]
     if missing:
         raise ArgumentValueError(f"template parameter(s) {missing} of {task.kernel} are not in the "
-                         "space; give each one a list of values (one value fixes it)")
+                                 "space; give each one a list of values (one value fixes it)")
     values = ", ".join(_value_text(task.config[p]) for p in task.template_params)
     return f"{task.kernel}<{values}>"
 

@@ -101,7 +101,8 @@ class BenchmarkPanel(StaticFallback, widgets.VBox):
     @validate("y")
     def _check_y(self, proposal):
         if proposal["value"] not in _Y_CHOICES:
-            raise ArgumentValueError(f"y={proposal['value']!r}: choose one of {', '.join(_Y_CHOICES)}")
+            raise ArgumentValueError(
+                f"y={proposal['value']!r}: choose one of {', '.join(_Y_CHOICES)}")
         return proposal["value"]
 
     def _on_y(self, change) -> None:
