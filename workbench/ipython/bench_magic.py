@@ -117,7 +117,7 @@ class BenchMagics(Magics):
 
 
 def _label(code: str) -> str:
-    return shorten(code.strip().splitlines()[0], 60)  # (at a word: never mid-name)
+    return shorten(code.strip().splitlines()[0], 60)  # (at a word, or in a too-long first word)
 
 
 def register(ipython) -> None:
