@@ -163,6 +163,30 @@ class DefinesError(WorkbenchError, TypeError, ValueError):
     ``"NAME=VALUE"`` strings; the message says what was wrong."""
 
 
+class ArgumentTypeError(WorkbenchError, TypeError):
+    """An argument of a type the function does not take; the message says
+    which it takes (``except TypeError`` catches it too)."""
+
+
+class ArgumentValueError(WorkbenchError, ValueError):
+    """An argument whose value the function cannot take; the message says
+    which values it takes (``except ValueError`` catches it too)."""
+
+
+class NameNotFound(WorkbenchError, KeyError):
+    """A name looked up that is not there (a kernel of a module, a check, a
+    memory kind...); the message says which there are (``except KeyError``
+    catches it too)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""  # (KeyError's own quotes the message)
+
+
+class NotInstantiated(NameNotFound):
+    """A template kernel indexed with an instantiation it was not compiled
+    for; the message says how to compile it."""
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C (the notebook's interrupt) stopped something the workbench was
     waiting for: a ``KeyboardInterrupt`` whose message says what was stopped

@@ -101,6 +101,23 @@ def test_shorten_cuts_between_words(width):
     assert shorten(text, 200) == text
 
 
+@pytest.mark.parametrize("width", [8, 20, 40])
+def test_a_first_word_longer_than_the_width_is_cut_within_it(width):
+    text = "checked_reduction_kernel_over_rows_and_columns(x, y, n) + more"
+    out = shorten(text, width)
+    assert len(out) == width and out.endswith(" …")
+    assert text.startswith(out[:-2])
+
+
+def test_a_rings_error_gist_is_cut_at_a_word():
+    from workbench.rings.watchdog import _gist
+    words = "handler faulted while the ring was draining its queue " * 8
+    gist = _gist(RuntimeError(words))
+    kept = gist.removeprefix("RuntimeError: ")
+    assert len(kept) <= 200 and kept.endswith(" …")
+    assert words.startswith(kept[:-2]) and words[len(kept) - 2] == " "
+
+
 def test_shown_column_leaves_text_and_counts_alone():
     assert shown_column("size", pd.Series([256, 1024]))[1] == [256, 1024]  # as pandas shows them
     assert shown_column("status", pd.Series(["ok", "launch"]))[1] == ["ok", "launch"]
@@ -109,3 +126,29 @@ def test_shown_column_leaves_text_and_counts_alone():
 def test_small_and_large_rates_are_written_without_an_exponent():
     view, _ = readable(pd.DataFrame({"gbps": [7.363e-05, 0.1763, 1234.56, 3.0]}))._wb_view()
     assert list(view["gbps"]) == ["0.00007363", "0.1763", "1,235", "3"]
+
+
+def test_a_long_frame_formats_only_the_rows_pandas_shows(monkeypatch):
+    from workbench.present import frames
+    rng = np.random.default_rng(11)
+    n = 5000
+    median = rng.uniform(2e-6, 9e-6, n)
+    median[n // 2] = 7.5                 # an outlier in the rows left out: the unit stays µs
+    df = pd.DataFrame({"name": [f"k{i}" for i in range(n)], "median_s": median,
+                       "gbps": rng.uniform(0, 900, n), "size": np.arange(n)})
+    shown = readable(df)
+    everything, _ = shown._wb_view()
+    with pd.option_context("display.max_rows", n + 1):   # (every row shown: every row formatted)
+        full = repr(shown)
+    formatted = []
+    real_number = frames._number
+    monkeypatch.setattr(frames, "_number", lambda x: formatted.append(x) or real_number(x))
+    text = repr(shown)
+    assert "median (µs)" in text and f"[{n} rows x 4 columns]" in text
+    assert len(formatted) <= 2 * pd.get_option("display.max_rows")
+    lines = [line.split() for line in text.splitlines()]
+    full_lines = [line.split() for line in full.splitlines()]
+    head = pd.get_option("display.min_rows") // 2
+    assert lines[1:1 + head] == full_lines[1:1 + head]             # the same first rows ...
+    assert lines[-2 - head:-2] == full_lines[-head:]                # ... and last rows
+    assert "median (µs)" in everything.columns

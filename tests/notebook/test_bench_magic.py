@@ -32,6 +32,14 @@ def test_line_magic_prints_returns_or_stays_quiet(shell, backend, capsys):
     assert r.bytes == 2 * 64 * 4
 
 
+def test_a_label_from_a_long_first_line_stays_within_sixty_characters(shell, backend):
+    shell.user_ns["x"] = backend.to_device(np.arange(64, dtype=np.float32))
+    name = "a_very_long_name_for_the_array_the_benchmark_multiplies_by_two_each_time"
+    shell.user_ns[name] = shell.user_ns["x"]
+    r = shell.run_line_magic("gpu_bench", f"-q -o -n 2 {name}*2")
+    assert len(r.name) <= 60 and r.name.endswith(" …") and name.startswith(r.name[:-2])
+
+
 def test_cell_magic_runs_setup_once_and_times_the_body(shell, backend, capsys):
     shell.user_ns.update(calls=[], setups=[])
     r = shell.run_cell_magic("gpu_bench", "-o -q -n 5 setups.append(1)", "calls.append(1)\n")

@@ -65,8 +65,54 @@ def test_memory_plot_cell_labels_never_overlap(shell, backend, tracking):
     r = renderer(fig)
     ax = fig.axes[0]
     boxes = [t.get_window_extent(r) for t in ax.texts]
-    assert boxes  # some cells are labelled
+    assert len(boxes) >= 2  # several cells are labelled ...
+    from workbench.memory.tracker import tracker
+    cells = [cell for _, _, _, event, _, cell in tracker().events()
+             if event.startswith("cell ") and event.endswith(" start")]
+    assert f"[{cells[-1]}]" in [t.get_text() for t in ax.texts]  # ... the last one always
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     starts = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
     assert len(starts) >= len(boxes)  # every cell keeps its line
     shell.run_cell("del kept, memory_figure")
+
+
+def test_a_figure_the_user_passed_keeps_its_layout():
+    """A plot drawn on the user's axes (``ax=``) puts its legend outside
+    without changing how their figure is laid out (nor warning about it)."""
+    import warnings
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from workbench.present.figures import figure_axes, legend_outside
+    fig, (left, right) = plt.subplots(1, 2, layout="constrained")
+    engine = fig.get_layout_engine()
+    left.plot(np.random.default_rng(4).random(8), label="in use")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        legend_outside(left)
+    assert fig.get_layout_engine() is engine
+    assert left.get_legend() is not None
+    plt.close(fig)
+    made, ax = figure_axes(None)          # a figure the workbench made is laid out tightly
+    ax.plot([1, 2], label="reserved (in use + cached)")
+    legend_outside(ax)
+    assert ax.get_position().x1 < 0.8     # (room made for the legend on its right)
+
+
+def test_a_speedup_chart_on_the_users_axes_keeps_their_layout():
+    import warnings
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from workbench.kernels.baselines import Baselines, plot_speedup
+    fig, (left, _) = plt.subplots(1, 2, layout="constrained")
+    engine = fig.get_layout_engine()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (matplotlib warns when a layout is replaced)
+        assert plot_speedup(Baselines([]), ax=left) is fig
+    assert fig.get_layout_engine() is engine
+    plt.close(fig)

@@ -84,12 +84,74 @@ def test_a_short_launch_shows_nothing(sleeper, recorder):
     np.testing.assert_array_equal(wb.to_host(x), np.full(1, 3, np.float32))
 
 
+def test_a_short_launch_makes_no_wait_even_with_a_reporter(sleeper, recorder, monkeypatch):
+    """The launch path stays lean: a reply within AFTER_S makes no Wait and reads no reporter."""
+    from workbench.backends.simulator import worker
+    made = []
+
+    class Counted(waiting.Wait):
+        __slots__ = ()
+
+        def __init__(self, *args):
+            made.append(args)
+            super().__init__(*args)
+    monkeypatch.setattr(worker, "Wait", Counted)
+    x = wb.to_device(np.zeros(1, np.float32))
+    for _ in range(3):
+        sleeper(x, 1000, grid=1, block=1)
+    assert made == []
+    sleeper(x, 2_300_000_000, grid=1, block=1)  # past AFTER_S: one Wait, one report line
+    assert len(made) == 1 and len(recorder.made) == 1
+    assert recorder.made[0].what == "kernel sleep_for"
+    np.testing.assert_array_equal(wb.to_host(x), np.full(1, 4, np.float32))
+
+
+def test_a_launch_reads_the_clock_only_in_the_workers_wait(sleeper, monkeypatch):
+    """The launch itself keeps no time of its own (the worker's wait for the
+    reply has the one clock reading an interrupted launch's message needs)."""
+    import types
+    from workbench.backends.simulator import kernels
+    read = []
+    clock = types.SimpleNamespace(monotonic=lambda: read.append(1) or 0.0,
+                                  perf_counter=kernels.time.perf_counter)
+    x = wb.to_device(np.zeros(1, np.float32))
+    sleeper(x, 1000, grid=1, block=1)  # (compiled and loaded: the launches below only launch)
+    monkeypatch.setattr(kernels, "time", clock)
+    for _ in range(3):
+        sleeper(x, 1000, grid=1, block=1)
+    assert read == []
+    np.testing.assert_array_equal(wb.to_host(x), np.full(1, 4, np.float32))
+
+
+def test_ctrl_c_outside_the_workers_request_is_not_said_to_end_the_worker(
+        sleeper, monkeypatch):
+    """An interrupt while the launch is prepared (no request under way) is a
+    plain KeyboardInterrupt: the worker runs on, and the next launch uses it."""
+    from workbench.backends.simulator import kernels
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+    x = wb.to_device(np.zeros(1, np.float32))
+    sleeper(x, 1000, grid=1, block=1)
+    (running,) = [w for w in wb.backend()._workers.values() if w.alive]
+    pid = running._proc.pid
+    monkeypatch.setattr(kernels, "request_prefix", interrupted)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        sleeper(x, 1000, grid=2, block=1)  # (a configuration not launched before)
+    assert type(caught.value) is KeyboardInterrupt  # not the workbench's "worker ended" line
+    monkeypatch.undo()
+    assert running.alive and running._proc.pid == pid
+    sleeper(x, 1000, grid=1, block=1)
+    assert running._proc.pid == pid
+    np.testing.assert_array_equal(wb.to_host(x), np.full(1, 2, np.float32))
+
+
 def test_an_interrupted_launch_closes_its_report_as_stopped(sleeper, recorder):
     x = wb.to_device(np.zeros(1, np.float32))
     timer = threading.Timer(2.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     try:
-        with pytest.raises(KeyboardInterrupt, match="sleep_for<<<1, 1>>> stopped after"):
+        with pytest.raises(KeyboardInterrupt, match=r"sleep_for<<<1, 1>>> stopped after [2-9]\.\d s"):
             sleeper(x, 60_000_000_000, grid=1, block=1)
     finally:
         timer.cancel()

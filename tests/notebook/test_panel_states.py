@@ -91,3 +91,12 @@ def test_a_stopped_ring_panel_says_when(simulator):
             assert re.search(rf"snapshot of {CLOCK}", text(panel.snapshot()))
         finally:
             panel.close()
+
+
+def test_the_status_bar_gives_no_memory_figure_when_in_use_is_not_known():
+    from workbench.ipython.status import memory_label
+    gib = 1 << 30
+    assert memory_label(None, None, 80 * gib) == ""       # not "in use 0 / 80 GiB"
+    assert memory_label(None, 4 * gib, 80 * gib) == ""
+    assert memory_label(3 * gib, 0, 80 * gib) == "in use 3 / 80 GiB"
+    assert memory_label(3 * gib, 59 * gib, None) == ""

@@ -10,7 +10,7 @@ import inspect
 import os
 import re
 
-from ..errors import BackendUnavailable
+from ..errors import ArgumentTypeError, BackendUnavailable
 from .contract import Backend, CompileFailed, CompileOptions  # noqa: F401  (re-exported)
 
 BACKEND_NAMES = ("cupy", "simulator")
@@ -108,8 +108,9 @@ def check_options(accepts, name: str, options: dict) -> None:
               if p.kind is p.POSITIONAL_OR_KEYWORD or p.kind is p.KEYWORD_ONLY]
     unknown = sorted(set(options) - {p.name for p in params})
     if unknown:
-        raise TypeError(f"wb.backend({name!r}, ...) has no option {', '.join(unknown)}; its "
-                        f"options: {', '.join(p.name for p in params if p.name != 'self')}")
+        raise ArgumentTypeError(
+            f"wb.backend({name!r}, ...) has no option {', '.join(unknown)}; its "
+            f"options: {', '.join(p.name for p in params if p.name != 'self')}")
 
 
 def canonical_name(name: str) -> str:

@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import WorkbenchError
+from ..errors import ArgumentValueError, WorkbenchError
 from ..runtime.session import backend
 
 
@@ -48,8 +48,9 @@ def select_output(returned, args: tuple, output) -> Any:
         try:
             return args[output]
         except IndexError:
-            raise ValueError(f"output={output} but the call has only {len(args)} positional "
-                             "arguments; give the index of the argument that holds the result") from None
+            raise ArgumentValueError(
+                f"output={output} but the call has only {len(args)} positional "
+                "arguments; give the index of the argument that holds the result") from None
     return output
 
 

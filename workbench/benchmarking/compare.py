@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ArgumentValueError
 from ..core.adapters import as_launchable
 from ..present.tables import html_table, pandas
 from ..runtime.session import backend as active_backend
@@ -116,8 +117,9 @@ def compare(a, b, *args, names: tuple[str, str] | None = None, check: bool = Tru
     if check:
         produced = select_output(out_a, inputs[0], output)
         if produced is None:
-            raise ValueError(f"{name_a} returned None, so there is nothing to compare; pass "
-                             "output=<index of the argument both write> or check=False")
+            raise ArgumentValueError(
+                f"{name_a} returned None, so there is nothing to compare; pass "
+                "output=<index of the argument both write> or check=False")
         bk.synchronize()
         reference = to_numpy(produced).copy()  # b may overwrite the same output array
     out_b = b(*inputs[0], **kwargs)

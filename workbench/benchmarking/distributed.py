@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterator
 
-from ..errors import MissingExtra
+from ..errors import ArgumentTypeError, MissingExtra
 from ..runtime.devices import device
 from ..runtime.session import backend as active_backend
 
@@ -47,8 +47,9 @@ def require_dask():
 def check_client(client) -> None:
     """A TypeError unless ``client`` looks like a ``distributed.Client``."""
     if not all(hasattr(client, a) for a in ("submit", "scheduler_info", "gather")):
-        raise TypeError(f"client= takes a dask.distributed Client, got {type(client).__name__}; "
-                        "make one with Client(LocalCluster(...)) or Client('scheduler-address')")
+        raise ArgumentTypeError(
+            f"client= takes a dask.distributed Client, got {type(client).__name__}; "
+            "make one with Client(LocalCluster(...)) or Client('scheduler-address')")
 
 
 class TaskTimeout(TimeoutError):

@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..errors import ArgumentValueError
 from ..backends.contract import CompileOptions
 from ..core.kernel import Kernel
 from ..runtime.session import session
@@ -73,19 +74,22 @@ class Plan:
     def __post_init__(self):
         repeat = self.repeat
         if repeat is not None and (not isinstance(repeat, (int, np.integer)) or repeat < 1):
-            raise ValueError(f"repeat={repeat!r}: give a positive number of timed calls, "
-                             "or None to time until max_time seconds have passed")
+            raise ArgumentValueError(f"repeat={repeat!r}: give a positive number of timed calls, "
+                                     "or None to time until max_time seconds have passed")
         if not self.max_time > 0:
-            raise ValueError(f"max_time={self.max_time!r}: the time budget must be a positive "
-                             "number of seconds")
+            raise ArgumentValueError(
+                f"max_time={self.max_time!r}: the time budget must be a positive "
+                "number of seconds")
         if self.min_repeat < 1 or self.max_repeat < self.min_repeat:
-            raise ValueError(f"min_repeat={self.min_repeat}, max_repeat={self.max_repeat}: need "
-                             "1 <= min_repeat <= max_repeat")
+            raise ArgumentValueError(
+                f"min_repeat={self.min_repeat}, max_repeat={self.max_repeat}: need "
+                "1 <= min_repeat <= max_repeat")
         if self.warmup < 1:
-            raise ValueError(f"warmup={self.warmup}: at least one untimed call is made (it is "
-                             "also the call whose result is checked)")
+            raise ArgumentValueError(
+                f"warmup={self.warmup}: at least one untimed call is made (it is "
+                "also the call whose result is checked)")
         if self.warmup_time < 0:
-            raise ValueError(f"warmup_time={self.warmup_time!r} must be >= 0 seconds")
+            raise ArgumentValueError(f"warmup_time={self.warmup_time!r} must be >= 0 seconds")
         object.__setattr__(self, "flush_l2", bool(self.flush_l2))
 
 
@@ -97,11 +101,13 @@ def input_sets(args: tuple, rotate) -> list[tuple]:
     if rotate is None:
         return [tuple(args)]
     if args:
-        raise ValueError("give the arguments either positionally or as rotate=[...], not both: "
-                         "with rotate, each item is the full tuple of positional arguments")
+        raise ArgumentValueError(
+            "give the arguments either positionally or as rotate=[...], not both: "
+            "with rotate, each item is the full tuple of positional arguments")
     if isinstance(rotate, (str, bytes)) or not hasattr(rotate, "__len__") or len(rotate) == 0:
-        raise ValueError("rotate= takes a non-empty list of input sets, each a tuple of the "
-                         "positional arguments for one call")
+        raise ArgumentValueError(
+            "rotate= takes a non-empty list of input sets, each a tuple of the "
+            "positional arguments for one call")
     return [s if isinstance(s, tuple) else (s,) for s in rotate]
 
 
@@ -113,9 +119,9 @@ def per_call_count(value, what: str) -> float | None:
     try:
         out = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{what}={value!r}: give a number ({what} per call)") from None
+        raise ArgumentValueError(f"{what}={value!r}: give a number ({what} per call)") from None
     if out < 0 or not math.isfinite(out):
-        raise ValueError(f"{what}={value!r} must be a finite number >= 0")
+        raise ArgumentValueError(f"{what}={value!r} must be a finite number >= 0")
     return out
 
 

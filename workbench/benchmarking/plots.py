@@ -12,11 +12,12 @@ from typing import Sequence
 
 import numpy as np
 
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..present.figures import figure_axes, legend_outside
 from ..present.tables import pandas
+from ..present.units import time_unit, times_unit
 from . import history
 from .ceilings import ceilings as measured_ceilings
-from .result import time_unit
 
 _Y_COLUMNS = {"time": "median_s", "bandwidth": "gbps", "gbps": "gbps",
               "gflops": "gflops", "compute": "gflops"}
@@ -39,8 +40,8 @@ def sweep_x(table) -> str:
         return "size"
     params = [p for p in (table.attrs.get("params") or []) if p in table.columns]
     if not params:
-        raise ValueError("the table has no 'size' column and no sweep parameters in "
-                         "table.attrs['params']; pass x=<column> to plot against")
+        raise ArgumentValueError("the table has no 'size' column and no sweep parameters in "
+                                 "table.attrs['params']; pass x=<column> to plot against")
     return params[0]
 
 
@@ -98,16 +99,17 @@ def plot_sweep(table, y: str = "time", *, x: str | None = None, by=None, ax=None
     """
     x = sweep_x(table) if x is None else x
     if x not in table.columns:
-        raise ValueError(f"the table has no column {x!r} to put on the x axis; "
-                         f"columns: {', '.join(map(str, table.columns))}")
+        raise ArgumentValueError(f"the table has no column {x!r} to put on the x axis; "
+                                 f"columns: {', '.join(map(str, table.columns))}")
     column = _Y_COLUMNS.get(y, y)
     if column not in table.columns:
-        raise ValueError(f"the table has no column {column!r} (y={y!r}); pass bytes=/flops= "
-                         "to wb.sweep for bandwidth and GFLOP/s")
+        raise ArgumentValueError(
+            f"the table has no column {column!r} (y={y!r}); pass bytes=/flops= "
+            "to wb.sweep for bandwidth and GFLOP/s")
     fig, ax = figure_axes(ax)
     scale, ylabel = 1.0, _Y_LABELS.get(column, column)
     if column == "median_s":
-        unit, scale = time_unit(float(np.nanmax(table["median_s"])))
+        unit, scale = times_unit(table["median_s"])
         ylabel = f"median time ({unit})"
     for label, sub in _series(table, x, _series_keys(table, x, by)):
         xs = sub[x].to_numpy()
@@ -148,8 +150,9 @@ def plot_speedup(table, baseline, *, x: str | None = None, by=None, ax=None, log
     x = sweep_x(table) if x is None else x
     if isinstance(baseline, str):
         if baseline not in set(table["name"]):
-            raise ValueError(f"baseline {baseline!r} is not a variant of this table; variants: "
-                             f"{', '.join(map(str, table['name'].unique()))}")
+            raise ArgumentValueError(
+                f"baseline {baseline!r} is not a variant of this table; variants: "
+                f"{', '.join(map(str, table['name'].unique()))}")
         base = table[table["name"] == baseline]
         others = table[table["name"] != baseline]
         base_label = baseline
@@ -157,11 +160,11 @@ def plot_speedup(table, baseline, *, x: str | None = None, by=None, ax=None, log
         base, others = baseline, table
         names = baseline["name"].unique() if "name" in baseline.columns else ["baseline"]
         if len(names) != 1:
-            raise ValueError("a baseline table must hold a single variant; select one with "
-                             "table[table['name'] == ...]")
+            raise ArgumentValueError("a baseline table must hold a single variant; select one with "
+                                     "table[table['name'] == ...]")
         base_label = str(names[0])
     else:
-        raise TypeError("baseline= takes a variant name or a sweep table (DataFrame)")
+        raise ArgumentTypeError("baseline= takes a variant name or a sweep table (DataFrame)")
     base_times = base.groupby(x)["median_s"].median()
     fig, ax = figure_axes(ax)
     for label, sub in _series(others, x, _series_keys(others, x, by)):

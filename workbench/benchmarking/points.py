@@ -6,6 +6,7 @@ a Dask cluster, where :func:`measure_point` runs on a worker
 """
 from __future__ import annotations
 
+from ..errors import ArgumentValueError
 from ..runtime.session import backend as active_backend
 from .engine import measure
 
@@ -31,8 +32,8 @@ def point_call(setup, check, point: dict):
     if check is not None:
         expected = check(*inputs_args, **inputs_kwargs) if setup is not None else check(**point)
         if expected is None:
-            raise ValueError("check() returned None; it must return the expected "
-                             "output for the point's inputs")
+            raise ArgumentValueError("check() returned None; it must return the expected "
+                                     "output for the point's inputs")
     call_kwargs = dict(inputs_kwargs) if setup is not None else dict(point)
     return inputs_args, call_kwargs, expected
 
@@ -43,7 +44,7 @@ def per_point(value, point: dict, what: str):
         return value
     out = value(**point)
     if out is None:
-        raise ValueError(f"{what}(**point) returned None for {point}; return a number")
+        raise ArgumentValueError(f"{what}(**point) returned None for {point}; return a number")
     return out
 
 

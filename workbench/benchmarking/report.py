@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..present.tables import html_table, pandas
 from ..runtime.session import backend as active_backend
 from . import history
@@ -168,7 +169,8 @@ def report(path=None, *, include_times: bool = True) -> Report:
     times out of the JSON. Returns a :class:`Report`.
     """
     if path is not None and not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"report(path): a file name (.json or .csv), got {type(path).__name__}")
+        raise ArgumentTypeError(
+            f"report(path): a file name (.json or .csv), got {type(path).__name__}")
     data = build_report(include_times=include_times)
     rep = Report(data, Path(path) if path is not None else None)
     if path is not None:
@@ -178,6 +180,6 @@ def report(path=None, *, include_times: bool = True) -> Report:
         elif suffix in (".json", ""):
             rep.to_json(path)
         else:
-            raise ValueError(f"report({str(path)!r}): write .json (everything) or .csv "
-                             "(the statistics table)")
+            raise ArgumentValueError(f"report({str(path)!r}): write .json (everything) or .csv "
+                                     "(the statistics table)")
     return rep

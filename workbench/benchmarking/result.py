@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentValueError
 from ..present.tables import html_fields, pandas, plain_value
-from ..present.units import time_unit  # noqa: F401  (plots.py's too)
+from ..present.units import time_unit
 from .ceiling_figures import Ceilings
 
 
@@ -76,7 +77,7 @@ class BenchResult:
     def __post_init__(self):
         self.times = np.asarray(self.times, dtype=np.float64).reshape(-1)
         if self.times.size == 0:
-            raise ValueError("a BenchResult needs at least one time")
+            raise ArgumentValueError("a BenchResult needs at least one time")
 
     # -- statistics (seconds) ------------------------------------------------
     @property
@@ -162,8 +163,9 @@ class BenchResult:
         (what :func:`workbench.sweep` puts in its table)."""
         clash = set(self.params) & set(SUMMARY_COLUMNS)
         if clash:
-            raise ValueError(f"parameter(s) {sorted(clash)} would overwrite the summary's own "
-                             "column(s) of that name; rename the parameter(s)")
+            raise ArgumentValueError(
+                f"parameter(s) {sorted(clash)} would overwrite the summary's own "
+                "column(s) of that name; rename the parameter(s)")
         row: dict[str, Any] = {"name": self.name, **self.params,
                                "repeats": self.repeats, "median_s": self.median,
                                "mean_s": self.mean, "std_s": self.std,

@@ -7,6 +7,7 @@ import uuid
 from typing import Any, Callable, Mapping, Sequence
 
 from ..core.adapters import as_launchable
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..present.frames import readable
 from ..present.tables import pandas
 from ..runtime.session import backend as active_backend
@@ -108,8 +109,9 @@ def sweep(fn: Callable | Mapping[str, Callable], sizes: Sequence | None = None, 
     points = _points(sizes, params)
     unknown = set(bench_options) - set(BENCH_OPTIONS)
     if unknown:
-        raise TypeError(f"sweep() got unexpected keyword(s) {sorted(unknown)}; it passes on "
-                        f"only {', '.join(BENCH_OPTIONS)} to wb.bench")
+        raise ArgumentTypeError(
+            f"sweep() got unexpected keyword(s) {sorted(unknown)}; it passes on "
+            f"only {', '.join(BENCH_OPTIONS)} to wb.bench")
     for value, what in ((setup, "setup"), (bytes, "bytes"), (flops, "flops")):
         _check_takes_point(value, points[0], what)  # before any measuring, ceilings included
     plan = Plan(**{k: v for k, v in bench_options.items() if k in PLAN_OPTIONS})
@@ -188,17 +190,19 @@ def _sweep_on_cluster(client, run, variants, points, setup, check, plan, check_o
 def _variants(fn, name) -> list[tuple[str, Callable]]:
     if isinstance(fn, Mapping):
         if not fn:
-            raise ValueError("sweep() got an empty dict of variants; give {label: callable, ...}")
+            raise ArgumentValueError(
+                "sweep() got an empty dict of variants; give {label: callable, ...}")
         if name is not None:
-            raise ValueError("name= labels a single function; with a dict of variants the "
-                             "dict's keys are the labels")
+            raise ArgumentValueError("name= labels a single function; with a dict of variants the "
+                                     "dict's keys are the labels")
         out = [(str(k), as_launchable(v)) for k, v in fn.items()]
     else:
         fn = as_launchable(fn)  # a Numba or Triton kernel: the workbench's wrapper
         out = [(name or default_name(fn), fn)]
     for label, f in out:
         if not callable(f):
-            raise TypeError(f"sweep() variant {label!r} is {type(f).__name__}, not a callable")
+            raise ArgumentTypeError(
+                f"sweep() variant {label!r} is {type(f).__name__}, not a callable")
     return out
 
 
@@ -208,26 +212,28 @@ def _points(sizes, params) -> list[dict[str, Any]]:
         axes.append(("size", _as_list(sizes, "sizes")))
     for key, values in (params or {}).items():
         if key == "size" and sizes is not None:
-            raise ValueError("'size' is given both as sizes= and in params=; use one")
+            raise ArgumentValueError("'size' is given both as sizes= and in params=; use one")
         if str(key) in SUMMARY_COLUMNS:
-            raise ValueError(f"params={{{str(key)!r}: ...}}: {str(key)!r} is a column of the sweep's "
-                             "table already (the table also has "
-                             f"{', '.join(c for c in SUMMARY_COLUMNS if c != str(key))}); "
-                             f"rename the parameter, e.g. to 'param_{key}'")
+            raise ArgumentValueError(
+                f"params={{{str(key)!r}: ...}}: {str(key)!r} is a column of the sweep's "
+                "table already (the table also has "
+                f"{', '.join(c for c in SUMMARY_COLUMNS if c != str(key))}); "
+                f"rename the parameter, e.g. to 'param_{key}'")
         axes.append((str(key), _as_list(values, f"params[{key!r}]")))
     if not axes:
-        raise ValueError("sweep() needs sizes=[...] or params={'name': [values...]} to know "
-                         "which points to time")
+        raise ArgumentValueError(
+            "sweep() needs sizes=[...] or params={'name': [values...]} to know "
+            "which points to time")
     names = [a for a, _ in axes]
     return [dict(zip(names, combo)) for combo in itertools.product(*(v for _, v in axes))]
 
 
 def _as_list(values, what: str) -> list:
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise ValueError(f"{what} must be a list of values, got {values!r}")
+        raise ArgumentValueError(f"{what} must be a list of values, got {values!r}")
     out = list(values)
     if not out:
-        raise ValueError(f"{what} is empty; give at least one value")
+        raise ArgumentValueError(f"{what} is empty; give at least one value")
     return out
 
 
@@ -240,9 +246,9 @@ def _check_takes_point(value, point, what: str) -> None:
         inspect.signature(value).bind(**point)
     except TypeError:
         call = ", ".join(f"{k}=..." for k in point)
-        raise TypeError(f"{what}= is called with the point's parameters as keywords, "
-                        f"{what}({call}); write it as lambda {', '.join(point)}: ... "
-                        "(or lambda **point: ...)") from None
+        raise ArgumentTypeError(f"{what}= is called with the point's parameters as keywords, "
+                                f"{what}({call}); write it as lambda {', '.join(point)}: ... "
+                                "(or lambda **point: ...)") from None
     except ValueError:   # no signature to read (some builtins): the call itself will tell
         pass
 
@@ -253,8 +259,9 @@ def _resolve_ceilings(ceilings, bytes, flops):
     if ceilings is True:
         return ceilings_module.ceilings()
     if not hasattr(ceilings, "copy_gbps"):
-        raise TypeError("ceilings= takes True (this device's measured ceilings), False, "
-                        f"or a Ceilings object from wb.ceilings(); got {type(ceilings).__name__}")
+        raise ArgumentTypeError(
+            "ceilings= takes True (this device's measured ceilings), False, "
+            f"or a Ceilings object from wb.ceilings(); got {type(ceilings).__name__}")
     return ceilings
 
 

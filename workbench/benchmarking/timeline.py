@@ -14,6 +14,7 @@ import datetime as _dt
 import numbers
 from dataclasses import dataclass
 
+from ..errors import ArgumentTypeError
 from ..present.figures import figure_axes
 from ..present.tables import html_table, pandas
 from ..runtime.records import CELL, DEVICE, KERNEL, KIND, MS, NBYTES, STREAM, T0, WALL
@@ -168,7 +169,8 @@ def _as_seconds(when) -> float | None:
         return when.timestamp()
     if isinstance(when, numbers.Real) and not isinstance(when, bool):
         return float(when)
-    raise TypeError(f"since= and until= take a time.time() value or a datetime, got {when!r}")
+    raise ArgumentTypeError(
+        f"since= and until= take a time.time() value or a datetime, got {when!r}")
 
 
 def timeline(cell=None, *, since=None, until=None, last: int | None = None) -> Timeline:

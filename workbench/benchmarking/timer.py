@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ..core.adapters import as_launchable
+from ..errors import ArgumentTypeError
 from ..runtime.session import backend as active_backend
 from . import ceilings as ceilings_module
 from .engine import Plan, default_name, input_sets, measure, per_call_count
@@ -74,9 +75,10 @@ def bench(fn: Callable, *args, name: str | None = None, repeat: int | None = Non
     """
     fn = as_launchable(fn)  # a Numba or Triton kernel: the workbench's wrapper
     if not callable(fn):
-        raise TypeError(f"wb.bench() times a callable (a kernel, a function that launches "
-                        f"work), got {type(fn).__name__}: wb.bench(kernel, *args, grid=..., "
-                        f"block=...) or wb.bench(lambda: ...)")
+        raise ArgumentTypeError(
+            f"wb.bench() times a callable (a kernel, a function that launches "
+            f"work), got {type(fn).__name__}: wb.bench(kernel, *args, grid=..., "
+            f"block=...) or wb.bench(lambda: ...)")
     inputs = input_sets(args, rotate)
     plan = Plan(repeat=repeat, max_time=max_time, min_repeat=min_repeat, max_repeat=max_repeat,
                 warmup=warmup, warmup_time=warmup_time, flush_l2=flush_l2)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import ArgumentValueError, NameNotFound
 from ..present.tables import html_table, pandas
 
 #: The statuses, best first: it works; it works with a limit the fix removes;
@@ -24,7 +25,7 @@ class Check:
 
     def __post_init__(self):
         if self.status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+            raise ArgumentValueError(f"status must be one of {STATUSES}, got {self.status!r}")
 
 
 class Checkup:
@@ -40,8 +41,8 @@ class Checkup:
         for check in self.checks:
             if check.name == name:
                 return check
-        raise KeyError(f"no check named {name!r}; the checks are: "
-                       f"{', '.join(c.name for c in self.checks)}")
+        raise NameNotFound(f"no check named {name!r}; the checks are: "
+                           f"{', '.join(c.name for c in self.checks)}")
 
     def __iter__(self):
         return iter(self.checks)

@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from ..errors import WorkbenchError
+from ..errors import ArgumentTypeError, WorkbenchError
 from ..memory.oom import is_out_of_memory, out_of_memory
 from ..runtime.session import backend, session
 from .streams import refuse_in_capture
@@ -48,17 +48,18 @@ def to_device(array):
     if b.is_device_array(array):
         return array
     if isinstance(array, (str, bytes, bytearray)):
-        raise TypeError(f"wb.to_device takes numbers (a NumPy array, a list, a scalar), not a "
-                        f"{type(array).__name__}; for text, encode it first: "
-                        f"np.frombuffer(text.encode(), np.uint8)")
+        raise ArgumentTypeError(
+            f"wb.to_device takes numbers (a NumPy array, a list, a scalar), not a "
+            f"{type(array).__name__}; for text, encode it first: "
+            f"np.frombuffer(text.encode(), np.uint8)")
     host = np.asarray(array)
     fields = getattr(array, "dtype", None)
     if isinstance(fields, np.dtype) and fields.names and host.dtype != fields \
             and host.dtype.itemsize == fields.itemsize:  # records another library hands over as
         host = host.view(fields)                         # bytes ("|V16"): their fields kept
     if host.dtype.kind not in "biufcV":
-        raise TypeError(f"wb.to_device takes numeric data; this is an array of dtype "
-                        f"{host.dtype} ({host.dtype.kind!r}); convert it with .astype(...)")
+        raise ArgumentTypeError(f"wb.to_device takes numeric data; this is an array of dtype "
+                                f"{host.dtype} ({host.dtype.kind!r}); convert it with .astype(...)")
     _not_in_capture("to_device")
     try:  # logged as a copy (kind "copy", its bytes) on the current stream
         return session().timing_log.timed_op(b, "copy", "to_device H2D", int(host.nbytes),

@@ -16,7 +16,7 @@ import numpy as np
 from .. import cxx
 
 from ..backends.contract import CompileFailed, CompileOptions, normalise_arch
-from ..errors import CompileError, Diagnostic
+from ..errors import ArgumentTypeError, ArgumentValueError, CompileError, Diagnostic, NameNotFound
 from ..diagnostics import parse_log
 from .kernel import Kernel, KernelTemplate
 from ..runtime.session import backend as _active_backend, session
@@ -61,8 +61,8 @@ class Module:
         for t in self.templates.values():
             if name in t.instances:
                 return t.instances[name]
-        raise KeyError(f"no kernel {name!r} in module {self.name!r}; it has: "
-                       f"{', '.join(self.kernel_names()) or 'no kernels'}")
+        raise NameNotFound(f"no kernel {name!r} in module {self.name!r}; it has: "
+                           f"{', '.join(self.kernel_names()) or 'no kernels'}")
 
     def kernel(self, name: str | None = None) -> Kernel:
         """Kernel ``name``, or the module's only kernel when ``name`` is None."""
@@ -70,8 +70,8 @@ class Module:
             return self[name]
         names = self.kernel_names()
         if len(names) != 1:
-            raise ValueError(f"module {self.name!r} has {len(names)} kernels "
-                             f"({', '.join(names) or 'none'}); say which with name=")
+            raise ArgumentValueError(f"module {self.name!r} has {len(names)} kernels "
+                                     f"({', '.join(names) or 'none'}); say which with name=")
         return self[names[0]]
 
     def kernel_names(self) -> list[str]:
@@ -110,8 +110,8 @@ class Module:
         v = self.variables.get(name.lstrip(":"))
         if v is None:
             known = ", ".join(sorted({v.qualified_name for v in self.variables.values()})) or "none"
-            raise KeyError(f"module {self.name!r} has no __constant__ or __device__ variable "
-                           f"{name!r} (its variables: {known})")
+            raise NameNotFound(f"module {self.name!r} has no __constant__ or __device__ variable "
+                               f"{name!r} (its variables: {known})")
         return v
 
     def _dtype(self, v, dtype=None) -> np.dtype:
@@ -166,9 +166,10 @@ class Module:
         if shape is None:
             shape = self._shape(v)
             if shape is None:
-                raise TypeError(f"the size of variable {v.qualified_name!r} "
-                                f"([{']['.join(v.dims)}]) is not a constant the workbench can "
-                                f"evaluate; pass shape=")
+                raise ArgumentTypeError(
+                    f"the size of variable {v.qualified_name!r} "
+                    f"([{']['.join(v.dims)}]) is not a constant the workbench can "
+                    f"evaluate; pass shape=")
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         count = int(np.prod(shape))
         data = self.compiled.read_global(v.qualified_name, dt.itemsize * count)

@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 
-from ..errors import KernelArgumentError, KernelFault, LaunchConfigError
+from ..errors import KernelArgumentError, KernelFault, LaunchConfigError, NotInstantiated
 from ..hardware.inspect import inspect_kernel
 from ..hardware.occupancy import occupancy as kernel_occupancy
 from ..present.tables import html_fields
@@ -353,8 +353,8 @@ class KernelTemplate:
         for expr, k in self.instances.items():
             if expr.replace(" ", "") == norm:
                 return k
-        raise KeyError(f"{key} was not instantiated; compile with --instantiate '{key}' "
-                       f"(instantiated: {', '.join(self.instances) or 'none'}).")
+        raise NotInstantiated(f"{key} was not instantiated; compile with --instantiate '{key}' "
+                              f"(instantiated: {', '.join(self.instances) or 'none'}).")
 
     def __call__(self, *args, **kwargs):
         if not self.instances:

@@ -18,7 +18,7 @@ import itertools
 
 import numpy as np
 
-from ..errors import WorkbenchError
+from ..errors import ArgumentTypeError, WorkbenchError
 from ..present.tables import html_fields
 from ..runtime.devices import check_index, on_device
 from ..runtime.session import backend, session
@@ -96,8 +96,9 @@ class Stream:
                  name: str | None = None, non_blocking: bool = False):
         if priority is not None and (not isinstance(priority, (int, np.integer))
                                      or isinstance(priority, bool)):
-            raise TypeError(f"wb.Stream(priority=...) takes an int (lower runs first; 0 is the "
-                            f"default), got {priority!r}")
+            raise ArgumentTypeError(
+                f"wb.Stream(priority=...) takes an int (lower runs first; 0 is the "
+                f"default), got {priority!r}")
         b = self.backend = backend()
         if device is not None:
             check_index(b, device)
@@ -165,8 +166,8 @@ def stream(s: Stream):
     without ``stream=`` go to ``s`` (its device becomes current for the block,
     as CUDA requires)."""
     if not isinstance(s, Stream):
-        raise TypeError(f"wb.stream() takes a wb.Stream, got {type(s).__name__}; "
-                        "make one with wb.Stream()")
+        raise ArgumentTypeError(f"wb.stream() takes a wb.Stream, got {type(s).__name__}; "
+                                "make one with wb.Stream()")
     b = s.backend
     if b is not backend():
         raise WorkbenchError(f"{s!r} belongs to another backend than the active one; "

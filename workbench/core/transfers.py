@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DeviceError, OutOfMemoryError, WorkbenchError
+from ..errors import ArgumentValueError, DeviceError, OutOfMemoryError, WorkbenchError
 from ..memory.kinds import registry as _kinds
 from ..memory.oom import is_out_of_memory, out_of_memory
 from ..present.units import format_bytes
@@ -113,8 +113,9 @@ def check_shape(shape, what: str) -> None:
     dims = shape if isinstance(shape, (tuple, list)) else (shape,)
     if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
                for d in dims):
-        raise ValueError(f"{what}(): shape {shape!r} must be a whole number of elements >= 0 "
-                         f"or a tuple of them, e.g. {what}(1024) or {what}((64, 64))")
+        raise ArgumentValueError(
+            f"{what}(): shape {shape!r} must be a whole number of elements >= 0 "
+            f"or a tuple of them, e.g. {what}(1024) or {what}((64, 64))")
 
 
 def _nbytes(shape, dtype) -> int:

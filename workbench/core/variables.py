@@ -22,6 +22,7 @@ import re
 
 import numpy as np
 
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..cxx.structs import find_types
 from .layouts import CompileFailed, measure, offset_of
 from .signature import parse_param
@@ -55,9 +56,10 @@ def variable_dtype(module, v, macros) -> np.dtype:
         measured = measure(module.backend, module.source, module.options, values)
     except CompileFailed as exc:
         first = next((ln.strip() for ln in exc.log.splitlines() if "error" in ln), exc.log.strip())
-        raise TypeError(f"variable {v.qualified_name!r} has type {v.ctype!r}, whose layout the "
-                        f"compiler could not be asked for ({first[:200]}); pass dtype= (a "
-                        f"structured dtype with the struct's layout)") from None
+        raise ArgumentTypeError(
+            f"variable {v.qualified_name!r} has type {v.ctype!r}, whose layout the "
+            f"compiler could not be asked for ({first[:200]}); pass dtype= (a "
+            f"structured dtype with the struct's layout)") from None
     return _build(node, iter(measured), v.qualified_name)
 
 
@@ -80,11 +82,12 @@ def _type_node(ctype, depth, scope, types, macros, what, seen):
         why = (struct.problem if struct is not None and struct.problem else
                "a struct without data members" if struct is not None else
                "a type the workbench does not find in the source")
-        raise TypeError(f"variable {what!r} has type {ctype!r} ({why}), which the workbench "
-                        f"cannot map to a NumPy dtype; pass dtype= (e.g. a structured dtype "
-                        f"with the same layout)")
+        raise ArgumentTypeError(
+            f"variable {what!r} has type {ctype!r} ({why}), which the workbench "
+            f"cannot map to a NumPy dtype; pass dtype= (e.g. a structured dtype "
+            f"with the same layout)")
     if struct.qualified_name in seen:
-        raise TypeError(f"variable {what!r}: struct {struct.name!r} contains itself")
+        raise ArgumentTypeError(f"variable {what!r}: struct {struct.name!r} contains itself")
     fields = []
     for m in struct.members:
         shape = tuple(_dim(d, macros, what, m.name) for d in m.dims)
@@ -97,8 +100,9 @@ def _type_node(ctype, depth, scope, types, macros, what, seen):
 def _dim(text: str, macros, what: str, member: str) -> int:
     value = evaluate_dim(text, macros)
     if value is None:
-        raise TypeError(f"variable {what!r}: the size of member {member!r} ([{text}]) is not a "
-                        f"constant the workbench can evaluate; pass dtype=")
+        raise ArgumentTypeError(
+            f"variable {what!r}: the size of member {member!r} ([{text}]) is not a "
+            f"constant the workbench can evaluate; pass dtype=")
     return value
 
 
@@ -122,9 +126,10 @@ def _build(node: _Node, measured, what: str) -> np.dtype:
         element = _build(child, measured, what) if isinstance(child, _Node) else child.dtype
         form = np.dtype((element, shape)) if shape else element
         if form.itemsize != nbytes:
-            raise TypeError(f"variable {what!r}: member {node.name}::{name} has {nbytes} bytes as "
-                            f"compiled, but the workbench reads its type as {form} "
-                            f"({form.itemsize} bytes); pass dtype=")
+            raise ArgumentTypeError(
+                f"variable {what!r}: member {node.name}::{name} has {nbytes} bytes as "
+                f"compiled, but the workbench reads its type as {form} "
+                f"({form.itemsize} bytes); pass dtype=")
         names.append(name)
         formats.append(form)
         offsets.append(offset)
@@ -134,8 +139,9 @@ def _build(node: _Node, measured, what: str) -> np.dtype:
     except ValueError:  # a packed struct: fields at offsets their types do not align
         dtype = np.dtype(spec)
     if alignment % max(dtype.alignment, 1):
-        raise TypeError(f"variable {what!r}: struct {node.name} is aligned to {alignment} bytes, "
-                        f"which its fields' dtypes cannot state; pass dtype=")
+        raise ArgumentTypeError(
+            f"variable {what!r}: struct {node.name} is aligned to {alignment} bytes, "
+            f"which its fields' dtypes cannot state; pass dtype=")
     return dtype
 
 
@@ -181,8 +187,9 @@ def value_array(value, dtype: np.dtype, shape: tuple | None, what: str) -> np.nd
             plural = "s" if size != 1 else ""
             hint = ("; give every element (read it with get_global, change what you want and set "
                     "it whole)" if data.size < size else "")
-            raise ValueError(f"variable {what!r} holds {size} element{plural} of {_name(dtype)}; "
-                             f"the value has {data.size}{hint}")
+            raise ArgumentValueError(
+                f"variable {what!r} holds {size} element{plural} of {_name(dtype)}; "
+                f"the value has {data.size}{hint}")
     return data
 
 
@@ -205,15 +212,17 @@ def _fill(out: np.ndarray, value, dtype: np.dtype, what: str) -> None:
         missing = [n for n in dtype.names if n not in names]
         extra = [n for n in names if n not in dtype.names]
         if extra:
-            raise ValueError(f"{what}: the struct has no field {extra[0]!r} (its fields: "
-                             f"{', '.join(dtype.names)})")
+            raise ArgumentValueError(f"{what}: the struct has no field {extra[0]!r} (its fields: "
+                                     f"{', '.join(dtype.names)})")
         if missing:
-            raise ValueError(f"{what}: the value lacks field{'s' if len(missing) > 1 else ''} "
-                             f"{', '.join(missing)}; a struct is written whole (read it with "
-                             f"get_global, change fields and set it back)")
+            raise ArgumentValueError(
+                f"{what}: the value lacks field{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(missing)}; a struct is written whole (read it with "
+                f"get_global, change fields and set it back)")
         if isinstance(value, np.ndarray) and value.shape != out.shape:
-            raise ValueError(f"{what} holds {out.size} struct{'s' if out.size != 1 else ''}; the "
-                             f"value has {value.size}")
+            raise ArgumentValueError(
+                f"{what} holds {out.size} struct{'s' if out.size != 1 else ''}; the "
+                f"value has {value.size}")
         for name in dtype.names:
             sub = dtype.fields[name][0]
             target = out[name]
@@ -223,19 +232,22 @@ def _fill(out: np.ndarray, value, dtype: np.dtype, what: str) -> None:
             else:
                 given = np.asarray(value[name])
                 if given.shape != target.shape:
-                    raise ValueError(f"{what}.{name} holds {target.size} element"
-                                     f"{'s' if target.size != 1 else ''}; the value has {given.size}")
+                    raise ArgumentValueError(
+                        f"{what}.{name} holds {target.size} element"
+                        f"{'s' if target.size != 1 else ''}; the value has {given.size}")
                 target[...] = given
         return
     if isinstance(value, (list, tuple)) and out.ndim:
         if len(value) != out.shape[0]:
-            raise ValueError(f"{what} holds {out.shape[0]} struct{'s' if out.shape[0] != 1 else ''}"
-                             f" along its first dimension; the value has {len(value)}")
+            raise ArgumentValueError(
+                f"{what} holds {out.shape[0]} struct{'s' if out.shape[0] != 1 else ''}"
+                f" along its first dimension; the value has {len(value)}")
         for i, item in enumerate(value):
             _fill(out[i, ...], item, dtype, f"{what}[{i}]")  # (a view: out[i] would be a copy)
         return
-    raise TypeError(f"{what} is a struct: give a dict of its fields ({', '.join(dtype.names)}) "
-                    f"or a NumPy structured value with them, got {type(value).__name__}")
+    raise ArgumentTypeError(
+        f"{what} is a struct: give a dict of its fields ({', '.join(dtype.names)}) "
+        f"or a NumPy structured value with them, got {type(value).__name__}")
 
 
 __all__ = ["evaluate_dim", "value_array", "variable_dtype"]

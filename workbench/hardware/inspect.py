@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 
+from ..errors import ArgumentTypeError
 from .. import subprocesses
 from ..backends.contract import CompileOptions, KernelResources
 from ..backends.nvrtc import check_with_nvrtc
@@ -255,6 +256,7 @@ def inspect_kernel(kernel, device=None) -> KernelReport:
     default dynamic shared-memory limit (default: the active device).
     """
     if getattr(kernel, "resources", None) is None and not hasattr(kernel, "module"):
-        raise TypeError(f"inspect_kernel() needs a workbench Kernel, got {type(kernel).__name__}; "
-                        "compile one with %%cuda or wb.compile()")
+        raise ArgumentTypeError(
+            f"inspect_kernel() needs a workbench Kernel, got {type(kernel).__name__}; "
+            "compile one with %%cuda or wb.compile()")
     return KernelReport(kernel, device)

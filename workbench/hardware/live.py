@@ -15,6 +15,7 @@ import weakref
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+from ..errors import ArgumentValueError
 from ..present.na import NA, formatted_fields, or_na
 from ..present.tables import html_fields, pandas
 from ..present.units import format_bytes
@@ -249,7 +250,7 @@ class LiveMonitor:
     def __init__(self, devices=(0,), interval: float = 1.0, history: int = 120,
                  sampler: Callable[[int], LiveStats] = live_stats):
         if interval <= 0:
-            raise ValueError(f"interval is in seconds and must be > 0, got {interval!r}")
+            raise ArgumentValueError(f"interval is in seconds and must be > 0, got {interval!r}")
         self.devices = tuple(devices)
         self.interval = float(interval)
         self.history = {i: collections.deque(maxlen=history) for i in self.devices}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Union
 
 from ..backends.contract import DeviceProperties, KernelResources
-from ..errors import LaunchConfigError
+from ..errors import ArgumentTypeError, LaunchConfigError
 from ..present.figures import figure_axes
 from ..present.tables import html_table, pandas
 from ..present.units import format_bytes as _bytes
@@ -328,8 +328,8 @@ def kernel_usage(kernel) -> tuple[str, KernelUsage, tuple[str, ...]]:
         return "kernel", kernel, ()
     resources = kernel if isinstance(kernel, KernelResources) else getattr(kernel, "resources", None)
     if not isinstance(resources, KernelResources):
-        raise TypeError(f"occupancy() needs a workbench Kernel (or KernelResources), got "
-                        f"{type(kernel).__name__}; compile one with %%cuda or wb.compile()")
+        raise ArgumentTypeError(f"occupancy() needs a workbench Kernel (or KernelResources), got "
+                                f"{type(kernel).__name__}; compile one with %%cuda or wb.compile()")
     name = getattr(kernel, "name", None) or "kernel"
     function = getattr(kernel, "function", None)
     carveout = _int_attribute(function, "preferred_shared_memory_carveout")

@@ -16,6 +16,7 @@ import textwrap
 from IPython.core import magic_arguments
 from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope
 
+from ..errors import ArgumentValueError
 from ..benchmarking.timer import bench
 from ..present.tables import shorten
 
@@ -86,13 +87,14 @@ class BenchMagics(Magics):
         local_ns = local_ns if local_ns is not None else namespace
         if cell is None:
             if not statement:
-                raise ValueError("%gpu_bench needs a statement to time, e.g. "
-                                 "%gpu_bench kernel(x, y, n, n=n)")
+                raise ArgumentValueError("%gpu_bench needs a statement to time, e.g. "
+                                         "%gpu_bench kernel(x, y, n, n=n)")
             body, setup = statement, None
         else:
             body, setup = textwrap.dedent(cell), statement or None
         if not body.strip():
-            raise ValueError("%%gpu_bench: the cell is empty; put the code to time in its body")
+            raise ArgumentValueError(
+                "%%gpu_bench: the cell is empty; put the code to time in its body")
         code = self.shell.compile(body, "<gpu_bench>", "exec")
         if setup:
             exec(self.shell.compile(setup, "<gpu_bench setup>", "exec"), namespace, local_ns)
@@ -115,7 +117,7 @@ class BenchMagics(Magics):
 
 
 def _label(code: str) -> str:
-    return shorten(code.strip().splitlines()[0], 60)  # (at a word: never mid-name)
+    return shorten(code.strip().splitlines()[0], 60)  # (at a word, or in a too-long first word)
 
 
 def register(ipython) -> None:

@@ -20,10 +20,11 @@ def _gib(n: int) -> str:
 
 def memory_label(in_use: int | None, cached: int | None, total: int | None) -> str:
     """``in use 1 · cached 59 / 80 GiB``: the words of ``wb.memory.stats()``
-    (cached left out while the pool caches nothing worth a tenth of a GiB)."""
-    if total is None:
-        return ""
-    parts = [f"in use {_gib(in_use or 0)}"]
+    (cached left out while the pool caches nothing worth a tenth of a GiB);
+    nothing when the size or the bytes in use are not known."""
+    if total is None or in_use is None:
+        return ""  # (no figure rather than a guess)
+    parts = [f"in use {_gib(in_use)}"]
     if cached and _gib(cached) != "0":
         parts.append(f"cached {_gib(cached)}")
     return f"{' · '.join(parts)} / {_gib(total)} GiB"
@@ -48,8 +49,6 @@ def frontend_status() -> dict | None:
         return None
     total = stats.device_total
     in_use = stats.in_use
-    if in_use is None and stats.device_free is not None and total is not None:
-        in_use = total - stats.device_free  # a pool that cannot count: the device's own figure
     short = props.name.replace("NVIDIA ", "").split()[0] if props.name else b.name
     name = "simulator" if b.simulated else short
     memory = memory_label(in_use, stats.cached, total)

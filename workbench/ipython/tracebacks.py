@@ -1,15 +1,16 @@
 """How a notebook shows an error that went through the workbench.
 
-An error a user caused (every :class:`~workbench.WorkbenchError`, and any
-exception the workbench raises itself for bad input: a ``raise`` statement
-in its own code) is shown as the user's frames and the message: the
-workbench's internal frames and any exception it was handling when it
-raised say nothing the message does not. A compile error is its
-diagnostics; an interrupted launch (:class:`~workbench.errors.Interrupted`)
-is one line. An exception raised in the user's own code that the workbench
-called (a reference function, a restriction) keeps the user's frames, the
-workbench's left out. Anything else, a bug of the workbench included, shows
-IPython's full traceback.
+An error a user caused (every :class:`~workbench.WorkbenchError`, the
+builtin-typed ones such as :class:`~workbench.errors.DefinesError` included)
+is shown as the user's frames and the message: the workbench's internal
+frames, and any exception it was handling when it raised, say nothing the
+message does not. A compile error is its diagnostics; an interrupted launch
+(:class:`~workbench.errors.Interrupted`) is one line. An exception raised in
+the user's own code that the workbench called (a reference function, a
+restriction) keeps the user's frames and its own chained exceptions, the
+workbench's frames left out. A syntax error is shown as IPython shows it.
+Anything else, a bug of the workbench included, shows IPython's full
+traceback.
 """
 from __future__ import annotations
 
@@ -34,15 +35,22 @@ def _library_dirs() -> tuple:
 
 #: Code the workbench generates names itself so (core/arguments.py's checkers).
 GENERATED_PREFIX = "<workbench "
+#: How IPython names a cell it compiled (a kernel may name them as files instead).
+CELL_PREFIX = "<ipython-input-"
 
 
 def in_workbench(tb) -> bool:
     return tb.tb_frame.f_code.co_filename.startswith((PACKAGE_DIR, GENERATED_PREFIX))
 
 
-def _is_users(tb) -> bool:
+def _is_users(tb, cells=()) -> bool:
+    """A frame of the user's own code: a notebook cell, or a real file that is
+    neither the workbench's nor an installed library's nor the standard
+    library's (generated code such as a dataclass's ``<string>`` is not)."""
     name = tb.tb_frame.f_code.co_filename
-    return not name.startswith((PACKAGE_DIR, GENERATED_PREFIX, "<frozen", *_library_dirs()))
+    if name in cells or name.startswith(CELL_PREFIX):
+        return True
+    return not name.startswith(("<", PACKAGE_DIR, *_library_dirs()))
 
 
 def _entries(tb) -> list:
@@ -53,18 +61,7 @@ def _entries(tb) -> list:
     return out
 
 
-def _raised_by_workbench(entries) -> bool:
-    """Whether the innermost frame is a ``raise`` statement of the workbench
-    (an error it meant to raise, not one its code ran into)."""
-    if not entries or not in_workbench(entries[-1]):
-        return False
-    import linecache  # lazy: only an error being shown needs it
-    last = entries[-1]
-    line = linecache.getline(last.tb_frame.f_code.co_filename, last.tb_lineno).strip()
-    return line.startswith("raise ")
-
-
-def kind_of(evalue, tb) -> str:
+def kind_of(evalue, tb, cells=()) -> str:
     """"interrupted", "compile", "missing compiler", "users" (an error the
     user caused through the workbench, or one raised in the user's own code
     that the workbench called) or "other"."""
@@ -78,19 +75,22 @@ def kind_of(evalue, tb) -> str:
     through = any(in_workbench(e) for e in entries)
     if isinstance(evalue, WorkbenchError) or (through and isinstance(evalue, KeyboardInterrupt)):
         return "users"
-    if through and _raised_by_workbench(entries):
-        return "users"
     if through and not in_workbench(entries[-1]):
         last_wb = max(i for i, e in enumerate(entries) if in_workbench(e))
-        if any(_is_users(e) for e in entries[last_wb + 1:]):
+        if any(_is_users(e, cells) for e in entries[last_wb + 1:]):
             return "users"  # raised in a function of the user's that the workbench called
     return "other"
 
 
-def users_frames(tb):
-    """A traceback of ``tb``'s entries without the workbench's (a new chain:
-    the exception's own ``__traceback__`` is left as it was)."""
-    kept = [e for e in _entries(tb) if not in_workbench(e)]
+def users_frames(tb, cells=()):
+    """A traceback of ``tb``'s entries up to the first of the workbench's,
+    then only the user's own (a new chain: the exception's own
+    ``__traceback__`` is left as it was)."""
+    kept, inside = [], False
+    for e in _entries(tb):
+        inside = inside or in_workbench(e)
+        if not inside or (not in_workbench(e) and _is_users(e, cells)):
+            kept.append(e)
     out = None
     for e in reversed(kept):
         out = types.TracebackType(out, e.tb_frame, e.tb_lasti, e.tb_lineno)
@@ -101,9 +101,21 @@ def one_line(etype, evalue) -> str:
     return f"{etype.__name__}: {evalue}" if str(evalue) else etype.__name__
 
 
+def _cells(shell) -> frozenset:
+    """The names IPython compiled this session's cells under."""
+    return frozenset(getattr(getattr(shell, "compile", None), "_filename_map", None) or ())
+
+
 def show_error(shell, etype, evalue, tb, tb_offset=None):
     """IPython's custom exception handler (see the module docstring)."""
-    kind = kind_of(evalue, tb)
+    cells = _cells(shell)
+    if isinstance(evalue, SyntaxError):
+        # a cell that does not parse reaches here too (IPython hands the
+        # parser's error to a custom handler): show it as IPython would
+        shell.showsyntaxerror(running_compiled_code=any(
+            e.tb_frame.f_code.co_filename in cells for e in _entries(tb)))
+        return None
+    kind = kind_of(evalue, tb, cells)
     if kind == "other":
         shell.showtraceback((etype, evalue, tb), tb_offset=tb_offset, running_compiled_code=True)
         return None
@@ -119,23 +131,28 @@ def show_error(shell, etype, evalue, tb, tb_offset=None):
     elif kind == "missing compiler":
         stb = [one_line(etype, evalue)]  # what to install is the whole story
     else:
-        # the exception the workbench was handling when it raised is its own business
-        implicit = evalue.__cause__ is None and evalue.__context__ is not None
+        # an exception the workbench was handling when it raised is its own
+        # business; one raised in the user's code keeps what it was handling
+        entries = _entries(tb)
+        implicit = (evalue.__cause__ is None and evalue.__context__ is not None
+                    and bool(entries) and in_workbench(entries[-1]))
         suppressed = evalue.__suppress_context__
         if implicit:
             evalue.__suppress_context__ = True
         try:
-            stb = shell.InteractiveTB.structured_traceback(etype, evalue, users_frames(tb),
-                                                           tb_offset)
+            stb = shell.InteractiveTB.structured_traceback(etype, evalue,
+                                                           users_frames(tb, cells), tb_offset)
         finally:
             evalue.__suppress_context__ = suppressed
     shell._showtraceback(etype, evalue, stb)  # a custom handler shows what it returns itself
+    if kind == "users" and shell.call_pdb:
+        shell.debugger(force=True)  # %pdb: as IPython's own showtraceback does
     return stb
 
 
 def register(ipython) -> None:
     # every exception passes here: show_error leaves those that are not the
-    # workbench's business to IPython's own traceback
+    # workbench's business to IPython's own display
     ipython.set_custom_exc((Exception, KeyboardInterrupt), show_error)
 
 

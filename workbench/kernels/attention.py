@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ..errors import KernelArgumentError
+from ..errors import ArgumentValueError, KernelArgumentError
 from ..runtime.session import backend as active_backend
 from .library import KernelSpec, check_array, module, note_variant, register
 from .matmul import bfloat16_bits
@@ -43,7 +43,8 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None,
     arrays of bfloat16 bit patterns (``wb.kernels.matmul.bfloat16_bits``
     makes them); the result is of the same kind (new, or ``out``)."""
     if inputs not in _TYPES:
-        raise ValueError(f"wb.kernels.attention(): inputs is 'float16' or 'bfloat16', got {inputs!r}.")
+        raise ArgumentValueError(
+            f"wb.kernels.attention(): inputs is 'float16' or 'bfloat16', got {inputs!r}.")
     ctype, dtype = _TYPES[inputs]
     name = "attention"
     for what, a in (("q", q), ("k", k), ("v", v)):
@@ -62,8 +63,9 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None,
     Sq, Sk = int(q.shape[-2]), int(k.shape[-2])
     heads = int(np.prod(q.shape[:-2], dtype=np.int64))
     if Sk == 0 and Sq and heads:
-        raise ValueError(f"wb.kernels.{name}(): k and v hold no keys (Sk = 0): softmax over "
-                         f"nothing is undefined.")
+        raise ArgumentValueError(
+            f"wb.kernels.{name}(): k and v hold no keys (Sk = 0): softmax over "
+            f"nothing is undefined.")
     b = active_backend()
     if out is None:
         out = b.xp.empty(q.shape, dtype=dtype)
@@ -126,7 +128,7 @@ def _library_attention(q, k, v, causal=False, scale=None, inputs="float16"):
     """The same product through the backend's array operations (three passes
     over the Sq x Sk scores, which it stores), in float32 (float16 inputs)."""
     if inputs != "float16":
-        raise ValueError("the array-operation attention takes float16 inputs only")
+        raise ArgumentValueError("the array-operation attention takes float16 inputs only")
     xp = active_backend().xp
     qf, kf, vf = (a.astype(np.float32) for a in (q, k, v))
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale

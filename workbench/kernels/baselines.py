@@ -14,12 +14,13 @@ import time
 
 import numpy as np
 
+from ..errors import ArgumentValueError
 from ..benchmarking import history
 from ..benchmarking.plots import plot_roofline
 from ..benchmarking.result import SIMULATED_TIMES, BenchResult, format_seconds
 from ..benchmarking.timer import bench
 from ..core.arrays import to_device
-from ..present.figures import figure_axes
+from ..present.figures import figure_axes, lay_out_own
 from ..present.tables import html_table, pandas
 from .library import KernelSpec, specs
 
@@ -34,8 +35,9 @@ def device_args(args: tuple) -> tuple:
 def _spec(name: str) -> KernelSpec:
     found = specs()
     if name not in found:
-        raise ValueError(f"no kernel {name!r} in wb.kernels; wb.kernels.catalog() lists them "
-                         f"({', '.join(sorted(found))})")
+        raise ArgumentValueError(
+            f"no kernel {name!r} in wb.kernels; wb.kernels.catalog() lists them "
+            f"({', '.join(sorted(found))})")
     return found[name]
 
 
@@ -75,7 +77,7 @@ def baseline(name: str, size: int = 1 << 20, dtype: str | None = None, *, cpu: b
     spec = _spec(name)
     dtype = dtype or spec.dtypes[0]
     if dtype not in spec.dtypes:
-        raise ValueError(f"wb.kernels.{name} takes {', '.join(spec.dtypes)}, not {dtype!r}")
+        raise ArgumentValueError(f"wb.kernels.{name} takes {', '.join(spec.dtypes)}, not {dtype!r}")
     args, elements = spec.example(int(size), dtype, np.random.default_rng(seed))
     moved = spec.bytes_for(dtype) * elements
     flops = spec.flops_per_element * elements
@@ -205,5 +207,5 @@ def plot_speedup(table: Baselines, *, ax=None, title: str | None = None):
     text = title or "wb.kernels speedups"
     ax.set_title(text + (f" [{SIMULATED_TIMES}]" if table.simulated else ""))
     ax.legend()
-    fig.tight_layout()
+    lay_out_own(fig)
     return fig

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import KernelArgumentError
+from ..errors import ArgumentValueError, KernelArgumentError
 from ..runtime.session import backend as active_backend
 from .library import (KernelSpec, c_type, check_array, check_dtype, grid_1d, module,
                       multiprocessors, register)
@@ -45,18 +45,21 @@ def batch_norm(x, weight, bias, running_mean, running_var, training: bool = True
                                       f"x has {C} channels (shape {tuple(x.shape)}), so it must "
                                       f"have shape ({C},).")
     if not 0.0 <= float(momentum) <= 1.0 or not float(eps) >= 0.0:
-        raise ValueError(f"wb.kernels.{name}(): momentum must be in [0, 1] and eps >= 0, got "
-                         f"momentum={momentum!r}, eps={eps!r}.")
+        raise ArgumentValueError(
+            f"wb.kernels.{name}(): momentum must be in [0, 1] and eps >= 0, got "
+            f"momentum={momentum!r}, eps={eps!r}.")
     if training and N * HW == 0 and C > 0:
-        raise ValueError(f"wb.kernels.{name}(): training needs at least one value per channel "
-                         f"to compute batch statistics; x has shape {tuple(x.shape)}.")
+        raise ArgumentValueError(
+            f"wb.kernels.{name}(): training needs at least one value per channel "
+            f"to compute batch statistics; x has shape {tuple(x.shape)}.")
     xp = active_backend().xp
     y = xp.empty(tuple(x.shape), dtype=dtype)
     if C == 0:
         return y
     if N * HW >= 2 ** 31:
-        raise ValueError(f"wb.kernels.{name}(): {N * HW} values per channel is too many for "
-                         f"32-bit indices; normalise the batch in parts.")
+        raise ArgumentValueError(
+            f"wb.kernels.{name}(): {N * HW} values per channel is too many for "
+            f"32-bit indices; normalise the batch in parts.")
     kernels = module(FAMILY)
     t = c_type(dtype)
     per_channel = (C + _BLOCK - 1) // _BLOCK

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import KernelArgumentError
+from ..errors import ArgumentValueError, KernelArgumentError
 from ..runtime.session import backend as active_backend
 from .library import KernelSpec, check_array, module, register
 from .matmul import sgemm
@@ -28,7 +28,8 @@ def _geometry(name: str, x, w, stride, padding):
     check_array(name, "w", w, ("float32",), ndim=4)
     for what, value, least in (("stride", stride, 1), ("padding", padding, 0)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
-            raise ValueError(f"wb.kernels.{name}(): {what} must be an int >= {least}, got {value!r}.")
+            raise ArgumentValueError(
+                f"wb.kernels.{name}(): {what} must be an int >= {least}, got {value!r}.")
     N, C, H, W = (int(d) for d in x.shape)
     K, Cw, R, S = (int(d) for d in w.shape)
     if Cw != C:
@@ -36,16 +37,17 @@ def _geometry(name: str, x, w, stride, padding):
             f"wb.kernels.{name}(): x has {C} channels (shape {tuple(x.shape)}, NCHW) but w has "
             f"{Cw} (shape {tuple(w.shape)}, KCRS); they must match.")
     if R == 0 or S == 0:
-        raise ValueError(f"wb.kernels.{name}(): the filter is {R} x {S}; it needs at least 1 x 1.")
+        raise ArgumentValueError(
+            f"wb.kernels.{name}(): the filter is {R} x {S}; it needs at least 1 x 1.")
     P = (H + 2 * padding - R) // stride + 1
     Q = (W + 2 * padding - S) // stride + 1
     if H + 2 * padding < R or W + 2 * padding < S:
-        raise ValueError(
+        raise ArgumentValueError(
             f"wb.kernels.{name}(): a {R} x {S} filter does not fit in a {H} x {W} image with "
             f"padding {padding}; use a smaller filter or more padding.")
     if N * P * Q >= 2 ** 31 or N * C * H * W >= 2 ** 31 or K * P * Q * N >= 2 ** 31:
-        raise ValueError(f"wb.kernels.{name}(): x {tuple(x.shape)} is too large for 32-bit "
-                         f"indices; split the batch into smaller ones.")
+        raise ArgumentValueError(f"wb.kernels.{name}(): x {tuple(x.shape)} is too large for 32-bit "
+                                 f"indices; split the batch into smaller ones.")
     return N, C, H, W, K, R, S, P, Q
 
 

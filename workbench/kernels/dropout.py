@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ArgumentValueError
 from ..runtime.session import backend as active_backend
 from .library import KernelSpec, c_type, check_array, grid_1d, module, register
 
@@ -20,12 +21,13 @@ _U64 = (1 << 64) - 1
 
 def _check(p, seed, offset):
     if not 0.0 <= float(p) <= 1.0:
-        raise ValueError(f"wb.kernels.dropout(): p is the probability of dropping an element, "
-                         f"in [0, 1]; got {p!r}.")
+        raise ArgumentValueError(
+            f"wb.kernels.dropout(): p is the probability of dropping an element, "
+            f"in [0, 1]; got {p!r}.")
     for what, value in (("seed", seed), ("offset", offset)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not 0 <= value <= _U64:
-            raise ValueError(f"wb.kernels.dropout(): {what} must be an int in [0, 2**64), "
-                             f"got {value!r}.")
+            raise ArgumentValueError(f"wb.kernels.dropout(): {what} must be an int in [0, 2**64), "
+                                     f"got {value!r}.")
 
 
 def _scale(p: float, dtype) -> float:

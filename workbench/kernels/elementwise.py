@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..errors import KernelArgumentError
+from ..errors import ArgumentValueError, KernelArgumentError
 from ..runtime.session import backend as active_backend
 from .library import KernelSpec, c_type, check_dtype, grid_1d, module, register
 
@@ -98,7 +98,8 @@ def fma_chain(x, a: float, b: float, steps: int):
     ``y = y * a + b`` ``steps`` times. Its arithmetic intensity grows with
     ``steps``: a knob that walks a kernel across the roofline."""
     if not isinstance(steps, (int, np.integer)) or steps < 0:
-        raise ValueError(f"wb.kernels.fma_chain(): steps must be an int >= 0, got {steps!r}.")
+        raise ArgumentValueError(
+            f"wb.kernels.fma_chain(): steps must be an int >= 0, got {steps!r}.")
     return _map("fma_chain", {"x": x}, p0=a, p1=b, steps=int(steps))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+from ..errors import ArgumentValueError
 from ..present.tables import html_table, pandas
 from .library import KernelSpec, families, last_variant, source_text, specs, variant_sources
 
@@ -78,7 +79,8 @@ def catalog(family: str | None = None) -> Catalog:
     then name, as a table (``to_pandas()`` for a DataFrame)."""
     found = [s for s in specs().values() if family is None or s.family == family]
     if family is not None and not found:
-        raise ValueError(f"no kernel family {family!r}; the library has: {', '.join(families())}")
+        raise ArgumentValueError(
+            f"no kernel family {family!r}; the library has: {', '.join(families())}")
     return Catalog(sorted(found, key=lambda s: (s.family, s.name)))
 
 
@@ -134,5 +136,6 @@ def source(name: str, variant: str | None = None) -> Source:
         return Source(family, source_text(family, variant), kernel=name, variant=variant)
     if name in families():
         return Source(name, source_text(name, variant), variant=variant)
-    raise ValueError(f"no kernel or family {name!r} in wb.kernels; wb.kernels.catalog() lists "
-                     f"the kernels, families are: {', '.join(families())}")
+    raise ArgumentValueError(
+        f"no kernel or family {name!r} in wb.kernels; wb.kernels.catalog() lists "
+        f"the kernels, families are: {', '.join(families())}")

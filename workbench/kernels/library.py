@@ -40,7 +40,7 @@ import numpy as np
 
 from ..core.compiler import Module, compile as compile_source
 from ..cxx.defines import normalise_defines
-from ..errors import KernelArgumentError
+from ..errors import ArgumentValueError, KernelArgumentError
 from ..runtime.session import backend as active_backend
 
 __all__ = ["KernelSpec", "register", "specs", "module", "source_text", "families",
@@ -133,7 +133,8 @@ def last_variant(kernel: str) -> str | None:
 
 def _family_module(family: str):
     if family not in families():
-        raise ValueError(f"no kernel family {family!r}; the library has: {', '.join(families())}")
+        raise ArgumentValueError(
+            f"no kernel family {family!r}; the library has: {', '.join(families())}")
     found = importlib.import_module(f"{__package__}.{family}")
     _kernels_over_modules()
     return found
@@ -160,10 +161,11 @@ def source_text(family: str, variant: str | None = None) -> str:
     """The CUDA C++ source of a family (``cu/<family>.cu``), or of one of its
     variants (``cu/<family>.<variant>.cu``)."""
     if family not in families():
-        raise ValueError(f"no kernel family {family!r}; the library has: {', '.join(families())}")
+        raise ArgumentValueError(
+            f"no kernel family {family!r}; the library has: {', '.join(families())}")
     if variant is not None and variant not in variant_sources(family):
-        raise ValueError(f"kernel family {family!r} has no variant {variant!r}; it has: "
-                         f"{', '.join(variant_sources(family)) or 'none'}")
+        raise ArgumentValueError(f"kernel family {family!r} has no variant {variant!r}; it has: "
+                                 f"{', '.join(variant_sources(family)) or 'none'}")
     stem = family if variant is None else f"{family}.{variant}"
     return (resources.files(__package__) / "cu" / f"{stem}.cu").read_text(encoding="utf-8")
 

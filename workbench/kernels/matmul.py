@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import CompileError, KernelArgumentError
+from ..errors import ArgumentValueError, CompileError, KernelArgumentError
 from ..runtime.session import backend as active_backend
 from .library import (KernelSpec, check_array, compute_capability, module, multiprocessors,
                       note_variant, register)
@@ -115,12 +115,14 @@ def hgemm(a, b, out=None, inputs: str = "float16", out_dtype: str = "float32",
     ``"sm90"`` or ``"mma"`` ask for one (``"sm90"`` raises where it cannot
     run). ``wb.kernels.catalog()`` shows which variant the last call ran."""
     if inputs not in _INPUT_TYPES:
-        raise ValueError(f"wb.kernels.hgemm(): inputs is 'float16' or 'bfloat16', got {inputs!r}.")
+        raise ArgumentValueError(
+            f"wb.kernels.hgemm(): inputs is 'float16' or 'bfloat16', got {inputs!r}.")
     if out_dtype not in ("float32", inputs):
-        raise ValueError(f"wb.kernels.hgemm(): out_dtype is 'float32' or the input type "
-                         f"{inputs!r}, got {out_dtype!r}.")
+        raise ArgumentValueError(f"wb.kernels.hgemm(): out_dtype is 'float32' or the input type "
+                                 f"{inputs!r}, got {out_dtype!r}.")
     if variant not in ("auto", "sm90", "mma"):
-        raise ValueError(f"wb.kernels.hgemm(): variant is 'auto', 'sm90' or 'mma', got {variant!r}.")
+        raise ArgumentValueError(
+            f"wb.kernels.hgemm(): variant is 'auto', 'sm90' or 'mma', got {variant!r}.")
     M, N, K = _operands("hgemm", a, b, ("float16",) if inputs == "float16" else ("uint16",))
     c = _output("hgemm", out, M, N, _OUTPUT_DTYPES[out_dtype])
     types = f"{_INPUT_TYPES[inputs]}, {_OUTPUT_TYPES[out_dtype]}"
@@ -136,7 +138,7 @@ def hgemm(a, b, out=None, inputs: str = "float16", out_dtype: str = "float32",
             warnings.warn(f"wb.kernels.hgemm(): {reason}; running the mma.sync kernel",
                           RuntimeWarning, stacklevel=2)
     elif variant == "sm90":
-        raise ValueError(f"wb.kernels.hgemm(variant='sm90'): {reason}.")
+        raise ArgumentValueError(f"wb.kernels.hgemm(variant='sm90'): {reason}.")
     note_variant("hgemm", _VARIANTS["simulator" if active_backend().simulated else "mma"])
     return _launch(f"hgemm<{types}>", a, b, c, M, N, K, 8, _HGEMM_TILE, _HGEMM_SHARED)
 

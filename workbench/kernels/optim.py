@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..errors import KernelArgumentError
+from ..errors import ArgumentValueError, KernelArgumentError
 from ..runtime.session import backend as active_backend
 from .library import KernelSpec, check_dtype, grid_1d, module, register
 
@@ -34,7 +34,8 @@ def _non_negative(name: str, **values) -> None:
     for what, value in values.items():
         if not (isinstance(value, (int, float, np.floating, np.integer)) and math.isfinite(value)
                 and value >= 0):
-            raise ValueError(f"wb.kernels.{name}(): {what} must be a finite number >= 0, got {value!r}.")
+            raise ArgumentValueError(
+                f"wb.kernels.{name}(): {what} must be a finite number >= 0, got {value!r}.")
 
 
 def sgd_momentum(param, grad, momentum_buffer, lr: float, momentum: float = 0.9,
@@ -47,8 +48,9 @@ def sgd_momentum(param, grad, momentum_buffer, lr: float, momentum: float = 0.9,
     n = _arrays(name, {"param": param, "grad": grad, "momentum_buffer": momentum_buffer})
     _non_negative(name, lr=lr, momentum=momentum, weight_decay=weight_decay, dampening=dampening)
     if nesterov and (momentum <= 0 or dampening != 0):
-        raise ValueError(f"wb.kernels.{name}(): Nesterov momentum needs momentum > 0 and "
-                         f"dampening = 0, got momentum={momentum!r}, dampening={dampening!r}.")
+        raise ArgumentValueError(
+            f"wb.kernels.{name}(): Nesterov momentum needs momentum > 0 and "
+            f"dampening = 0, got momentum={momentum!r}, dampening={dampening!r}.")
     if n:
         module(FAMILY)["sgd_momentum_step"](
             param, grad, momentum_buffer, n, float(lr), float(momentum), float(dampening),
@@ -60,12 +62,13 @@ def sgd_momentum(param, grad, momentum_buffer, lr: float, momentum: float = 0.9,
 def _adam(name, param, grad, exp_avg, exp_avg_sq, step, lr, betas, eps, weight_decay, decoupled):
     n = _arrays(name, {"param": param, "grad": grad, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq})
     if not isinstance(step, (int, np.integer)) or isinstance(step, bool) or step < 1:
-        raise ValueError(f"wb.kernels.{name}(): step is the number of this step, counting from 1; "
-                         f"got {step!r}.")
+        raise ArgumentValueError(
+            f"wb.kernels.{name}(): step is the number of this step, counting from 1; "
+            f"got {step!r}.")
     beta1, beta2 = betas
     _non_negative(name, lr=lr, eps=eps, weight_decay=weight_decay, beta1=beta1, beta2=beta2)
     if beta1 >= 1 or beta2 >= 1:
-        raise ValueError(f"wb.kernels.{name}(): betas must be in [0, 1), got {betas!r}.")
+        raise ArgumentValueError(f"wb.kernels.{name}(): betas must be in [0, 1), got {betas!r}.")
     if n:
         step_size = lr / (1.0 - beta1 ** int(step))
         sqrt_correction2 = math.sqrt(1.0 - beta2 ** int(step))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ArgumentValueError
 from ..runtime.session import backend as active_backend
 from .library import KernelSpec, c_type, check_array, module, register
 
@@ -26,8 +27,9 @@ def _pair(name: str, what: str, value, least: int) -> tuple[int, int]:
     pair = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(pair) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
                                  and v >= least for v in pair):
-        raise ValueError(f"wb.kernels.{name}(): {what} must be an int >= {least} or a pair of "
-                         f"them, got {value!r}.")
+        raise ArgumentValueError(
+            f"wb.kernels.{name}(): {what} must be an int >= {least} or a pair of "
+            f"them, got {value!r}.")
     return int(pair[0]), int(pair[1])
 
 
@@ -38,12 +40,14 @@ def _geometry(name, x, kernel_size, stride, padding):
     sh, sw = _pair(name, "stride", kernel_size if stride is None else stride, 1)
     ph, pw = _pair(name, "padding", padding, 0)
     if ph > kh // 2 or pw > kw // 2:
-        raise ValueError(f"wb.kernels.{name}(): padding {(ph, pw)} must be at most half the "
-                         f"kernel size {(kh, kw)} (so that every window holds image elements).")
+        raise ArgumentValueError(
+            f"wb.kernels.{name}(): padding {(ph, pw)} must be at most half the "
+            f"kernel size {(kh, kw)} (so that every window holds image elements).")
     H, W = int(x.shape[2]), int(x.shape[3])
     if H + 2 * ph < kh or W + 2 * pw < kw:
-        raise ValueError(f"wb.kernels.{name}(): a {kh} x {kw} window does not fit in a {H} x {W} "
-                         f"image with padding {(ph, pw)}.")
+        raise ArgumentValueError(
+            f"wb.kernels.{name}(): a {kh} x {kw} window does not fit in a {H} x {W} "
+            f"image with padding {(ph, pw)}.")
     P, Q = (H + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
     return (kh, kw), (sh, sw), (ph, pw), (P, Q)
 
@@ -57,8 +61,8 @@ def _pool(name, op, x, kernel_size, stride, padding, count_include_pad=True):
     square = kh if kh == kw and kh in _SIZES else 0
     kernel = module(FAMILY)[f"pool2d<{c_type(x.dtype)}, {op}, {square}>"]
     if P * Q >= 2 ** 31 or H * W >= 2 ** 31 or -(-P // _PATCH_ROWS) > 65535:
-        raise ValueError(f"wb.kernels.{name}(): images of {H} x {W} are too large for this "
-                         f"kernel's 32-bit indices and grid.")
+        raise ArgumentValueError(f"wb.kernels.{name}(): images of {H} x {W} are too large for this "
+                                 f"kernel's 32-bit indices and grid.")
     grid = (-(-Q // 32), -(-P // _PATCH_ROWS), min(N * C, 65535))
     kernel(x, y, N * C, H, W, P, Q, kh, kw, sh, sw, ph, pw, int(bool(count_include_pad)),
            grid=grid, block=(32, 8))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import KernelArgumentError
+from ..errors import ArgumentValueError, KernelArgumentError
 from ..runtime.session import backend as active_backend
 from .library import KernelSpec, c_type, check_dtype, grid_1d, module, register
 
@@ -35,8 +35,9 @@ def _reduce(name: str, op: int, inputs: dict, *, scale=None, take_sqrt=False, id
                                   f"{y.size}; they must have as many.")
     n = int(x.size)
     if n == 0 and not identity:
-        raise ValueError(f"wb.kernels.{name}(): the array is empty and {name} has no identity "
-                         f"(as NumPy's {name} of an empty array).")
+        raise ArgumentValueError(
+            f"wb.kernels.{name}(): the array is empty and {name} has no identity "
+            f"(as NumPy's {name} of an empty array).")
     xp = active_backend().xp
     width = 4 if dtype == np.float32 else 2
     blocks = grid_1d(n, _BLOCK, per_thread=width, blocks_per_sm=8)

@@ -20,7 +20,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..errors import WorkbenchError
+from ..errors import ArgumentValueError, WorkbenchError
 
 __all__ = ["TensorMapUnavailable", "encode_tiled", "TensorMapCache", "DATA_TYPES", "SWIZZLES"]
 
@@ -70,24 +70,27 @@ def encode_tiled(address: int, dtype: str, shape: tuple[int, int], box: tuple[in
     swizzle) and :class:`TensorMapUnavailable` when the driver is missing or
     refuses."""
     if dtype not in DATA_TYPES:
-        raise ValueError(f"tensor maps here take {', '.join(DATA_TYPES)}, not {dtype!r}")
+        raise ArgumentValueError(f"tensor maps here take {', '.join(DATA_TYPES)}, not {dtype!r}")
     if swizzle not in SWIZZLES:
-        raise ValueError(f"swizzle is one of {sorted(SWIZZLES)} bytes, not {swizzle!r}")
+        raise ArgumentValueError(f"swizzle is one of {sorted(SWIZZLES)} bytes, not {swizzle!r}")
     itemsize = 4 if dtype == "float32" else 2
     rows, cols = (int(v) for v in shape)
     box_rows, box_cols = (int(v) for v in box)
     if rows < 1 or cols < 1:
-        raise ValueError(f"a tensor map needs a matrix of at least one element, got shape {shape}")
+        raise ArgumentValueError(
+            f"a tensor map needs a matrix of at least one element, got shape {shape}")
     if address % 16:
-        raise ValueError(f"TMA needs a 16-byte aligned matrix; this one starts at {address:#x}")
+        raise ArgumentValueError(
+            f"TMA needs a 16-byte aligned matrix; this one starts at {address:#x}")
     if cols * itemsize % 16:
-        raise ValueError(f"TMA needs rows of a multiple of 16 bytes; {cols} {dtype} values are "
-                         f"{cols * itemsize} bytes")
+        raise ArgumentValueError(
+            f"TMA needs rows of a multiple of 16 bytes; {cols} {dtype} values are "
+            f"{cols * itemsize} bytes")
     if not (1 <= box_rows <= 256 and 1 <= box_cols <= 256):
-        raise ValueError(f"a box side is 1 to 256 elements, got {box}")
+        raise ArgumentValueError(f"a box side is 1 to 256 elements, got {box}")
     if swizzle and box_cols * itemsize > swizzle:
-        raise ValueError(f"a box row of {box_cols * itemsize} bytes is wider than the "
-                         f"{swizzle}-byte swizzle")
+        raise ArgumentValueError(f"a box row of {box_cols * itemsize} bytes is wider than the "
+                                 f"{swizzle}-byte swizzle")
     driver = _libcuda() if driver is None else driver
     storage = (ctypes.c_uint8 * (_MAP_BYTES + 64))()   # the driver wants the map 64-byte aligned
     offset = -ctypes.addressof(storage) % 64

@@ -18,7 +18,7 @@ from __future__ import annotations
 import weakref
 
 from ..core.adapters import register_adapter
-from ..errors import BackendUnavailable
+from ..errors import ArgumentTypeError, BackendUnavailable
 from ..runtime.session import backend as active_backend
 from .base import PyKernel
 from .modes import LanguageStatus, LanguageSupport, setup
@@ -72,8 +72,9 @@ def kernel(fn, *, name: str | None = None, dtypes: dict | None = None):
             inner = inner.fn
         simulated = type(inner).__name__ == "InterpretedFunction"
     else:
-        raise TypeError(f"wb.python_kernel() takes a numba.cuda.jit or triton.jit kernel, got "
-                        f"{type(fn).__name__}; CUDA C++ kernels come from %%cuda or wb.compile()")
+        raise ArgumentTypeError(
+            f"wb.python_kernel() takes a numba.cuda.jit or triton.jit kernel, got "
+            f"{type(fn).__name__}; CUDA C++ kernels come from %%cuda or wb.compile()")
     _check_mode(fn, cls, simulated)
     b = active_backend()
     if name is None and dtypes is None:

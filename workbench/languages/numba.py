@@ -26,6 +26,7 @@ import types
 
 import numpy as np
 
+from ..errors import ArgumentTypeError
 from ..backends.contract import KernelResources
 from ..backends.nvrtc.check import NvrtcResult
 from .base import PyKernel
@@ -139,7 +140,8 @@ class NumbaKernel(PyKernel):
 
     def _launch(self, grid, block, args, shared_mem, stream, meta) -> None:
         if meta:
-            raise TypeError(f"{self.name}() got unexpected keyword arguments {sorted(meta)}")
+            raise ArgumentTypeError(
+                f"{self.name}() got unexpected keyword arguments {sorted(meta)}")
         fn = self.fn
         if self.simulated:
             if self._frozen is None:  # the first launch: a GPU compiles, and so freezes, now

@@ -14,6 +14,7 @@ and :func:`empty_cache` returns the cache to the device.
 from __future__ import annotations
 
 from ..core.transfers import advise, prefetch  # managed memory's hints: wb.memory.advise
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..present.units import parse_size
 from ..runtime.session import active_backend_or_none as _active_backend_or_none
 from ..runtime.session import backend as _backend
@@ -40,7 +41,7 @@ def tracking(enabled: bool | None = None) -> bool:
     if enabled is None:
         return _tracker().enabled
     if not isinstance(enabled, bool):
-        raise TypeError(f"tracking() takes True or False, got {enabled!r}")
+        raise ArgumentTypeError(f"tracking() takes True or False, got {enabled!r}")
     _wanted = enabled
     if enabled:
         _on_backend_change(_follow_backend)
@@ -80,17 +81,18 @@ def set_limit(bytes=None, fraction=None):  # noqa: A002 (the documented name)
     after the change.
     """
     if bytes is not None and fraction is not None:
-        raise ValueError("give either bytes= or fraction=, not both")
+        raise ArgumentValueError("give either bytes= or fraction=, not both")
     nbytes = None
     if bytes is not None:
         try:
             nbytes = parse_size(bytes)
         except ValueError as exc:
-            raise ValueError(f"set_limit(bytes=...): {exc}") from None
+            raise ArgumentValueError(f"set_limit(bytes=...): {exc}") from None
     if fraction is not None:
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
                 or not 0 <= fraction <= 1:
-            raise ValueError(f"set_limit(fraction=...) takes a number from 0 to 1, got {fraction!r}")
+            raise ArgumentValueError(
+                f"set_limit(fraction=...) takes a number from 0 to 1, got {fraction!r}")
         fraction = float(fraction)
     backend = _backend()
     pool.set_limit(backend, nbytes, fraction)
@@ -128,8 +130,8 @@ def leaks(since=None):
     variables holding it (empty ``held_by``: nothing in the notebook's
     namespace refers to it: a hidden reference)."""
     if since is not None and (isinstance(since, bool) or not isinstance(since, int) or since < 0):
-        raise ValueError(f"leaks(since=...) takes a cell's execution count (an int >= 0), "
-                         f"got {since!r}")
+        raise ArgumentValueError(f"leaks(since=...) takes a cell's execution count (an int >= 0), "
+                                 f"got {since!r}")
     return reports.leak_table(_tracker(), _backend(), since)
 
 

@@ -14,6 +14,7 @@ import threading
 import time
 import weakref
 
+from ..errors import NameNotFound
 from ..present.tables import html_table, pandas
 from ..present.units import format_bytes
 from ..runtime.session import session as _session
@@ -95,7 +96,7 @@ class MemoryKinds:
         for row in self.rows:
             if row["kind"] == kind:
                 return row
-        raise KeyError(f"no memory kind {kind!r}; one of {', '.join(KINDS)}")
+        raise NameNotFound(f"no memory kind {kind!r}; one of {', '.join(KINDS)}")
 
     def records(self) -> list[dict]:
         return [dict(r) for r in self.rows]

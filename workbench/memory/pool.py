@@ -6,7 +6,7 @@ interface; this module only adds what the user-facing calls need on top
 """
 from __future__ import annotations
 
-from ..errors import WorkbenchError
+from ..errors import ArgumentValueError, WorkbenchError
 
 
 def pool_counts(backend) -> dict:
@@ -37,7 +37,8 @@ def set_limit(backend, nbytes: int | None, fraction: float | None) -> None:
                                  "give the limit in bytes instead of as a fraction")
         nbytes = int(total * fraction)
     if nbytes is not None and nbytes <= 0:
-        raise ValueError(f"set_limit({asked}) is a limit of 0 bytes, which would refuse every "
-                         "allocation; give a size (set_limit(bytes=\"1GiB\")), or set_limit() to "
-                         "remove the limit")
+        raise ArgumentValueError(
+            f"set_limit({asked}) is a limit of 0 bytes, which would refuse every "
+            "allocation; give a size (set_limit(bytes=\"1GiB\")), or set_limit() to "
+            "remove the limit")
     backend.set_pool_limit(nbytes)

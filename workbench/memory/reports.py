@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..errors import NameNotFound
 from ..present.figures import figure_axes, legend_outside
 from ..present.na import NA
 from ..present.tables import html_table, pandas
@@ -172,7 +173,7 @@ class CellUsage:
         for row in self.rows:
             if row.cell == cell:
                 return row
-        raise KeyError(f"no memory activity recorded for cell {cell!r}")
+        raise NameNotFound(f"no memory activity recorded for cell {cell!r}")
 
     def _cells(self) -> list[list[str]]:
         def signed(n):

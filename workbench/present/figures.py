@@ -26,16 +26,26 @@ def figure_axes(ax, figsize=(7, 4.2)):
     import matplotlib.pyplot as plt  # lazy: matplotlib costs ~0.3 s to import
     fig, ax = plt.subplots(figsize=figsize)
     plt.close(fig)  # the caller displays the returned figure; pyplot must not show it again
+    fig._workbench_made = True  # (its layout is the workbench's to choose: legend_outside)
     return fig, ax
 
 
 def legend_outside(ax, fontsize: int = 8, **kwargs):
     """The legend of ``ax`` to the right of the plot, where it never covers
-    the data, and the figure laid out so that the legend fits in it."""
+    the data, and a figure the workbench made (:func:`figure_axes`) laid out
+    so that the legend fits in it; a figure of the user's (``ax=``) keeps
+    the layout they chose."""
     legend = ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1.0),
                        borderaxespad=0.0, **kwargs)
-    ax.figure.tight_layout()
+    lay_out_own(ax.figure)
     return legend
+
+
+def lay_out_own(fig) -> None:
+    """``fig`` laid out tightly if the workbench made it (:func:`figure_axes`);
+    a figure of the user's (``ax=``) keeps the layout they chose."""
+    if getattr(fig, "_workbench_made", False):
+        fig.tight_layout()
 
 
 def new_figure(figsize, dpi: int = 100):

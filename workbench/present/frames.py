@@ -29,7 +29,7 @@ import numpy as np
 
 from .na import NA, is_na
 from .tables import pandas, shorten
-from .units import time_unit
+from .units import times_unit
 
 MISSING = str(NA)
 #: Time columns whose values are milliseconds since the epoch: shown as clock times.
@@ -85,11 +85,10 @@ def _number(x: float) -> str:
     return f"{x:.3f}"
 
 
-def _seconds_column(values: list) -> tuple[str, list[str]]:
-    """Seconds as text in the column's unit (from its median), and the unit."""
-    finite = sorted(abs(float(v)) for v in values if not _missing(v) and float(v) != 0
-                    and math.isfinite(float(v)))
-    unit, scale = time_unit(finite[len(finite) // 2]) if finite else ("s", 1.0)
+def _seconds_column(values: list, unit=None) -> tuple[str, list[str]]:
+    """Seconds as text in the column's unit (``unit``: (name, seconds), else
+    from their median), and the unit."""
+    unit, scale = unit or times_unit(v for v in values if not _missing(v))
     return unit, [MISSING if _missing(v) else _number(float(v) / scale) for v in values]
 
 
@@ -126,29 +125,51 @@ def shown_column(name: str, series) -> tuple[str, list]:
     """A column's header and its cells as people read them (text, or the
     values themselves where pandas shows them well: whole numbers and truth
     values with none missing)."""
+    header, cells, _ = _column_cells(name, series, None)
+    return header, cells
+
+
+def _column_cells(name: str, series, positions) -> tuple[str, list, bool]:
+    """:func:`shown_column` of the rows at ``positions`` (None: all): the
+    header, their cells and whether those are the values themselves. What
+    the whole column decides (its kind, its unit of time) comes from all of it."""
     pd = pandas()
-    values = list(series)
+    values = list(series if positions is None else series.iloc[positions])
     if name in CLOCK_MS:
-        return CLOCK_MS[name], [_clock(v) for v in values]
+        return CLOCK_MS[name], [_clock(v) for v in values], False
     if pd.api.types.is_datetime64_any_dtype(series.dtype):
-        return name, [_clock(v) for v in values]
+        return name, [_clock(v) for v in values], False
     numeric = pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(
         series.dtype)
     is_number = numeric or all(_missing(v) or (isinstance(v, numbers.Real)
-                                               and not isinstance(v, bool)) for v in values)
+                                               and not isinstance(v, bool)) for v in series)
     if is_number and (name.endswith("_s") or name == "ms"):
-        seconds = [v if _missing(v) else float(v) / 1e3 for v in values] if name == "ms" \
-            else values
-        unit, cells = _seconds_column(seconds)
+        whole = (series.to_numpy(dtype=float, na_value=np.nan) if numeric
+                 else [v for v in series if not _missing(v)])
+        if name == "ms":
+            values = [v if _missing(v) else float(v) / 1e3 for v in values]
+            whole = np.asarray(whole, dtype=float) / 1e3
+        unit, cells = _seconds_column(values, times_unit(whole))
         base = "duration" if name == "ms" else name[:-2]
-        return f"{base} ({unit})", cells
+        return f"{base} ({unit})", cells, False
     if (pd.api.types.is_integer_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype)) \
             and not series.isna().any():
-        return name, values  # (shown by pandas as they are: nothing to say otherwise)
+        return name, values, True  # (shown by pandas as they are: nothing to say otherwise)
     if name in SHORTENED:
         return name, [MISSING if _missing(v) else shorten(str(v), SHORTENED[name]) or MISSING
-                      for v in values]
-    return name, [_cell(v) for v in values]
+                      for v in values], False
+    return name, [_cell(v) for v in values], False
+
+
+def _shown_positions(n: int):
+    """The positions of the rows pandas shows of ``n`` (its display.max_rows
+    and display.min_rows: a head and a tail), a few more to spare; None: all."""
+    pd = pandas()
+    max_rows, min_rows = pd.get_option("display.max_rows"), pd.get_option("display.min_rows")
+    if not max_rows or n <= max_rows:
+        return None
+    end = min(min_rows, max_rows) if min_rows else max_rows  # (pandas shows half of it each end)
+    return np.r_[0:end, n - end:n]
 
 
 @functools.lru_cache(maxsize=None)
@@ -178,10 +199,17 @@ def frame_class():
             order = list(getattr(self, "_wb_order", ()))
             names = order + [c for c in self.columns if c not in order and c not in hidden]
             names = [c for c in names if c in self.columns and c not in hidden]
-            data = {}
+            positions, data = _shown_positions(len(self)), {}
             for name in names:
-                header, cells = shown_column(str(name), self[name])
-                data[header] = cells
+                header, cells, as_they_are = _column_cells(str(name), self[name], positions)
+                if positions is None:
+                    data[header] = cells
+                elif as_they_are:
+                    data[header] = self[name].to_numpy()
+                else:  # (the rows pandas leaves out are never formatted)
+                    column = np.full(len(self), "", dtype=object)
+                    column[positions] = cells
+                    data[header] = column
             view = pd.DataFrame(data, index=self.index)
             return view, [c for c in self.columns if c in hidden]
 

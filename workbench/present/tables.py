@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import math
 import numbers
+import textwrap
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -119,18 +120,14 @@ def html_fields(fields: Iterable[Sequence], *, title: str | None = None,
 
 
 def shorten(text: str, width: int) -> str:
-    """``text`` cut to at most ``width`` characters at a word boundary, " …"
-    included where it was cut (never mid-word; a first word longer than
-    ``width`` is kept whole)."""
+    """``text`` cut to at most ``width`` characters, " …" included where it
+    was cut: at a word boundary (:func:`textwrap.shorten`), or within a first
+    word longer than ``width``."""
     text = " ".join(str(text).split())
-    if len(text) <= width:
-        return text
-    cut = text.rfind(" ", 0, width - 1)  # (room for " …")
-    if cut <= 0:
-        cut = text.find(" ")
-        if cut < 0:
-            return text
-    return text[:cut].rstrip(" ,;:(") + " …"
+    cut = textwrap.shorten(text, width, placeholder=" …")
+    if cut == "…" and text:  # (no whole word fits)
+        return text[:max(0, width - 2)] + " …" if width >= 2 else "…"
+    return cut
 
 
 def plain_value(value):

@@ -4,9 +4,11 @@ Missing values are :data:`workbench.present.na.NA` (prints as ``N/A``).
 """
 from __future__ import annotations
 
+import math
 import operator
 import re
 
+from ..errors import ArgumentValueError
 from .na import NA, is_na
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -48,6 +50,21 @@ def time_unit(seconds: float) -> tuple[str, float]:
     return "ns", 1e-9
 
 
+def times_unit(seconds) -> tuple[str, float]:
+    """The unit of a column or axis of times, the one rule every table,
+    panel and plot follows: :func:`time_unit` of the median of the finite,
+    non-zero values (``("s", 1.0)`` when there is none). ``seconds``: any
+    iterable, a float array the fastest."""
+    import numpy as np  # (lazy: the units of one value need no NumPy)
+    if not (isinstance(seconds, np.ndarray) and seconds.dtype.kind == "f"):
+        seconds = np.array([math.nan if is_na(v) else float(v) for v in seconds], dtype=float)
+    finite = np.abs(seconds[np.isfinite(seconds) & (seconds != 0)])
+    if not finite.size:
+        return "s", 1.0
+    middle = len(finite) // 2
+    return time_unit(float(np.partition(finite, middle)[middle]))
+
+
 def format_fraction(x) -> str:
     """``0.25`` -> ``"25.0%"``; ``None`` -> ``"N/A"``."""
     return str(NA) if is_na(x) else f"{100 * x:.1f}%"
@@ -61,20 +78,20 @@ def parse_size(text) -> int:
     is refused, not truncated). Raises ValueError saying how to write a size.
     """
     if isinstance(text, bool):
-        raise ValueError(f"not a size: {text!r}; {SIZE_HINT}")
+        raise ArgumentValueError(f"not a size: {text!r}; {SIZE_HINT}")
     try:
         number = operator.index(text)   # int, np.int64...
     except TypeError:
         pass
     else:
         if number < 0:
-            raise ValueError(f"a size must not be negative, got {number}; {SIZE_HINT}")
+            raise ArgumentValueError(f"a size must not be negative, got {number}; {SIZE_HINT}")
         return number
     match = _SIZE.match(str(text))
     factor = _FACTORS.get(match.group(2).lower()) if match else None
     if factor is None:
-        raise ValueError(f"cannot read {text!r} as a size; {SIZE_HINT}")
+        raise ArgumentValueError(f"cannot read {text!r} as a size; {SIZE_HINT}")
     value = float(match.group(1)) * factor
     if factor == 1 and not value.is_integer():
-        raise ValueError(f"{text!r} is not a whole number of bytes; {SIZE_HINT}")
+        raise ArgumentValueError(f"{text!r} is not a whole number of bytes; {SIZE_HINT}")
     return int(value)

@@ -36,20 +36,26 @@ def reporter() -> Callable | None:
     return _reporter
 
 
+def shown_reporter() -> Callable | None:
+    """The reporter a wait on this thread tells: None off the main thread
+    (an interrupt reaches the main thread only: its wait is the one shown)."""
+    factory = _reporter
+    if factory is not None and threading.current_thread() is not threading.main_thread():
+        return None
+    return factory
+
+
 class Wait:
     """One wait on ``what`` (a text: what is being waited for) that may be
-    long; cheap to make when it is not."""
+    long, begun at ``started`` (``time.monotonic()``; None: now)."""
 
     __slots__ = ("what", "started", "shown", "_reporter")
 
-    def __init__(self, what: str):
+    def __init__(self, what: str, started: float | None = None):
         self.what = what
-        self.started = time.monotonic()
+        self.started = time.monotonic() if started is None else started
         self.shown = None
-        factory = _reporter
-        if factory is not None and threading.current_thread() is not threading.main_thread():
-            factory = None  # (an interrupt reaches the main thread only: its wait is the one shown)
-        self._reporter = factory
+        self._reporter = shown_reporter()
 
     def block_s(self, now: float) -> float:
         """How long the waiting side may block before its next :meth:`tick`."""

@@ -4,6 +4,7 @@ by lane: which 32-byte sectors (global memory) or which of the 32 banks
 """
 from __future__ import annotations
 
+from ..errors import ArgumentValueError
 from ..backends.counting import SHARED_DYNAMIC_BASE, SHARED_STATIC_BASE
 from ..present.figures import figure_axes
 
@@ -38,7 +39,7 @@ def plot_access_map(row, shared_variables=(), arrays=(), *, ax=None, title: str 
     import numpy as np  # (NumPy is the workbench's own dependency)
     sample = row.sample
     if sample is None:
-        raise ValueError(f"line {row.line} ({row.what}) has no sampled instruction to draw")
+        raise ArgumentValueError(f"line {row.line} ({row.what}) has no sampled instruction to draw")
     active = [(lane, a) for lane, a in enumerate(sample.addresses) if a is not None]
     size = max(1, sample.size)
     fig, ax = figure_axes(ax, figsize=(9, 6))

@@ -8,6 +8,7 @@ from public microbenchmarks and say so in ``estimated``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from ..errors import ArgumentValueError
 
 MIB = 1 << 20
 
@@ -66,5 +67,5 @@ def gpu_figures(device) -> GpuFigures:
     for key in sorted(FIGURES, key=len, reverse=True):
         if norm == key or norm.startswith(key + " ") or norm.startswith(key):
             return FIGURES[key]
-    raise ValueError(f"no published figures for device {device!r}; choose one of "
-                     f"{', '.join(FIGURES)} (or pass a GpuFigures)")
+    raise ArgumentValueError(f"no published figures for device {device!r}; choose one of "
+                             f"{', '.join(FIGURES)} (or pass a GpuFigures)")

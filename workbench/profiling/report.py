@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ..errors import ArgumentValueError, NameNotFound
 from ..benchmarking.ceiling_figures import Ceilings
 from ..benchmarking.plots import plot_roofline
 from ..present.tables import html_table, pandas
@@ -214,8 +215,9 @@ class KernelProfile:
                 and (what is None or r.what == what)]
         if not rows:
             known = ", ".join(f"{r.line} ({r.what})" for r in self.lines if r.sample is not None)
-            raise ValueError(f"no sampled access on line {line}{f' ({what})' if what else ''}; "
-                             f"lines with one: {known or 'none (a launch on a GPU has none)'}")
+            raise ArgumentValueError(
+                f"no sampled access on line {line}{f' ({what})' if what else ''}; "
+                f"lines with one: {known or 'none (a launch on a GPU has none)'}")
         shared = self.counts.shared_variables if self.counts is not None else ()
         return plot_access_map(rows[0], shared, self.arrays, ax=ax)
 
@@ -305,8 +307,9 @@ class NcuReport:
             for k in self.kernels:
                 if key in (k.name, short_name(k.name)):
                     return k
-            raise KeyError(f"no kernel {key!r} in this report; it has: "
-                           f"{', '.join(dict.fromkeys(k.name for k in self.kernels)) or 'none'}")
+            raise NameNotFound(
+                f"no kernel {key!r} in this report; it has: "
+                f"{', '.join(dict.fromkeys(k.name for k in self.kernels)) or 'none'}")
         return self.kernels[key]
 
     @property

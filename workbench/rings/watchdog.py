@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from ..errors import Interrupted, KernelFault
+from ..present.tables import shorten
 from .errors import RingHang, RingStopped
 
 
@@ -156,9 +157,7 @@ class RingWatchdog:
 
 def _gist(error: BaseException) -> str:
     """An error in a few words: its kind and its first sentence."""
-    text = str(error).strip().split("\n")[0].split(". ")[0]
-    if len(text) > 200:
-        text = text[:197] + "..."
+    text = shorten(str(error).strip().split("\n")[0].split(". ")[0], 200)
     return f"{type(error).__name__}: {text}".rstrip(": ")
 
 

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from ..errors import ArgumentTypeError, TuneError
+
 LAUNCH_NAMES = ("block", "block_x", "block_y", "block_z", "block_size_x", "block_size_y",
                 "block_size_z")
 
@@ -33,12 +35,12 @@ _EXPRESSION_NAMES = {"min": min, "max": max, "abs": abs, "round": round, "int": 
 
 def _as_values(name: str, values) -> list:
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise ValueError(f"space[{name!r}] must be a list of values, got {values!r}")
+        raise TuneError(f"space[{name!r}] must be a list of values, got {values!r}")
     out = list(values)
     if not out:
-        raise ValueError(f"space[{name!r}] is empty; give at least one value")
+        raise TuneError(f"space[{name!r}] is empty; give at least one value")
     if len(set(map(repr, out))) != len(out):
-        raise ValueError(f"space[{name!r}] lists a value twice: {out!r}")
+        raise TuneError(f"space[{name!r}] lists a value twice: {out!r}")
     return out
 
 
@@ -51,20 +53,20 @@ class Restriction:
             try:
                 code = compile(rule, "<restriction>", "eval")
             except SyntaxError as exc:
-                raise ValueError(f"restriction {rule!r} is not a Python expression: "
-                                 f"{exc.msg}") from None
+                raise TuneError(f"restriction {rule!r} is not a Python expression: "
+                                f"{exc.msg}") from None
             unknown = set(code.co_names) - set(names) - set(_EXPRESSION_NAMES)
             if unknown:
-                raise ValueError(f"restriction {rule!r} names {sorted(unknown)}, which are "
-                                 f"not parameters of the space ({', '.join(names)})")
+                raise TuneError(f"restriction {rule!r} names {sorted(unknown)}, which are "
+                                f"not parameters of the space ({', '.join(names)})")
             self._fn = lambda config: eval(code, {"__builtins__": {}, **_EXPRESSION_NAMES},
                                            dict(config))
         elif callable(rule):
             self.text = getattr(rule, "__name__", "restriction")
             self._fn = _keyword_caller(rule, names)
         else:
-            raise TypeError(f"a restriction is a callable or an expression string, "
-                            f"got {type(rule).__name__}")
+            raise ArgumentTypeError(f"a restriction is a callable or an expression string, "
+                                    f"got {type(rule).__name__}")
 
     def ok(self, config: Mapping[str, Any]) -> bool:
         return bool(self._fn(config))
@@ -101,11 +103,11 @@ class Space:
     def make(cls, space: Mapping[str, Sequence], restrictions=(), template_names=()) -> "Space":
         example = "for example {'block': [64, 128, 256], 'TILE': [8, 16, 32]}"
         if not isinstance(space, Mapping):
-            raise ValueError(f"space= takes a dict {{parameter: [values, ...]}}, got "
-                             f"{type(space).__name__}; {example}")
+            raise TuneError(f"space= takes a dict {{parameter: [values, ...]}}, got "
+                            f"{type(space).__name__}; {example}")
         if not space:
-            raise ValueError(f"space= is empty: give at least one parameter and its values, "
-                             f"{example}")
+            raise TuneError(f"space= is empty: give at least one parameter and its values, "
+                            f"{example}")
         params = {str(k): _as_values(str(k), v) for k, v in space.items()}
         if callable(restrictions) or isinstance(restrictions, str):
             restrictions = [restrictions]
@@ -156,8 +158,8 @@ class Space:
         """The first allowed configuration in grid order."""
         for config in self.configurations():
             return config
-        raise ValueError("the restrictions exclude every configuration of the space; "
-                         "loosen them or add values")
+        raise TuneError("the restrictions exclude every configuration of the space; "
+                        "loosen them or add values")
 
     def key(self, config: Mapping[str, Any]) -> tuple:
         return tuple(repr(config[n]) for n in self.names)

@@ -18,7 +18,7 @@ from ..benchmarking.checks import ResultMismatch, compare_arrays, to_numpy
 from ..benchmarking.engine import Plan, measure, repeat_call
 from ..core.arrays import to_device
 from ..core.compiler import compile as compile_source
-from ..errors import CompileError
+from ..errors import ArgumentValueError, CompileError
 from ..hardware.live import energy_joules, live_stats
 from ..runtime.session import backend as active_backend
 from .grids import GridDivisors
@@ -89,8 +89,8 @@ def instance_of(task: Task) -> str | None:
         return None
     missing = [p for p in task.template_params if p not in task.config]
     if missing:
-        raise ValueError(f"template parameter(s) {missing} of {task.kernel} are not in the "
-                         "space; give each one a list of values (one value fixes it)")
+        raise ArgumentValueError(f"template parameter(s) {missing} of {task.kernel} are not in the "
+                                 "space; give each one a list of values (one value fixes it)")
     values = ", ".join(_value_text(task.config[p]) for p in task.template_params)
     return f"{task.kernel}<{values}>"
 

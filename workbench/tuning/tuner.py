@@ -12,7 +12,7 @@ from ..benchmarking.checks import default_tolerance, to_numpy
 from ..benchmarking.engine import Plan, device_name
 from ..cxx import find_globals
 from ..cxx.defines import normalise_defines
-from ..errors import TuneError
+from ..errors import ArgumentTypeError, TuneError
 from ..runtime.session import backend as active_backend
 from . import cache as tuning_cache
 from .arguments import (as_tuple, check_arguments, constant_values, fit_reference, host_copy,
@@ -140,8 +140,9 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
     started, wall_started = _clock(), time.perf_counter()
     unknown = set(bench_options) - set(PLAN_OPTIONS)
     if unknown:
-        raise TypeError(f"tune() got unexpected keyword(s) {sorted(unknown)}; it passes on only "
-                        f"{', '.join(PLAN_OPTIONS)} to the measurement")
+        raise ArgumentTypeError(
+            f"tune() got unexpected keyword(s) {sorted(unknown)}; it passes on only "
+            f"{', '.join(PLAN_OPTIONS)} to the measurement")
     if timeout is not None and (client is None or not timeout > 0):
         raise TuneError(f"timeout={timeout!r}: give seconds > 0, with client= (a configuration "
                         "running in this process cannot be stopped; on a Dask worker it can)")

@@ -14,10 +14,12 @@ import weakref
 import ipywidgets as widgets
 from traitlets import Bool, Float, Int, List, Unicode, validate
 
+from ..errors import ArgumentValueError
 from ..benchmarking import history
 from ..benchmarking.plots import plot_sweep, sweep_x
 from ..present.figures import figure_svg, new_figure
 from ..present.tables import html_table, plain_value
+from ..present.units import times_unit
 from .static import StaticFallback, html_part
 
 _Y_CHOICES = ("time", "bandwidth", "gflops")
@@ -28,22 +30,13 @@ _HEADERS = {"median_s": "median", "iqr_s": "IQR", "gbps": "GB/s", "gflops": "GFL
             "pct_bandwidth": "% of copy bandwidth", "pct_compute": "% of FMA peak"}
 
 
-def _time_unit(seconds) -> tuple[str, float]:
-    """The unit that reads best for these times: ``("µs", 1e6)``..."""
-    finite = [s for s in seconds if s is not None and s == s]
-    top = max(finite, default=0.0)
-    for unit, scale in (("ns", 1e9), ("µs", 1e6), ("ms", 1e3)):
-        if top * scale < 1000:
-            return unit, scale
-    return "s", 1.0
-
-
 def _cell(column: str, value, time_scale: float):
-    """One shown cell: a number formatted for its column, or a dash when missing."""
+    """One shown cell: a number formatted for its column (times divided by
+    ``time_scale``, the seconds of their unit), or a dash when missing."""
     if value is None or (isinstance(value, float) and value != value):
         return "—"
     if column.endswith("_s"):
-        return f"{value * time_scale:.3g}"
+        return f"{value / time_scale:.3g}"
     if column.startswith("pct_"):
         return f"{value:.1f}%"
     if column in ("gbps", "gflops"):
@@ -54,7 +47,7 @@ def _cell(column: str, value, time_scale: float):
 def table_html(columns: list[str], rows: list[list]) -> str:
     """The sweep's table with units in the headers and no ``None``."""
     median = columns.index("median_s") if "median_s" in columns else None
-    unit, scale = _time_unit([r[median] for r in rows] if median is not None else [])
+    unit, scale = times_unit([r[median] for r in rows] if median is not None else [])
     headers = [f"{_HEADERS[c]} ({unit})" if c.endswith("_s") else _HEADERS.get(c, c)
                for c in columns]
     shown = [[_cell(c, v, scale) for c, v in zip(columns, row)] for row in rows]
@@ -108,7 +101,8 @@ class BenchmarkPanel(StaticFallback, widgets.VBox):
     @validate("y")
     def _check_y(self, proposal):
         if proposal["value"] not in _Y_CHOICES:
-            raise ValueError(f"y={proposal['value']!r}: choose one of {', '.join(_Y_CHOICES)}")
+            raise ArgumentValueError(
+                f"y={proposal['value']!r}: choose one of {', '.join(_Y_CHOICES)}")
         return proposal["value"]
 
     def _on_y(self, change) -> None:

@@ -5,6 +5,7 @@ import html
 
 import ipywidgets as widgets
 
+from ..errors import ArgumentTypeError
 from ..runtime.records import KERNEL, KIND
 from ..runtime.session import session
 from .bench_panel import BenchmarkPanel
@@ -61,8 +62,9 @@ class KernelChooser(StaticFallback, widgets.VBox):
 
     def __init__(self, kernel=None, **kwargs):
         if kernel is not None and not hasattr(kernel, "resources"):
-            raise TypeError(f"the dashboard shows a kernel of the workbench (from %%cuda or "
-                            f"wb.compile), got {type(kernel).__name__}")
+            raise ArgumentTypeError(
+                f"the dashboard shows a kernel of the workbench (from %%cuda or "
+                f"wb.compile), got {type(kernel).__name__}")
         super().__init__(**kwargs)
         self._kernels = _all_kernels()
         self._panel = None

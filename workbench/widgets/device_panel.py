@@ -89,13 +89,6 @@ class _Activity:
         return row
 
 
-def _cached(row: dict):
-    """Cached bytes of a row that gives in use and reserved only."""
-    _, cached, _ = in_use_cached_reserved({"used_bytes": row.get("in_use"),
-                                           "total_bytes": row.get("reserved")})
-    return cached
-
-
 def _activity_fields(row: dict, total, memory_note: str | None = None) -> list[tuple]:
     busy, rate = row["busy"], row["launches_per_s"]
     return [("Worker threads", str(row["threads"]), "OS threads that run the blocks"),
@@ -103,7 +96,7 @@ def _activity_fields(row: dict, total, memory_note: str | None = None) -> list[t
              "share of the last interval a kernel ran"),
             ("Launches per second", "—" if rate != rate else f"{rate:.1f}", ""),
             ("In use", format_bytes(row["in_use"]), "held by live device arrays"),
-            ("Cached", format_bytes(row.get("cached", _cached(row))),
+            ("Cached", format_bytes(row.get("cached")),
              "kept by the pool for reuse: wb.memory.empty_cache() frees it"),
             ("Virtual device memory", format_bytes(total),
              f"the simulated GPU's size, {memory_note}" if memory_note else "the simulated GPU's size")]

@@ -11,6 +11,7 @@ import ipywidgets as widgets
 import traitlets
 
 from ..benchmarking.result import format_seconds
+from ..errors import ArgumentTypeError
 from ..present.tables import html_fields
 from ..rings import Ring
 from .static import StaticFallback, clock, html_part
@@ -29,9 +30,9 @@ class RingPanel(StaticFallback, widgets.VBox):
 
     def __init__(self, ring, interval: float = 0.5, **kwargs):
         if not isinstance(ring, Ring):
-            raise TypeError(f"RingPanel shows a ring made by wb.ring(...), got "
-                            f"{type(ring).__name__}: r = wb.ring(source, request=..., "
-                            f"response=...); wb.RingPanel(r)")
+            raise ArgumentTypeError(f"RingPanel shows a ring made by wb.ring(...), got "
+                                    f"{type(ring).__name__}: r = wb.ring(source, request=..., "
+                                    f"response=...); wb.RingPanel(r)")
         self._ring = weakref.ref(ring)
         self._name = f"ring {ring.name} ({ring.backend.name})"
         self.interval = float(interval)

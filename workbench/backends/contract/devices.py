@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import os
 
+from ...errors import ArgumentValueError
 from .types import DeviceProperties
 
 
@@ -71,5 +72,5 @@ def visible_device(index: int, visible: str | None) -> str:
     if not entries:
         return str(index)
     if not 0 <= index < len(entries):
-        raise ValueError(f"device {index} is not among CUDA_VISIBLE_DEVICES={visible!r}")
+        raise ArgumentValueError(f"device {index} is not among CUDA_VISIBLE_DEVICES={visible!r}")
     return entries[index]

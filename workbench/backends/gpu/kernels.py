@@ -24,7 +24,7 @@ import numpy
 from cupy.cuda import driver, runtime
 
 from ... import cxx
-from ...errors import LaunchConfigError
+from ...errors import LaunchConfigError, NameNotFound
 from ..contract import (CompiledModule, CompileFailed, CompileOptions, KernelResources, Kernels,
                         normalise_arch)
 from ..nvrtc import check_with_nvrtc
@@ -66,7 +66,8 @@ class CupyModule(CompiledModule):
         try:
             return self.raw.get_global(symbol)
         except (driver.CUDADriverError, runtime.CUDARuntimeError):
-            raise KeyError(f"no __constant__ or __device__ variable {name!r} in this module") from None
+            raise NameNotFound(
+                f"no __constant__ or __device__ variable {name!r} in this module") from None
 
     def write_global(self, name: str, data: bytes) -> None:
         host = numpy.frombuffer(bytes(data), dtype=numpy.uint8)

@@ -31,7 +31,7 @@ import os
 import sys
 import threading
 
-from ...errors import KernelFault, LaunchConfigError
+from ...errors import ArgumentValueError, KernelFault, LaunchConfigError
 from ...present.units import format_bytes
 from ..contract import Backend
 from . import build, instrumented, persistent, sanitizing
@@ -83,10 +83,12 @@ class SimulatorBackend(SimulatorDevices, SimulatorKernels, SimulatorMemory, Simu
         try:
             self.devices = int(devices)
         except ValueError:
-            raise ValueError(f"devices (or WORKBENCH_SIM_DEVICES) must be a whole number from 1 "
-                             f"to 16, got {devices!r}") from None
+            raise ArgumentValueError(
+                f"devices (or WORKBENCH_SIM_DEVICES) must be a whole number from 1 "
+                f"to 16, got {devices!r}") from None
         if not 1 <= self.devices <= 16:
-            raise ValueError(f"devices (or WORKBENCH_SIM_DEVICES) must be from 1 to 16, got {devices!r}")
+            raise ArgumentValueError(
+                f"devices (or WORKBENCH_SIM_DEVICES) must be from 1 to 16, got {devices!r}")
         self._device_local = threading.local()  # the current device, per thread as in CUDA
         self._array_devices: dict[int, int] = {}  # allocation address -> device (devices > 1)
         self.checked = bool(checked)

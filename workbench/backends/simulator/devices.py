@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...errors import ArgumentValueError
 from ...present.units import format_bytes
 from ..contract import DeviceProperties, Devices
 from ..nvrtc import nvrtc_available, nvrtc_version
@@ -69,7 +70,8 @@ def virtual_device(device=None, memory_bytes: int | None = None) -> DeviceProper
         props.extra = {"simulated": True, "model": key, **props.extra}
     if memory_bytes is not None:
         if int(memory_bytes) < 1 << 20:
-            raise ValueError(f"memory_bytes={memory_bytes} is too small; give at least 1 MiB")
+            raise ArgumentValueError(
+                f"memory_bytes={memory_bytes} is too small; give at least 1 MiB")
         props = dataclasses.replace(props, total_memory=int(memory_bytes))
     return props
 
@@ -93,8 +95,9 @@ def _lookup(name: str) -> str:
     for key in _DEVICES:
         if norm == key or norm.startswith(key):
             return key
-    raise ValueError(f"unknown simulated device {name!r}; choose one of {', '.join(_DEVICES)} "
-                     "or pass a dict of DeviceProperties fields")
+    raise ArgumentValueError(
+        f"unknown simulated device {name!r}; choose one of {', '.join(_DEVICES)} "
+        "or pass a dict of DeviceProperties fields")
 
 
 class SimulatorDevices(Devices):
@@ -109,16 +112,18 @@ class SimulatorDevices(Devices):
 
     def set_device(self, index: int) -> None:
         if not 0 <= int(index) < self.devices:
-            raise ValueError(f"the simulator has {self.devices} device{'s' if self.devices != 1 else ''}"
-                             f" (index 0 to {self.devices - 1}), not {index}; more: "
-                             f"wb.backend('simulator', devices=N) or WORKBENCH_SIM_DEVICES=N")
+            raise ArgumentValueError(
+                f"the simulator has {self.devices} device{'s' if self.devices != 1 else ''}"
+                f" (index 0 to {self.devices - 1}), not {index}; more: "
+                f"wb.backend('simulator', devices=N) or WORKBENCH_SIM_DEVICES=N")
         self._device_local.index = int(index)
 
     def device_properties(self, index: int | None = None) -> DeviceProperties:
         i = self.current_device() if index is None else index
         if not 0 <= int(i) < self.devices:
-            raise ValueError(f"the simulator has {self.devices} device{'s' if self.devices != 1 else ''}"
-                             f" (index 0 to {self.devices - 1}), not {index}")
+            raise ArgumentValueError(
+                f"the simulator has {self.devices} device{'s' if self.devices != 1 else ''}"
+                f" (index 0 to {self.devices - 1}), not {index}")
         if i == 0:
             return self._properties
         return dataclasses.replace(self._properties, index=int(i))

@@ -224,7 +224,6 @@ class SimulatorKernels(Kernels):
         checked = module.checked
         with self.lock:
             worker = self._workers.get(checked) or self._worker_for(checked)
-            started = time.monotonic()
             for attempt in (1, 2):
                 try:
                     handle = worker.libraries.get(module.path)
@@ -239,12 +238,15 @@ class SimulatorKernels(Kernels):
                             handle, function.symbol, grid, block, shared_mem, self.timeout_s)
                     reply = worker.request(Op.LAUNCH, prefix + arguments + request_tail(
                         self._arena, checked, cooperative, seed=seed), timeout=self.timeout_s,
-                        what=f"kernel {function.name}")
+                        what=function.waited_on)
                     break
-                except KeyboardInterrupt:  # (the worker, out of step, was ended: arrays stay)
+                except KeyboardInterrupt:
+                    ran_s, worker.interrupted_after_s = worker.interrupted_after_s, None
+                    if ran_s is None:
+                        raise  # (outside a request: the worker runs on, nothing to say of it)
                     raise Interrupted(
                         f"{function.name}<<<{_dims(grid)}, {_dims(block)}>>> stopped after "
-                        f"{time.monotonic() - started:.1f} s: the simulator's worker running it "
+                        f"{ran_s:.1f} s: the simulator's worker running it "
                         f"was ended (a new one starts with the next launch); device arrays are "
                         f"intact, with what the kernel wrote before it stopped") from None
                 except WorkerDied as died:

@@ -7,7 +7,7 @@ import ctypes
 
 import numpy as np
 
-from ...errors import DeviceError
+from ...errors import ArgumentTypeError, DeviceError
 from ..contract import Arrays, MemoryKinds, MemoryPool
 from .arena import Arena
 from .launch import address
@@ -61,8 +61,8 @@ class SimulatorMemory(Arrays, MemoryPool, MemoryKinds):
             return host_array
         arr = np.asarray(host_array)
         if arr.dtype == object:
-            raise TypeError("cannot copy an array of Python objects to the device; "
-                            "give a numeric NumPy array")
+            raise ArgumentTypeError("cannot copy an array of Python objects to the device; "
+                                    "give a numeric NumPy array")
         dest = self.allocate(arr.shape, arr.dtype)
         np.copyto(dest.view(np.ndarray), arr)
         return dest

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ...errors import NameNotFound
 from ..contract import CompiledModule, KernelResources
 from .protocol import Op, pack_str
 from .source import global_symbol, launcher_symbol
@@ -17,7 +18,7 @@ from .worker import Worker, WorkerDied, WorkerError, WorkerGone
 class SimFunction:
     """A launchable kernel of a :class:`SimModule`."""
 
-    __slots__ = ("module", "name", "symbol", "requests")
+    __slots__ = ("module", "name", "symbol", "requests", "waited_on")
 
     def __init__(self, module: "SimModule", name: str, symbol: str):
         self.module = module
@@ -26,6 +27,8 @@ class SimFunction:
         #: The start of its launch requests, per (library handle, grid, block,
         #: shared bytes, time limit): see :func:`.launch.request_prefix`.
         self.requests: dict = {}
+        #: What a launch of it that runs for seconds is shown as (made once, not per launch).
+        self.waited_on = f"kernel {name}"
 
     def __repr__(self) -> str:
         return f"<simulator kernel {self.name}{' (checked)' if self.module.checked else ''}>"
@@ -63,9 +66,9 @@ class SimModule(CompiledModule):
             return self._functions[name]
         except KeyError:
             known = ", ".join(self._functions) or "none"
-            raise KeyError(f"no kernel {name!r} in this module (kernels: {known}); template "
-                           "kernels need their instantiation, e.g. instantiate=['scale<float>']"
-                           ) from None
+            raise NameNotFound(f"no kernel {name!r} in this module (kernels: {known}); template "
+                               "kernels need their instantiation, e.g. instantiate=['scale<float>']"
+                               ) from None
 
     def resources(self, name: str) -> KernelResources:
         return self._resources.get(name, KernelResources())

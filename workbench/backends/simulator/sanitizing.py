@@ -22,7 +22,7 @@ import struct
 import numpy as np
 
 from ... import cxx
-from ...errors import KernelArgumentError, KernelFault, WorkbenchError
+from ...errors import ArgumentValueError, KernelArgumentError, KernelFault, WorkbenchError
 from ..contract import CompileFailed
 from ..sanitizing import TOOLS, LaunchFindings, RawFinding, SiteAccess
 from . import build, instrumented
@@ -285,7 +285,7 @@ class Sanitizing(instrumented.SelectedLaunches):
 def sanitize_launches(backend, tool: str, kernel=None, skip: int = 0, count=None):
     """See :meth:`workbench.backends.contract.Instrumentation.sanitize_launches`."""
     if tool not in TOOLS:
-        raise ValueError(f"tool must be one of {', '.join(TOOLS)}; got {tool!r}")
+        raise ArgumentValueError(f"tool must be one of {', '.join(TOOLS)}; got {tool!r}")
     if backend.checked and tool != "memcheck":
         raise WorkbenchError(f"{tool} needs the plain simulator, not the checked one: "
                              "wb.backend('simulator', checked=False)")

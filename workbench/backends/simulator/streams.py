@@ -14,7 +14,7 @@ import contextlib
 import threading
 import time
 
-from ...errors import DeviceError, WorkbenchError
+from ...errors import ArgumentValueError, DeviceError, WorkbenchError
 from ..contract import Events, Graphs, Streams
 
 
@@ -87,7 +87,7 @@ def elapsed_ms(start: SimEvent, end: SimEvent) -> float:
     """Kernel run time between the events (measured in the worker, without
     the round trip to it); wall-clock time when no kernel ran between them."""
     if not (start.recorded and end.recorded):
-        raise ValueError("both events must be recorded before elapsed_ms")
+        raise ArgumentValueError("both events must be recorded before elapsed_ms")
     if end.kernel_ns != start.kernel_ns:
         return (end.kernel_ns - start.kernel_ns) / 1e6
     return (end.wall - start.wall) * 1e3

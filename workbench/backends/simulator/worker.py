@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 
-from ...present.waiting import AFTER_S, Wait
+from ...present.waiting import AFTER_S, Wait, shown_reporter
 from .protocol import ABI_VERSION, FaultRecord, Op, pack_str
 
 #: Seconds the notebook waits past the worker's own time limit before killing it.
@@ -87,6 +87,9 @@ class Worker:
         self._spin_s = REPLY_SPIN_US / 1e6 if len(os.sched_getaffinity(0)) > 1 else 0.0
         self.libraries: dict[str, int] = {}   # library path -> handle in this worker
         self.threads = 0                      # OS threads running blocks (from the first reply)
+        #: Seconds the request had run when Ctrl-C during it ended this worker;
+        #: None when it was not ended so (until a new one starts).
+        self.interrupted_after_s: float | None = None
         #: One request and its reply at a time: the pipe is one channel, so
         #: requests from several Python threads take turns (held by callers
         #: that need several requests in a row, e.g. load then launch).
@@ -97,6 +100,7 @@ class Worker:
         return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> None:
+        self.interrupted_after_s = None
         exe = str(self._executable_factory())
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -164,8 +168,8 @@ class Worker:
     def request(self, op: Op, payload: bytes, timeout: float | None = None,
                 what: str | None = None) -> bytes:
         """Send a request and return the reply's payload. ``what``: what the
-        request does, in words, for a wait long enough to be shown
-        (:mod:`workbench.present.waiting`); None: never shown.
+        request does, in words (a text made once, not per request), for a wait
+        long enough to be shown (:mod:`workbench.present.waiting`); None: never shown.
 
         Raises :class:`WorkerError` when the worker refuses it and
         :class:`WorkerDied` when the worker ends (it is restarted on the
@@ -183,6 +187,7 @@ class Worker:
         if self._proc is None:
             self.start()
         msg = _HEAD.pack(op, len(payload)) + payload
+        started = time.monotonic()
         # From the first byte written to the last byte of the reply read, an
         # interruption (KeyboardInterrupt...) leaves the worker out of step with
         # us (a request half written, or a reply nobody reads): end it.
@@ -201,11 +206,11 @@ class Worker:
             except OSError:
                 self._died(False)
             status, data = self._read_reply(DEFAULT_TIMEOUT if timeout is None else timeout,
-                                            what)
+                                            what, started)
         except (WorkerDied, WorkerGone):
             raise
-        except BaseException:
-            self._abandon()
+        except BaseException as exc:
+            self._abandon(started if isinstance(exc, KeyboardInterrupt) else None)
             raise
         if status != 0:
             raise WorkerError(data.decode("utf-8", "replace"))
@@ -214,12 +219,13 @@ class Worker:
     def _reply(self, timeout: float) -> tuple[int, bytes]:
         """The next reply. Interrupted (KeyboardInterrupt...) with the reply
         still to come, this worker is out of step with us: end it."""
+        started = time.monotonic()
         try:
-            return self._read_reply(timeout)
+            return self._read_reply(timeout, started=started)
         except WorkerDied:
             raise
-        except BaseException:
-            self._abandon()
+        except BaseException as exc:
+            self._abandon(started if isinstance(exc, KeyboardInterrupt) else None)
             raise
 
     def load(self, path: str) -> int:
@@ -238,18 +244,26 @@ class Worker:
         self.stop()
         self._returncode = proc.returncode if proc is not None else None
 
-    def _abandon(self) -> None:
+    def _abandon(self, interrupted_since: float | None = None) -> None:
         """End the worker without waiting for its reply (SIGKILL) and forget
-        any fault record it left; the next request starts a new one."""
+        any fault record it left; the next request starts a new one.
+        ``interrupted_since``: ended by Ctrl-C during a request sent then
+        (``time.monotonic()``; see :attr:`interrupted_after_s`)."""
         self.stop()
+        if interrupted_since is not None:
+            self.interrupted_after_s = time.monotonic() - interrupted_since
         self._arena.clear_fault()
 
-    def _read_reply(self, timeout: float, what: str | None = None) -> tuple[int, bytes]:
-        deadline = time.monotonic() + timeout + GRACE_SECONDS
+    def _read_reply(self, timeout: float, what: str | None = None,
+                    started: float | None = None) -> tuple[int, bytes]:
+        """The reply to a request sent at ``started`` (``time.monotonic()``; None: now)."""
+        if started is None:
+            started = time.monotonic()
+        deadline = started + timeout + GRACE_SECONDS
         if what is None:
             self._wait_readable(deadline)
-        else:
-            self._wait_shown(deadline, what)
+        elif not self._wait_readable(deadline, started + AFTER_S):
+            self._wait_shown(deadline, what, started)  # (a reply within AFTER_S: nothing to show)
         # Header and payload usually come in one read.
         buf = os.read(self._rfd, 1 << 16)
         while len(buf) < 8:
@@ -308,17 +322,15 @@ class Worker:
                 return False
         return True
 
-    def _wait_shown(self, deadline: float, what: str) -> None:
-        """:meth:`_wait_readable`, and past a few seconds the time waited told
-        to a front end (:class:`~workbench.present.waiting.Wait`), until the
-        reply comes, the worker dies or Ctrl-C."""
-        wait = Wait(what)
-        if wait.block_s(wait.started) == math.inf:  # nobody to tell
+    def _wait_shown(self, deadline: float, what: str, started: float) -> None:
+        """After a first :data:`AFTER_S` seconds with no reply, :meth:`_wait_readable`
+        with the time waited told to a front end (:class:`~workbench.present.waiting.Wait`)
+        until the reply comes, the worker dies or Ctrl-C."""
+        if shown_reporter() is None:  # nobody to tell
             self._wait_readable(deadline)
             return
+        wait = Wait(what, started)
         try:
-            if self._wait_readable(deadline, wait.started + AFTER_S):
-                return  # (the common case: nothing was shown)
             poll = self._poller.poll
             while True:
                 now = time.monotonic()
