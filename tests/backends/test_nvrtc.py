@@ -285,12 +285,59 @@ def test_cupy_wrapper_gives_the_same_figures(resource_result):
 
 
 def test_the_cubin_gives_what_ptxas_reports(resource_result):
-    """What an NVRTC that leaves ptxas's report out of its log (13.0's) still tells, from the cubin."""
+    """What a log without ptxas's report (a hit in NVRTC's own cache) still tells, from the cubin."""
     figures = nvrtc.cubin_resources(resource_result.cubin)
     for name in RESOURCE_NAMES:
         r = resource_result.resources[name]
-        assert (figures[name]["registers"], figures[name]["stack"], figures[name]["smem"]) == \
-            (r.registers, r.local_bytes, r.shared_bytes), name
+        f = figures[name]
+        assert (f["registers"], f["stack"], f["smem"], f["spill_stores"], f["spill_loads"]) == \
+            (r.registers, r.local_bytes, r.shared_bytes, r.spill_stores, r.spill_loads), name
+
+
+LOCAL_MEMORY_KERNELS = r"""
+extern "C" __global__ void local_array(const int* idx, float* out) {
+    float a[64];                                       // indexed at run time: a frame, no spill
+    for (int k = 0; k < 64; ++k) a[idx[k]] = out[k * 32 + threadIdx.x];
+    out[threadIdx.x] = a[idx[threadIdx.x]] + a[idx[threadIdx.x + 1]];
+}
+
+extern "C" __global__ void __launch_bounds__(1024) spills_doubles(const double* in, double* out) {
+    double acc[64];
+    #pragma unroll
+    for (int k = 0; k < 64; ++k) acc[k] = in[threadIdx.x + k * 1024];
+    #pragma unroll
+    for (int r = 0; r < 4; ++r)
+        #pragma unroll
+        for (int k = 0; k < 64; ++k) acc[k] = acc[k] * acc[(k + r + 1) % 64] + 1.0;
+    double s = 0.0;
+    #pragma unroll
+    for (int k = 0; k < 64; ++k) s += acc[k];
+    out[threadIdx.x] = s;
+}
+"""
+
+
+def test_the_cubins_spill_figures_leave_local_arrays_out():
+    result = nvrtc.check_with_nvrtc(LOCAL_MEMORY_KERNELS, CompileOptions(), ["local_array", "spills_doubles"])
+    array, doubles = result.resources["local_array"], result.resources["spills_doubles"]
+    assert array.local_bytes >= 256 and array.spill_stores == 0
+    assert doubles.spill_stores > 0 and doubles.spill_stores % 8 == 0  # 64-bit spills
+    figures = nvrtc.cubin_resources(result.cubin)
+    for name, r in result.resources.items():
+        f = figures[name]
+        assert (f["stack"], f["spill_stores"], f["spill_loads"]) == \
+            (r.local_bytes, r.spill_stores, r.spill_loads), name
+
+
+def test_a_repeated_compile_still_has_ptxas_report(monkeypatch):
+    """NVRTC's own cache (12.9 and later) skips ptxas and its report on a hit; the check turns it off."""
+    from workbench.backends.nvrtc import check
+    monkeypatch.setenv("WORKBENCH_NVRTC_CACHE", "0")
+    monkeypatch.setattr(check, "cubin_resources", lambda cubin: {})
+    first, again = (nvrtc.check_with_nvrtc(RESOURCE_KERNELS, CompileOptions(), RESOURCE_NAMES)
+                    for _ in range(2))
+    assert set(again.resources) == set(RESOURCE_NAMES)
+    assert again.resources == first.resources
 
 
 def test_resources_are_known_without_ptxas_report(monkeypatch, resource_result):

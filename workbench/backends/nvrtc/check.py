@@ -16,6 +16,10 @@ from .ptxas import constant_bank_bytes, cubin_resources, parse_ptxas_report, ptx
 
 DEFAULT_ARCH = "sm_90"
 _PTXAS_VERBOSE = "-Xptxas=-v"
+#: NVRTC 12.9 and later keep compiled programs in the driver's compute cache
+#: (~/.nv/ComputeCache) and, on a hit there, do not run ptxas: the log then has
+#: no resource report. The workbench's own cache stands in for it.
+_NO_NVRTC_CACHE, _NO_NVRTC_CACHE_SINCE = "--no-cache", (12, 9)
 _RESOURCE_FIELDS = [f.name for f in dataclasses.fields(KernelResources)]
 
 
@@ -91,6 +95,8 @@ def check_with_nvrtc(source: str, options: CompileOptions, kernel_names: Sequenc
     flags.insert(0, f"--gpu-architecture={target}")
     flags += [f"--include-path={d}" for d in nvrtc_include_dirs()]
     flags.append(_PTXAS_VERBOSE)
+    if tuple(lib.version()) >= _NO_NVRTC_CACHE_SINCE:
+        flags.append(_NO_NVRTC_CACHE)
     names = tuple(options.name_expressions)
 
     key = cache.cache_key(source, flags, names, bindings.nvrtc_version(), target) \
@@ -119,7 +125,7 @@ def check_with_nvrtc(source: str, options: CompileOptions, kernel_names: Sequenc
     wanted = {n: n for n in kernel_names}
     wanted.update({expr: lowered[expr] for expr in names if expr in lowered})
     if cubin and not all(symbol in per_function for symbol in wanted.values()):
-        per_function = {**cubin_resources(cubin), **per_function}  # an NVRTC that printed no report
+        per_function = {**cubin_resources(cubin), **per_function}  # a log without the report
     for name, symbol in wanted.items():
         report = per_function.get(symbol)
         if report is not None:

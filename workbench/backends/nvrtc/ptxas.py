@@ -91,6 +91,14 @@ def cubin_sections(cubin: bytes) -> dict[str, int]:
 
 # .nv.info attributes (EIATTR_*) that carry (symbol index, figure) pairs
 _REGCOUNT, _FRAME_SIZE = 0x2F, 0x11
+#: A kernel's own .nv.info attribute of (kind, instruction offset) pairs; kind 1
+#: marks the local loads and stores ptxas added to spill registers (a local
+#: array's loads and stores are not marked), which its -v report sums.
+_ANNOTATIONS, _SPILL = 0x55, 1
+#: SASS opcodes (the low 12 bits of a 128-bit instruction, Volta and later)
+_STL, _LDL = 0x387, 0x983
+#: Bytes moved per width code (bits 73-75 of a local load or store)
+_WIDTH_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 8, 6: 16, 7: 16}
 #: The shared memory a block keeps for the system on sm_90 and later; the
 #: section of a kernel's __shared__ variables includes it where the cubin has
 #: a ``.nv.shared.reserved.0`` section.
@@ -124,12 +132,52 @@ def cubin_resources(cubin: bytes) -> dict[str, dict[str, int]]:
                     kernels.setdefault(_c_string(cubin, strings + name_at), {})[key] = figure
                 at += size
         reserved = _RESERVED_SHARED if ".nv.shared.reserved.0" in by_name else 0
+        spills = {name: _spill_bytes(cubin, by_name, name) for name in kernels}
+        marks_spills = any(s is not None for s in spills.values())
         for name, figures in kernels.items():
             section = by_name.get(".nv.shared." + name)
             figures["smem"] = max(0, section[5] - reserved) if section is not None else 0
+            spilled = spills[name]
+            if spilled is None and (marks_spills or figures.get("stack") == 0):
+                spilled = (0, 0)  # no local memory, or a ptxas that marks spills marked none here
+            if spilled is not None:
+                figures["spill_stores"], figures["spill_loads"] = spilled
         return {name: figures for name, figures in kernels.items() if "registers" in figures}
     except (struct.error, ValueError, IndexError):
         return {}
+
+
+def _spill_bytes(cubin: bytes, by_name: dict, kernel: str) -> tuple[int, int] | None:
+    """``(store bytes, load bytes)`` of the spill instructions marked in the
+    kernel's ``.nv.info.<kernel>``; None where none are marked, or where a
+    marked instruction is not a local load or store (an encoding not known)."""
+    info, text = by_name.get(".nv.info." + kernel), by_name.get(".text." + kernel)
+    if info is None or text is None:
+        return None
+    stores = loads = 0
+    marked = False
+    at, end = info[4], info[4] + info[5]
+    while at + 4 <= end:
+        form, attribute, size = struct.unpack_from("<BBH", cubin, at)
+        at += 4
+        if form != 4:
+            continue
+        if attribute == _ANNOTATIONS:
+            for i in range(0, size - size % 8, 8):
+                kind, offset = struct.unpack_from("<II", cubin, at + i)
+                if kind != _SPILL:
+                    continue
+                low, high = struct.unpack_from("<QQ", cubin, text[4] + offset)
+                width = _WIDTH_BYTES[(high >> 9) & 7]
+                if low & 0xFFF == _STL:
+                    stores += width
+                elif low & 0xFFF == _LDL:
+                    loads += width
+                else:
+                    return None
+                marked = True
+        at += size
+    return (stores, loads) if marked else None
 
 
 def constant_bank_bytes(cubin: bytes) -> int:
