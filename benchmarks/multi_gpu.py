@@ -30,23 +30,8 @@ import workbench as wb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _table import print_table  # noqa: E402
+from tuning import SPIN  # noqa: E402  (its time a known function of block, A and B)
 
-SPIN = r"""
-#ifndef A
-#define A 0
-#endif
-template <int B>
-__global__ void spin(float* out, long long base)
-{
-    const float bx = blockDim.x / 32.0f - 9.0f;
-    const float f = 1.0f + bx * bx / 32.0f + (A - 5) * (A - 5) / 4.0f + (B - 3) * (B - 3) / 2.0f;
-    if (threadIdx.x == 0) {
-        const long long start = clock64(), cycles = (long long)(base * f);
-        while (clock64() - start < cycles) { }
-        out[blockIdx.x] = 1.0f;
-    }
-}
-"""
 SWEEP_SPIN = r"""
 __global__ void spin_for(float* out, long long cycles)
 {
