@@ -62,7 +62,9 @@ class Instrumentation:
     # -- the written bytes of wb.allocate's arrays -----------------------------------------
     def initialisation(self) -> InitTracker:
         """This backend's :class:`~workbench.backends.initialisation.InitTracker`
-        (made on first use; it forgets an allocation when it is freed)."""
+        (made on first use; it forgets an allocation when it is freed). Here
+        through an allocation listener; a backend where listening costs more
+        than a callback (the GPU's: it replaces CuPy's allocator) overrides it."""
         tracker = getattr(self, "_init_tracker", None)
         if tracker is None:
             tracker = self._init_tracker = InitTracker()

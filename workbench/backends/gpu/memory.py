@@ -11,10 +11,28 @@ from cupy.cuda import runtime
 
 from ...errors import DeviceError
 from ..contract import Arrays, MemoryKinds, MemoryPool
+from ..initialisation import InitTracker
 from . import allocations, persistent
 from .faults import _faults_as_kernel_faults
 
 _H2D, _D2H, _D2D = 1, 2, 3  # cudaMemcpyKind
+
+
+class _AllocatedMemory(cupy.cuda.memory.BaseMemory):
+    """The block of an array of :meth:`CupyMemory.allocate`: when CuPy drops
+    it, the backend forgets the block's written bytes before the block goes
+    back to the allocator (which may hand the address out again)."""
+
+    __slots__ = ("_block", "_backend")
+
+    def __del__(self):
+        try:
+            tracker = self._backend._init_tracker
+            if tracker is not None:
+                tracker.freed(self.ptr)
+        except Exception:  # forgetting must never break freeing (nor the interpreter's exit)
+            pass
+        self._block = None
 
 
 class CupyMemory(Arrays, MemoryPool, MemoryKinds):
@@ -28,8 +46,32 @@ class CupyMemory(Arrays, MemoryPool, MemoryKinds):
     def xp(self):
         return cupy
 
+    _init_tracker = None
+
     def allocate(self, shape, dtype):
-        return cupy.empty(shape, dtype=dtype)
+        # The block comes from CuPy's allocator as for cupy.empty (the pool,
+        # through memory tracking's allocator while it tracks), wrapped so that
+        # its free reaches the written-bytes tracker without an allocation
+        # listener: a listener would make tracking's allocator CuPy's for good.
+        dtype = numpy.dtype(dtype)
+        nbytes = int(numpy.prod(shape)) * dtype.itemsize
+        if nbytes <= 0:
+            return cupy.empty(shape, dtype=dtype)
+        block = cupy.cuda.alloc(nbytes)
+        mem = _AllocatedMemory()
+        mem.ptr = block.ptr
+        mem.size = block.mem.size
+        mem.device_id = block.device_id
+        mem._block = block
+        mem._backend = self
+        return cupy.ndarray(shape, dtype, memptr=cupy.cuda.MemoryPointer(mem, 0))
+
+    def initialisation(self) -> InitTracker:
+        """The written-bytes tracker; the arrays of :meth:`allocate` tell it of
+        their frees themselves (no allocation listener: see ``allocate``)."""
+        if self._init_tracker is None:
+            self._init_tracker = InitTracker()
+        return self._init_tracker
 
     def to_device(self, host_array):
         array = cupy.asarray(host_array)
