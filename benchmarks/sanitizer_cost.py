@@ -23,7 +23,7 @@ import workbench as wb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _table import print_table  # noqa: E402
-from simulator_profile import KERNELS  # noqa: E402
+from simulator_profile import KERNELS, launches  # noqa: E402
 
 TARGET_RATIO = 30.0
 TOOLS = ("racecheck", "synccheck", "initcheck", "memcheck")
@@ -37,19 +37,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     tools = [t for t in args.tools.split(",") if t]
     b = wb.backend("simulator", threads=args.threads)
-    m = wb.compile(KERNELS, name="sanitizer_cost")
-    n, side = 1 << 20, 1 << 10
-    rng = np.random.default_rng(0)
-    x = wb.to_device(rng.random(n, dtype=np.float32))
-    y = wb.to_device(rng.random(n, dtype=np.float32))
-    out = wb.to_device(np.zeros(n, dtype=np.float32))
-    cases = [
-        ("saxpy", m["saxpy"], (np.float32(2.0), x, y, n), dict(grid=n // 256, block=256)),
-        ("block_sum (8 barriers)", m["block_sum"], (x, out, n), dict(grid=n // 256, block=256)),
-        ("transpose 1024x1024 tiled", m["transpose_tiled"], (x, out, side),
-         dict(grid=(side // 32, side // 32), block=(32, 8))),
-        ("fma_loop (64 iterations)", m["fma_loop"], (out, 64), dict(grid=n // 256, block=256)),
-    ]
+    cases = launches(wb.compile(KERNELS, name="sanitizer_cost"))
     rows = []
     for name, kernel, kargs, launch in cases:
         def plain():

@@ -61,6 +61,23 @@ TARGET_SECONDS = 10.0
 TARGET_RATIO = 30.0
 
 
+def launches(module) -> list[tuple]:
+    """``(name, kernel, arguments, launch options)`` of the four kernels of
+    ``module`` (KERNELS compiled) over 2^20 floats: what both benchmarks time."""
+    n, side = 1 << 20, 1 << 10
+    rng = np.random.default_rng(0)
+    x = wb.to_device(rng.random(n, dtype=np.float32))
+    y = wb.to_device(rng.random(n, dtype=np.float32))
+    out = wb.allocate(n)
+    return [
+        ("saxpy", module["saxpy"], (np.float32(2.0), x, y, n), dict(grid=n // 256, block=256)),
+        ("block_sum (8 barriers)", module["block_sum"], (x, out, n), dict(grid=n // 256, block=256)),
+        ("transpose 1024x1024 tiled", module["transpose_tiled"], (x, out, side),
+         dict(grid=(side // 32, side // 32), block=(32, 8))),
+        ("fma_loop (64 iterations)", module["fma_loop"], (out, 64), dict(grid=n // 256, block=256)),
+    ]
+
+
 def _best(fn, runs: int) -> float:
     """The best of ``runs`` of ``fn()`` (the worker's time of the launch, s)."""
     return min(fn() for _ in range(runs))
@@ -72,20 +89,7 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs of each; the best counts")
     args = parser.parse_args(argv)
     b = wb.backend("simulator", threads=args.threads)
-    m = wb.compile(KERNELS, name="simulator_profile")
-    n = 1 << 20
-    side = 1 << 10
-    rng = np.random.default_rng(0)
-    x = wb.to_device(rng.random(n, dtype=np.float32))
-    y = wb.to_device(rng.random(n, dtype=np.float32))
-    out = wb.allocate(n)
-    cases = [
-        ("saxpy", m["saxpy"], (np.float32(2.0), x, y, n), dict(grid=n // 256, block=256)),
-        ("block_sum (8 barriers)", m["block_sum"], (x, out, n), dict(grid=n // 256, block=256)),
-        ("transpose 1024x1024 tiled", m["transpose_tiled"], (x, out, side),
-         dict(grid=(side // 32, side // 32), block=(32, 8))),
-        ("fma_loop (64 iterations)", m["fma_loop"], (out, 64), dict(grid=n // 256, block=256)),
-    ]
+    cases = launches(wb.compile(KERNELS, name="simulator_profile"))
     rows = []
     for name, kernel, kargs, launch in cases:
         def plain():
