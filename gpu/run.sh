@@ -296,7 +296,7 @@ run_tests() {
     [ -n "$kexpr" ] && k=(-k "$kexpr")
     note "tests${kexpr:+ (-k $kexpr)}:"
     before=$(profiler_folders)
-    pytest_step "$log" "gpu-marked" 420 -m gpu tests "${k[@]}"
+    pytest_step "$log" "gpu-marked" 500 -m gpu tests "${k[@]}"
     pytest_step "$log" "not gpu-marked, using this machine's tools" 120 -m "not gpu" "${MACHINE_TESTS[@]}" "${k[@]}"
     WORKBENCH_TIMING=events pytest_step "$log" "streams timed by events" 150 \
         -m gpu tests/core/test_streams.py tests/core/test_stream_rules.py "${k[@]}"

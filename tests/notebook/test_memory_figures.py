@@ -40,6 +40,9 @@ def label_gib(label: str, word: str) -> float:
 
 
 def test_status_bar_panels_and_stats_agree_after_del_and_empty_cache(backend, tracking):
+    wb.memory.empty_cache()
+    # what stays cached now is in blocks split by arrays earlier tests keep alive
+    stays = wb.memory.stats().cached
     small = wb.to_device(np.random.default_rng(0).random(1 << 20, np.float32))  # 4 MiB
     big = wb.allocate(GIB, np.uint8)
     seen, label, panel = figures()
@@ -68,9 +71,12 @@ def test_status_bar_panels_and_stats_agree_after_del_and_empty_cache(backend, tr
     panel.empty_cache()  # the panel's "Empty cache" button
     seen, label, panel2 = figures()
     assert len(set(seen.values())) == 1, seen
-    assert seen["stats"][1] < 50 * 2 ** 20  # the cache is given back (blocks still split by a live array may stay)
+    assert seen["stats"][1] < stays + 50 * 2 ** 20  # the cache is given back
     assert (panel.in_use, panel.cached) == seen["stats"]  # the panel redrew with it
-    assert "cached" not in label, label  # nothing worth a tenth of a GiB is cached
+    if stays < GIB // 10:
+        assert "cached" not in label, label  # nothing worth a tenth of a GiB is cached
+    else:  # (a block split by an array an earlier test keeps: the pool cannot return it)
+        assert label_gib(label, "cached") == pytest.approx(seen["stats"][1] / GIB, abs=0.05), label
     panel.close()
     panel2.close()
     np.testing.assert_array_equal(wb.to_host(small), np.random.default_rng(0).random(1 << 20, np.float32))

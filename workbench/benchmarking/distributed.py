@@ -100,11 +100,9 @@ class Pool:
         earlier tasks (Dask passes their results). An untracked task
         (``track=False``) is only an input of others: :meth:`as_completed`
         does not yield it."""
-        if kind == "measure":
-            future = self.client.submit(on_worker_device, fn, *args, pure=False,
-                                        **self._options(kind))
-        else:
-            future = self.client.submit(fn, *args, pure=False, **self._options(kind))
+        # compiles too: a GPU module loads on the device current where it is built, and the
+        # measurement that follows on the same worker finds it in the compile cache
+        future = self.client.submit(on_worker_device, fn, *args, pure=False, **self._options(kind))
         if not track:
             return future
         self._futures[future.key] = (future, time.monotonic())

@@ -77,8 +77,10 @@ def set_limit(bytes=None, fraction=None):  # noqa: A002 (the documented name)
     """Cap the device memory pool at ``bytes`` (an int or a string such as
     ``"2GiB"``) or at ``fraction`` (0 to 1) of the device's memory.
     ``set_limit()`` (or ``bytes=None``) removes the cap; a cap of 0 bytes,
-    which would refuse every allocation, is refused. Returns :func:`stats`
-    after the change.
+    which would refuse every allocation, is refused. ``wb.allocate`` counts
+    what is in use against the cap, also where the pool could hand out a
+    block it cached before; other allocations (CuPy's own) meet it when the
+    pool asks the device for more. Returns :func:`stats` after the change.
     """
     if bytes is not None and fraction is not None:
         raise ArgumentValueError("give either bytes= or fraction=, not both")

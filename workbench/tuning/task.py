@@ -101,7 +101,9 @@ def compile_config(task: Task):
     b = active_backend()
     defines, instance = defines_of(task), instance_of(task)
     opts = dict(task.compile_options)
-    key = (id(b), task.source, defines, instance, tuple(sorted((k, repr(v)) for k, v in opts.items())))
+    # (a GPU module is loaded on the device current when it was built: one per device)
+    key = (id(b), b.current_device(), task.source, defines, instance,
+           tuple(sorted((k, repr(v)) for k, v in opts.items())))
     start = time.perf_counter()
     cached = _modules.get(key)
     if cached is None:

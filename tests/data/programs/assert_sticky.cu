@@ -1,6 +1,6 @@
 // A failed device assert, as the samples' simpleAssert checks it: the next synchronising
-// call returns cudaErrorAssert, every call after it too (the error is sticky), and the
-// program goes on.
+// call returns cudaErrorAssert, every runtime call after it too (the error is sticky) while
+// cudaGetLastError reads and resets it as any other error, and the program goes on.
 #include <cassert>
 #include <cstdio>
 #include <cuda_runtime.h>

@@ -57,6 +57,12 @@ class CupyMemory(Arrays, MemoryPool, MemoryKinds):
         nbytes = int(numpy.prod(shape)) * dtype.itemsize
         if nbytes <= 0:
             return cupy.empty(shape, dtype=dtype)
+        pool = cupy.get_default_memory_pool()
+        limit = pool.get_limit()
+        if limit and pool.used_bytes() + nbytes > limit:
+            # CuPy checks its limit only when it asks the driver for more: a block cached
+            # from before the limit (or one split by a live array) would be handed out past it
+            raise cupy.cuda.memory.OutOfMemoryError(nbytes, pool.used_bytes(), limit)
         block = cupy.cuda.alloc(nbytes)
         mem = _AllocatedMemory()
         mem.ptr = block.ptr

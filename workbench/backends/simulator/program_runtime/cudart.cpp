@@ -53,14 +53,16 @@ std::string format_text(const char* fmt, ...) {
     return text;
 }
 
+// A sticky error is returned by every later API call (API_ENTER), each of which sets the last
+// error; cudaGetLastError itself resets it as for any other error (CUDA 13 on an H200: the
+// second of two calls after a failed assert returns cudaSuccess).
 extern "C" cudaError_t cudaGetLastError(void) {
-    if (g_sticky != cudaSuccess) return g_sticky;
     cudaError_t e = g_last_error;
     g_last_error = cudaSuccess;
     return e;
 }
 extern "C" cudaError_t cudaPeekAtLastError(void) {
-    return g_sticky != cudaSuccess ? g_sticky : g_last_error;
+    return g_last_error;
 }
 
 // -- the profiler: no profiler watches a simulator program -------------------------------------

@@ -200,7 +200,9 @@ extern "C" cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags
         return fail(cudaErrorInvalidValue, "cudaHostAlloc: unknown flags 0x%x", flags);
     void* p = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
     if (!p) return fail(cudaErrorMemoryAllocation, "cudaHostAlloc(%zu bytes): out of host memory", size);
-    g_host[(uintptr_t)p] = HostRange{size ? size : 1, flags | cudaHostAllocMapped, false};
+    // cudaHostGetFlags on a GPU reports Mapped (all pinned memory is, under unified addressing)
+    // and WriteCombined, never Portable, though every allocation is portable.
+    g_host[(uintptr_t)p] = HostRange{size ? size : 1, (flags | cudaHostAllocMapped) & ~(unsigned)cudaHostAllocPortable, false};
     *ptr = p;
     return cudaSuccess;
 }
