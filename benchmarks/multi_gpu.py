@@ -13,9 +13,10 @@ Targets (PASS/MISS beside each on GPUs; the simulator's times carry no verdict):
 
 The tune measures ``spin``, a kernel whose time is a known function of its block size, a
 ``-D`` define and a template argument (tens of microseconds a launch, each configuration
-measured for 50 ms): the measurements dominate, as in a real tune of slow kernels. The
-configurations are compiled once by an untimed tune on all the workers first, so every timed
-run finds them in the compile cache and the figures compare measuring alone. 1, 2, 4, ... GPUs:
+measured for 50 ms): the measurements dominate, as in a real tune of slow kernels. Each
+cluster's workers first run an untimed tune (their CUDA contexts made, every configuration
+compiled and loaded), so every timed run finds them in the compile cache and the figures
+compare measuring alone, as the sweep's figures do. 1, 2, 4, ... GPUs:
 every power of two up to the device count, and the device count.
 """
 from __future__ import annotations
@@ -73,13 +74,13 @@ def tunes(simulated: bool, device_count: int, space: dict) -> list[list]:
     from distributed import Client
     args = (np.zeros(4, np.float32), np.int64(20_000))
     options = dict(space=space, grid=4, cache=False, progress=False, reference=None)
-    with wb.tuning.local_cluster(device_count) as cluster, Client(cluster) as client:
-        client.wait_for_workers(device_count)
-        wb.tune(SPIN, args, client=client, max_time=0.001, min_repeat=1, **options)   # compiles
     walls, results = {}, {}
     for n in counts(device_count):
         with wb.tuning.local_cluster(n) as cluster, Client(cluster) as client:
             client.wait_for_workers(n)
+            # untimed, on these workers: their CUDA contexts and every configuration's
+            # module made, as the sweep's client.run makes its kernel
+            wb.tune(SPIN, args, client=client, max_time=0.001, min_repeat=1, **options)
             start = time.perf_counter()
             results[n] = wb.tune(SPIN, args, client=client, **MEASURE, **options)
             walls[n] = time.perf_counter() - start

@@ -83,10 +83,30 @@ def test_four_simulated_devices_tune_as_one(monkeypatch, private_simulator):
     with wb.tuning.local_cluster() as cluster, distributed.Client(cluster) as client:
         client.wait_for_workers(4)
         remote = wb.tune(AXPB, args, client=client, **_options(x))
+        again = wb.tune(AXPB, args, client=client, **_options(x))  # the same inputs, same client
     assert remote.workers == 4
     _same_rows(local, remote)
+    _same_rows(local, again)
     measured = {row["device"] for row in remote.rows if "device" in row}
     assert measured <= {0, 1, 2, 3} and len(measured) > 1   # worker k measures on device k
+
+
+def test_a_tunes_modules_are_made_per_device(private_simulator):
+    """A GPU module loads on the device current where it is built: the tune's
+    compile cache gives each device its own (a Dask worker measuring on device
+    k once launched the module its compile had loaded on device 0)."""
+    from workbench.tuning.task import Task, compile_config
+    b = private_simulator(devices=2)
+    task = Task(source=AXPB, kernel="axpb", template_params=(), config={"U": 1, "W": 1},
+                kinds={"U": "define", "W": "define"})
+    on_first, _, _ = compile_config(task)
+    b.set_device(1)
+    try:
+        on_second, _, _ = compile_config(task)
+        assert compile_config(task)[0] is on_second      # cached on its device
+    finally:
+        b.set_device(0)
+    assert on_second is not on_first and compile_config(task)[0] is on_first
 
 
 SCALED = r"""

@@ -60,8 +60,11 @@ class Runner:
         payload_key = (id(task.args), id(task.expected), id(task.constants))
         payload = self._payloads.get(payload_key)
         if payload is None:
+            # hash=False: a key of its own, not one from the content, which an earlier tune
+            # of the same inputs on this client may still be releasing (its workers then
+            # "could not find data")
             payload = self.pool.client.scatter((task.args, task.expected, task.constants),
-                                               broadcast=True)
+                                               broadcast=True, hash=False)
             self._payloads = {payload_key: payload}
         light = replace(task, args=(), expected=None, constants={})
         compiled = self.pool.submit(precompile, light, kind="compile", track=False)
