@@ -106,7 +106,9 @@ extern "C" __global__ void transpose_padded(const float* in, float* out, int n) 
 """
 
 #: Cases whose simulator counts are not comparable with a GPU's, and why.
-NOT_COMPARABLE = {"hgemm": "the simulator runs a plain-loop stand-in for the tensor-core kernel"}
+NOT_COMPARABLE = {"hgemm": "the simulator runs a plain-loop stand-in for the tensor-core kernel",
+                  "attention": "the simulator runs one query row per thread; the GPU an mma.sync "
+                               "kernel with ldmatrix and double-buffered tiles"}
 
 
 def _probes(quick: bool) -> list:
