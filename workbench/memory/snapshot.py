@@ -19,8 +19,8 @@ class MemoryStats:
     ``in_use``: held by live arrays. ``cached``: kept by the pool in free
     blocks for reuse (not a leak: :func:`workbench.memory.empty_cache` gives
     back every block that no live array shares; a block the pool split for a
-    smaller array stays until that array goes). ``reserved`` = in use + cached, what the pool holds from the
-    device. ``peak``: most in use since tracking started (or the last
+    smaller array stays until that array goes). ``reserved`` = in use +
+    cached, what the pool holds from the device. ``peak``: most in use since tracking started (or the last
     ``reset_peak``). ``fragmentation``: 1 - largest free block / cached bytes.
     ``limit``: the pool's cap (``None``: none). Values the backend cannot give
     are ``None`` and shown as N/A.
@@ -59,8 +59,8 @@ class MemoryStats:
         ) if part) or "N/A"
         return [
             ("in use", b(self.in_use), live),
-            ("cached", b(self.cached), f"{blocks} kept by the pool for reuse, "
-                                       "not a leak: wb.memory.empty_cache() frees those no live array shares"),
+            ("cached", b(self.cached), f"{blocks} kept by the pool for reuse, not a leak: "
+                                       "wb.memory.empty_cache() frees those no live array shares"),
             ("reserved", b(self.reserved), "in use + cached, taken from the device by the pool"),
             ("peak in use", b(self.peak), "since tracking started or wb.memory.reset_peak()"),
             ("fragmentation", format_fraction(self.fragmentation)

@@ -33,7 +33,8 @@ class Runner:
         self._payloads: dict = {}
         self._compiler = None
         if client is None and compile_ahead > 0:
-            self._compiler = ThreadPoolExecutor(compile_ahead, thread_name_prefix="workbench-tune-compile")
+            self._compiler = ThreadPoolExecutor(compile_ahead,
+                                                thread_name_prefix="workbench-tune-compile")
             self.capacity = compile_ahead + 1
         if client is not None:
             self.pool = Pool(client, timeout=timeout)

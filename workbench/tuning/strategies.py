@@ -27,6 +27,9 @@ OPTUNA_STRATEGIES = {
     "nsga2": ("NSGAIISampler", None),
 }
 STRATEGIES = ("grid", *OPTUNA_STRATEGIES)
+#: The strategies whose next configuration does not depend on results so far: a
+#: local tune asks them ahead and compiles while it measures.
+ASKED_AHEAD = ("grid", "random", "qmc")
 
 _MISSING = ("Optuna is not installed: pip install 'cuda-workbench[tune]' for strategy={!r}; "
             "strategy='grid' (exhaustive) works without it")

@@ -22,7 +22,7 @@ from .limits import DeviceLimits
 from .result import OBJECTIVES, TuneResult, config_text, objective_text
 from .runner import Runner, compile_threads
 from .space import Space
-from .strategies import check_strategy, make_search
+from .strategies import ASKED_AHEAD, check_strategy, make_search
 from .task import Task, launch_options, strip_output
 
 #: A tune's measuring plan unless told otherwise: short, because a tune
@@ -215,8 +215,7 @@ def tune(kernel, args: Sequence = (), *, space: Mapping[str, Sequence], restrict
     reference_text = _set_reference(base, reference, listed, host_args, output)
     limits = DeviceLimits.of(b.device_properties())
     search = make_search(the_space, strategy, [OBJECTIVES[o][1] for o in objectives], seed)
-    # (samplers that learn from each result ask one configuration at a time)
-    ahead = compile_threads() if strategy in ("grid", "random", "qmc") else 0
+    ahead = compile_threads() if strategy in ASKED_AHEAD else 0
     runner = Runner(client, timeout, compile_ahead=ahead)
     result = TuneResult(kernel=name, params={p: the_space.kind(p) for p in the_space.names},
                         objectives=objectives, strategy=strategy, seed=seed, budget=budget_text,

@@ -202,7 +202,8 @@ extern "C" cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags
     if (!p) return fail(cudaErrorMemoryAllocation, "cudaHostAlloc(%zu bytes): out of host memory", size);
     // cudaHostGetFlags on a GPU reports Mapped (all pinned memory is, under unified addressing)
     // and WriteCombined, never Portable, though every allocation is portable.
-    g_host[(uintptr_t)p] = HostRange{size ? size : 1, (flags | cudaHostAllocMapped) & ~(unsigned)cudaHostAllocPortable, false};
+    const unsigned reported = (flags | cudaHostAllocMapped) & ~(unsigned)cudaHostAllocPortable;
+    g_host[(uintptr_t)p] = HostRange{size ? size : 1, reported, false};
     *ptr = p;
     return cudaSuccess;
 }
