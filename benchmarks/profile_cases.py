@@ -81,6 +81,10 @@ extern "C" __global__ void atomics(int* bins, int* slots, int* out, int n) {
     atomicAdd(&bins[i & 255], 1);
     out[i] = atomicAdd(&slots[(i >> 5) & 255], 1);
 }
+extern "C" __global__ void atomics_one_word(int* bins, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(&bins[n & 255], 1);   // a warp's lanes on one word, provably
+}
 extern "C" __global__ void transpose_naive(const float* in, float* out, int n) {
     int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
     out[x * n + y] = in[y * n + x];
@@ -152,6 +156,7 @@ def _probes(quick: bool) -> list:
             case("divergent if/else", m["divergent"], x, y, n),
             case("8 of 32 lanes", m["quarter"], x, y, n),
             case("atomics (red, atom)", m["atomics"], bins, slots, out, n),
+            case("atomics on one word (red)", m["atomics_one_word"], bins, n),
             case("transpose naive", m["transpose_naive"], a, t, side, **tgrid),
             case("transpose tiled 32x32", m["transpose_tiled"], a, t, side, **tgrid),
             case("transpose tiled 32x33", m["transpose_padded"], a, t, side, **tgrid),

@@ -279,7 +279,10 @@ pytest_step() {
 gpu_idle() {
     local util
     sleep 2
-    util=$(nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -d ' ')
+    # the GPUs this part was given (nvidia-smi does not read CUDA_VISIBLE_DEVICES; with every GPU
+    # visible, GPU 0, where its launches go by default), the busiest of them
+    util=$(nvidia-smi -i "${CUDA_VISIBLE_DEVICES:-0}" --query-gpu=utilization.gpu \
+               --format=csv,noheader,nounits 2>/dev/null | tr -d ' ' | sort -n | tail -1)
     if [ "$util" = "0" ]; then note "  GPU idle after the part: yes"
     else fail "  GPU idle after the part: NO (utilization.gpu ${util:-?} %: a kernel left running?)"
         nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv >>"$OUT/$1.log" 2>&1

@@ -21,6 +21,7 @@ from workbench.kernels.baselines import device_args
 SPECS = library.specs()
 STAGED = rowwise._VARIANTS["staged"]
 REGISTERS = rowwise._VARIANTS["registers"]
+STREAM = rowwise._VARIANTS["stream"]
 TOLERANCE = {np.float32: (1e-4, 1e-5), np.float64: (1e-10, 1e-12)}
 
 
@@ -33,11 +34,20 @@ def _all_ops(x, rng):
             ("cross_entropy", (x, targets)))
 
 
+def _expected_variant(name, x, variant):
+    """Cross-entropy, a read-only stream, takes the warp-stream kernel on whole
+    16-byte vectors and never the staged one."""
+    if name != "cross_entropy":
+        return variant
+    if x.shape[-1] % (16 // x.dtype.itemsize) == 0:
+        return STREAM
+    return REGISTERS if variant == STAGED else variant
+
+
 def _check(name, args, variant):
-    """``name`` over ``args`` against NumPy, run by ``variant`` (cross-entropy, a
-    read-only stream, always takes the register kernel)."""
+    """``name`` over ``args`` against NumPy, run by ``variant`` (see _expected_variant)."""
     got = wb.to_host(getattr(wb.kernels, name)(*device_args(args)))
-    expected = REGISTERS if name == "cross_entropy" and variant == STAGED else variant
+    expected = _expected_variant(name, args[0], variant)
     assert wb.kernels.last_variant(name) == expected, name
     rtol, atol = TOLERANCE[args[0].dtype.type]
     compare_arrays(got, SPECS[name].reference(*args), rtol=rtol, atol=atol,
@@ -89,6 +99,20 @@ def test_rows_the_staged_kernel_does_not_take(backend):
         x = (rng.standard_normal((4, cols)) * 3).astype(np.float32)
         for name, args in _all_ops(x, rng):
             _check(name, args, REGISTERS)
+
+
+@pytest.mark.parametrize("cols,dtype", [
+    (1024, np.float32),    # 256 vectors: one chunk of 32 lanes x 8 exactly
+    (1028, np.float32),    # 257: a second chunk with one vector
+    (4, np.float32),       # one vector: 31 lanes hold only -inf
+    (70_000, np.float32),  # longer than any register layout
+    (4098, np.float64),    # doubles: 2049 vectors
+])
+def test_cross_entropy_streams_rows_of_any_length(backend, cols, dtype):
+    rng = np.random.default_rng(cols)
+    rows = 37                                      # not a multiple of a block's 8 warps
+    x = (rng.standard_normal((rows, cols)) * 3).astype(dtype)
+    _check("cross_entropy", (x, rng.integers(0, cols, rows)), STREAM)
 
 
 @pytest.mark.parametrize("cols", [2052, 4096, 1000])

@@ -2,15 +2,18 @@
 cross-entropy, for float32 and float64.
 
 ``cu/rowwise.cu`` reduces each row with one reduction over values held in
-registers (16-byte vectors, read once, written once). Three kernels:
+registers (16-byte vectors, read once, written once). Four kernels:
 
 * ``rowwise_staged_kernel`` for rows of 2k to 16k floats (1k to 8k doubles)
   on whole, aligned 16-byte vectors, on Hopper and later GPUs and on the
-  simulator (softmax, log-softmax, layer norm; not cross-entropy): a persistent grid whose blocks stream their rows through a ring
-  of shared-memory stages filled by the copy engine (``cp.async.bulk``), so
-  that the next rows are always being read;
+  simulator (softmax, log-softmax, layer norm): a persistent grid whose
+  blocks stream their rows through a ring of shared-memory stages filled by
+  the copy engine (``cp.async.bulk``), so that the next rows are always
+  being read;
 * ``rowwise_kernel``: rows of up to 32k floats loaded straight into
-  registers, a warp a row up to 1024 floats, 256 or 512 threads beyond;
+  registers, a warp a row up to 2048 floats, 256 or 512 threads beyond;
+* ``cross_entropy_stream_kernel`` for cross-entropy on aligned rows of any
+  length: a warp streams its row into a running (max, sum of exp);
 * one block a row and two reads for longer rows (softmax in the online form).
 """
 from __future__ import annotations
@@ -28,11 +31,17 @@ DTYPES = ("float32", "float64")
 #: The operation codes of ``enum RowOp`` in rowwise.cu.
 _SOFTMAX, _LOG_SOFTMAX, _LAYER_NORM, _CROSS_ENTROPY = range(4)
 _NAMES = ("softmax", "log_softmax", "layer_norm", "cross_entropy")
-#: 16-byte vectors per thread that rowwise_kernel is instantiated for.
-_VPT = (1, 2, 4, 8, 16)
 #: (threads per row, vectors per thread) by row length in 16-byte vectors: a warp per
-#: row up to 256 vectors (1024 floats), then 256 or 512 threads.
-_LADDER = ((32, 1), (32, 2), (32, 4), (32, 8), (256, 2), (256, 4), (512, 4), (512, 8), (512, 16))
+#: row up to 512 vectors (2048 floats), then 256 or 512 threads. Measured on an H200
+#: (softmax, 2^26 floats): at 2048 floats a block of 256 a row reached 73% of the copy
+#: bandwidth, its barrier and short rows leaving too few loads in flight.
+_LADDER = ((32, 1), (32, 2), (32, 4), (32, 8), (32, 16), (256, 4), (512, 4), (512, 8),
+           (512, 16))
+#: rowwise_kernel's instantiations: (vectors per thread, threads per row as a constant,
+#: 0 for the launch's), for every row length of the ladder.
+_KERNELS = ((1, 0), (2, 0), (4, 0), (8, 0), (16, 32), (16, 512))
+#: cross_entropy_stream_kernel's 16-byte vectors a lane has in flight
+_STREAM_VPT = 8
 _BLOCK = 256          # for warp-per-row launches: 8 rows a block
 _LONG_BLOCK = 512     # the long-row kernels
 
@@ -57,12 +66,15 @@ _VARIANTS = {
     "registers": "row in registers (16-byte vectors, read once), one reduction a row: a warp "
                  "per row up to 1024 floats, 256 or 512 threads up to 32768",
     "long": "block per row, two reads (longer rows)",
+    "stream": "a warp streams each row into a running (max, sum of exp), nothing kept: "
+              "cross-entropy on aligned 16-byte vectors",
 }
 
 _FLAGS = ("false", "true")
 INSTANTIATE = (
-    tuple(f"rowwise_kernel<{t}, {op}, {vpt}>" for t in ("float", "double") for op in range(4)
-          for vpt in _VPT)
+    tuple(f"rowwise_kernel<{t}, {op}, {vpt}, {group}>" for t in ("float", "double")
+          for op in range(4) for vpt, group in _KERNELS)
+    + tuple(f"cross_entropy_stream_kernel<{t}, {_STREAM_VPT}>" for t in ("float", "double"))
     + tuple(f"rowwise_staged_kernel<{t}, {op}, {threads}, {vpt}>" for t in ("float", "double")
             for op in range(4) for threads, vpt, _ in _STAGED)
     + tuple(f"softmax_kernel<{t}, {log}>" for t in ("float", "double") for log in _FLAGS)
@@ -136,11 +148,18 @@ def _launch_rows(op: int, x, y, rows: int, cols: int, gamma=None, beta=None, tar
     group, vpt = layout
     block = _BLOCK if group == 32 else group
     grid = min(-(-rows // (block // group)), 32 * multiprocessors())
-    kernel = module(FAMILY)[f"rowwise_kernel<{ctype}, {op}, {vpt}>"]
+    kernel = module(FAMILY)[f"rowwise_kernel<{ctype}, {op}, {vpt}, {group if vpt == 16 else 0}>"]
     kernel(x, gamma, beta, targets, y, rows, cols, group, vec, float(eps),
            grid=max(grid, 1), block=block)
     note_variant(_NAMES[op], _VARIANTS["registers"])
     return True
+
+
+def _streamable(x, cols: int) -> bool:
+    """Whether cross_entropy_stream_kernel takes these rows: whole 16-byte
+    vectors on 16-byte boundaries."""
+    return (cols % (16 // x.dtype.itemsize) == 0 and cols < 2 ** 31
+            and active_backend().device_pointer(x) % 16 == 0)
 
 
 def _launch_long(op: int, kernel: str, rows: int, *args):
@@ -207,7 +226,12 @@ def cross_entropy(logits, targets):
     if rows:
         if targets.dtype != np.int64:
             targets = targets.astype(np.int64)
-        if not _launch_rows(_CROSS_ENTROPY, logits, losses, rows, cols, targets=targets):
+        if _streamable(logits, cols):
+            module(FAMILY)[f"cross_entropy_stream_kernel<{c_type(dtype)}, {_STREAM_VPT}>"](
+                logits, targets, losses, rows, cols, block=_BLOCK,
+                grid=max(1, min(-(-rows // (_BLOCK // 32)), 8 * multiprocessors())))
+            note_variant("cross_entropy", _VARIANTS["stream"])
+        elif not _launch_rows(_CROSS_ENTROPY, logits, losses, rows, cols, targets=targets):
             _launch_long(_CROSS_ENTROPY, f"cross_entropy_kernel<{c_type(dtype)}>", rows, logits,
                          targets, losses, rows, cols)
     return losses

@@ -21,6 +21,11 @@ GLOBAL = "l1tex__t_{what}_pipe_lsu_mem_global_op_{op}.sum"
 SHARED_WAVEFRONTS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{op}.sum"
 SHARED_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{op}.sum"
 SHARED_INSTRUCTIONS = "smsp__sass_inst_executed_op_shared_{op}.sum"
+#: The wavefronts the shared instructions' own addresses need (ncu's SASS-level
+#: count). The l1tex counters above also carry wavefronts that arbitration with
+#: other L1 traffic adds (a few percent, on conflict-free kernels too); the
+#: simulator counts what the addresses need, so it gives the same value to both.
+SHARED_INSTRUCTION_WAVEFRONTS = "smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_{op}.sum"
 LANES_PER_INSTRUCTION = "smsp__thread_inst_executed_per_inst_executed.ratio"
 INSTRUCTIONS = "smsp__inst_executed.sum"
 SECTORS_PER_REQUEST = "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_{op}.ratio"
@@ -30,7 +35,8 @@ SECTORS_PER_REQUEST = "l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_
 COUNTED = tuple(
     [GLOBAL.format(what=w, op=op) for op in ("ld", "st", "atom", "red") for w in ("requests", "sectors")]
     + [f.format(op=op) for op in ("ld", "st") for f in (SHARED_WAVEFRONTS, SHARED_CONFLICTS,
-                                                         SHARED_INSTRUCTIONS)])
+                                                         SHARED_INSTRUCTIONS,
+                                                         SHARED_INSTRUCTION_WAVEFRONTS)])
 #: Metrics the simulator estimates rather than counts: they depend on the
 #: GPU's own instructions, which the simulator does not have.
 ESTIMATED = (LANES_PER_INSTRUCTION, INSTRUCTIONS)
@@ -57,6 +63,49 @@ def atomic_ops(source_line: str) -> str:
     return "red"
 
 
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
+_FUNCTION = re.compile(r"__(?:global|device)__[^(;{=]*\(([^)]*)\)\s*(?:const\s*)?\{")
+_UNIFORM_NAMES = {"blockIdx", "blockDim", "gridDim", "const", "int", "long", "unsigned", "size_t"}
+_MEMBER = re.compile(r"\.\s*[xyz]\b")
+
+
+def function_parameters(source: str) -> list[tuple[int, set[str]]]:
+    """``(line, parameter names)`` of every ``__global__`` and ``__device__``
+    function defined in ``source``, by the line its definition starts on."""
+    found = []
+    for m in _FUNCTION.finditer(source):
+        names = {ids[-1] for parameter in m.group(1).split(",")
+                 if (ids := _IDENTIFIER.findall(parameter))}
+        found.append((source.count("\n", 0, m.start()) + 1, names))
+    return found
+
+
+def _parameters_at(functions: list[tuple[int, set[str]]], line: int | None) -> set[str]:
+    """The parameters of the function a source line is in (the last defined above it)."""
+    enclosing = [names for start, names in functions if line is not None and start <= line]
+    return enclosing[-1] if enclosing else set()
+
+
+def atomic_address_is_uniform(source_line: str, parameters: set[str]) -> bool:
+    """Whether the first atomic on this line takes an address the GPU's
+    compiler can prove the same in every lane (kernel parameters, blockIdx,
+    constants): it then makes one atomic a warp of the lanes' sum
+    (warp-aggregated), one sector, where lanes on one word whose address it
+    cannot prove uniform are applied one by one, a sector each."""
+    m = _ATOMIC_CALL.search(source_line)
+    if m is None:
+        return False
+    depth, end = 1, m.end()
+    while end < len(source_line) and depth:
+        depth += {"(": 1, ")": -1}.get(source_line[end], 0)
+        if depth == 1 and source_line[end] == ",":
+            break
+        end += 1
+    address = _MEMBER.sub("", source_line[m.end():end])
+    return all(name in parameters or name in _UNIFORM_NAMES
+               for name in _IDENTIFIER.findall(address))
+
+
 def _op(site: SiteCount, lines: list[str]) -> str:
     if site.kind == "load":
         return "ld"
@@ -64,6 +113,17 @@ def _op(site: SiteCount, lines: list[str]) -> str:
         return "st"
     text = lines[site.line - 1] if site.line and site.line <= len(lines) else ""
     return atomic_ops(text)
+
+
+def _sectors(site: SiteCount, lines: list[str], functions) -> float:
+    """A global site's sectors: for atomics, the distinct sectors (``ideal``)
+    where the compiler aggregates a warp's lanes, else a transaction per lane
+    on one word (``units``)."""
+    if site.kind != "atomic":
+        return site.units
+    text = lines[site.line - 1] if site.line and site.line <= len(lines) else ""
+    uniform = atomic_address_is_uniform(text, _parameters_at(functions, site.line))
+    return site.ideal if uniform else site.units
 
 
 def scale(counts: LaunchCounts) -> float:
@@ -76,6 +136,7 @@ def scale(counts: LaunchCounts) -> float:
 def metrics(counts: LaunchCounts, source: str = "") -> dict[str, float]:
     """The launch's figures under Nsight Compute's metric names (:data:`ALL`)."""
     lines = source.splitlines()
+    functions = function_parameters(source)
     k = scale(counts)
     out = {name: 0.0 for name in COUNTED}
     weighted_lanes = weighted_runs = instructions = 0.0
@@ -89,10 +150,11 @@ def metrics(counts: LaunchCounts, source: str = "") -> dict[str, float]:
         if s.space == "global":
             op = _op(s, lines)
             out[GLOBAL.format(what="requests", op=op)] += s.requests * k
-            out[GLOBAL.format(what="sectors", op=op)] += s.units * k
+            out[GLOBAL.format(what="sectors", op=op)] += _sectors(s, lines, functions) * k
         elif s.space == "shared" and s.kind != "atomic":
             op = "ld" if s.kind == "load" else "st"
             out[SHARED_WAVEFRONTS.format(op=op)] += s.units * k
+            out[SHARED_INSTRUCTION_WAVEFRONTS.format(op=op)] += s.units * k
             out[SHARED_CONFLICTS.format(op=op)] += (s.units - s.ideal) * k
             out[SHARED_INSTRUCTIONS.format(op=op)] += s.requests * k
     for op in ("ld", "st"):
@@ -102,6 +164,25 @@ def metrics(counts: LaunchCounts, source: str = "") -> dict[str, float]:
     out[LANES_PER_INSTRUCTION] = weighted_lanes / weighted_runs if weighted_runs else 0.0
     out[INSTRUCTIONS] = instructions * k
     return {name: (round(v) if name in COUNTED else v) for name, v in out.items()}
+
+
+def instruction_level(measured: dict[str, float]) -> dict[str, float]:
+    """A GPU profile's metrics with the shared-memory wavefronts and bank
+    conflicts as the instructions' addresses decide them: the l1tex counters
+    less the wavefronts arbitration added (l1tex wavefronts - SASS-level
+    wavefronts), which is what the simulator counts. Metrics without the
+    SASS-level count are returned as they are."""
+    out = dict(measured)
+    for op in ("ld", "st"):
+        hardware = measured.get(SHARED_WAVEFRONTS.format(op=op))
+        needed = measured.get(SHARED_INSTRUCTION_WAVEFRONTS.format(op=op))
+        conflicts = measured.get(SHARED_CONFLICTS.format(op=op))
+        if hardware is None or needed is None:
+            continue
+        out[SHARED_WAVEFRONTS.format(op=op)] = needed
+        if conflicts is not None:
+            out[SHARED_CONFLICTS.format(op=op)] = max(0.0, conflicts - (hardware - needed))
+    return out
 
 
 @dataclass

@@ -11,7 +11,8 @@ plus a fixed launch cost. The resources:
   footprint per block; blocks resident together share their data); unless
   the whole footprint fits in three quarters of L2: then a launch in a loop
   (as ``wb.bench`` times it) finds it there and DRAM is idle;
-* L2: every sector the warps' global requests touch (no L1 hits assumed);
+* L2: every sector the warps' global requests touch, less the loads' L1
+  hits (a sector the same block read before: its reuse distance is 0);
 * L1 / shared memory: one wavefront a clock per SM, a global request's
   sectors four a clock;
 * instruction issue: four warp instructions a clock per SM (the estimate of
@@ -19,7 +20,9 @@ plus a fixed launch cost. The resources:
 * floating point: the FLOPs at the FP32 / FP64 peak;
 * latency: each wave of resident warps (occupancy on the chosen device)
   takes as long as one warp's own path: its instructions, one a clock, and
-  its waits for global loads (two in flight) and shared memory (four).
+  its waits for global loads (two in flight; an L1 hit waits L1's latency,
+  the rest DRAM's, or L2's where the footprint fits there) and shared
+  memory (four).
 
 With fewer blocks than SMs only that many SMs work. The limiter is the
 group of the slowest resource: memory (DRAM, L2, L1/shared), compute
@@ -44,6 +47,7 @@ LOADS_IN_FLIGHT = 2              # global loads a warp overlaps
 SHARED_LATENCY_CLOCKS = 30
 SHARED_IN_FLIGHT = 4             # shared-memory accesses a warp overlaps
 L2_LATENCY_FRACTION = 0.5        # an L2 hit's latency, of a DRAM access's
+L1_LATENCY_CLOCKS = 35           # an L1 hit's
 
 _GROUP = {"DRAM bandwidth": "memory", "L2 bandwidth": "memory", "L1/shared throughput": "memory",
           "instruction issue": "compute", "FP32/FP64 throughput": "compute", "latency": "latency"}
@@ -142,7 +146,11 @@ def predict(counts: LaunchCounts, metrics: dict, gpu: GpuFigures,
         dram = (counts.footprint_read + counts.footprint_written) * 32 * k
         for histogram in (counts.reuse_loads, counts.reuse_stores):
             dram += 32 * k * _misses(histogram, per_block, together, L2_RESIDENT * gpu.l2_bytes)
-    l2_bytes = sectors * 32
+    # loads of sectors the same block read before (reuse distance 0): L1 hits
+    load_sectors = metrics.get(g.format(what="sectors", op="ld"), 0)
+    l1_hits = min(counts.reuse_loads[0] * k, load_sectors) if counts.reuse_loads else 0.0
+    hit_fraction = l1_hits / load_sectors if load_sectors else 0.0
+    l2_bytes = (sectors - l1_hits) * 32
     limits = {
         "DRAM bandwidth": dram / min(gpu.dram_gbps * 1e9 * DRAM_EFFICIENCY,
                                      active_sms * SM_L2_BYTES_PER_CLOCK * clock),
@@ -155,6 +163,7 @@ def predict(counts: LaunchCounts, metrics: dict, gpu: GpuFigures,
     total_warps = blocks * warps_per_block
     waves = blocks / (blocks_per_sm * gpu.multiprocessors)
     latency = gpu.dram_latency_ns * gpu.clock_ghz * (L2_LATENCY_FRACTION if resident else 1.0)
+    latency = (1 - hit_fraction) * latency + hit_fraction * L1_LATENCY_CLOCKS
     # one warp's path: its instructions issued one a clock, and its waits for
     # memory that nothing else of it can fill (other warps hide them: the
     # issue limit above covers that case)

@@ -15,6 +15,7 @@ counts (binutils, which g++ comes with).
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import struct
 import subprocess
@@ -335,10 +336,25 @@ def launch(backend, function, grid, block, shared_mem: int, arguments: bytes,
     return what it counted. The kernel really runs (its results are written)."""
     lib = instrumented_library(function.module)
     blocks = grid[0] * grid[1] * grid[2]
-    stride = 1 if not max_blocks or blocks <= max_blocks else -(-blocks // int(max_blocks))
+    stride = sample_stride(grid, max_blocks)
     reply = run_instrumented(backend, function, grid, block, shared_mem, arguments, cooperative,
                              COUNTERS, stride)
     return parse_reply(reply, lib, function.name, grid, block, shared_mem)
+
+
+def sample_stride(grid, max_blocks: int | None) -> int:
+    """Every how many blocks (in launch order) a sampled launch counts: at most
+    ``max_blocks`` of them; in a grid of several rows, a stride prime to the
+    row's length (``grid[0]``), so that the sampled blocks do not all sit at
+    one x (a 2-D grid whose last column of blocks is partly idle would be
+    counted as if every block were full)."""
+    blocks = grid[0] * grid[1] * grid[2]
+    if not max_blocks or blocks <= max_blocks:
+        return 1
+    stride = -(-blocks // int(max_blocks))
+    while blocks > grid[0] and math.gcd(stride, grid[0]) != 1:
+        stride += 1
+    return stride
 
 
 def run_instrumented(backend, function, grid, block, shared_mem: int, arguments: bytes,

@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(BN_THREADS)
 bn_partial(const T* __restrict__ x, double* __restrict__ partial, const double* __restrict__ mean,
            int N, int C, int HW, int chunks)
 {
-    __shared__ double warp_sums[BN_THREADS / 32];
+    __shared__ __align__(16) double warp_sums[BN_THREADS / 32];
     const int c = blockIdx.y, chunk = blockIdx.x;
     const int count = N * HW;   // values of one channel (< 2^31: checked on the host)
     const double m = SQUARES ? mean[c] : 0.0;
@@ -38,10 +38,14 @@ bn_partial(const T* __restrict__ x, double* __restrict__ partial, const double* 
     if (threadIdx.x % 32 == 0)
         warp_sums[threadIdx.x / 32] = s;
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0) {   // (two sums a 16-byte load, as nvcc would merge them anyway)
+        const double2* pairs = reinterpret_cast<const double2*>(warp_sums);
         double total = 0.0;
-        for (int w = 0; w < BN_THREADS / 32; ++w)
-            total += warp_sums[w];
+        for (int w = 0; w < BN_THREADS / 64; ++w) {
+            const double2 pair = pairs[w];
+            total += pair.x;
+            total += pair.y;
+        }
         partial[(size_t)c * chunks + chunk] = total;
     }
 }

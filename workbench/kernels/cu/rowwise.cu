@@ -18,9 +18,11 @@
 //    shared-memory stages filled by the copy engine (below), so that the next rows'
 //    reads are always in flight while this row is reduced and written.
 //  * rowwise_kernel: rows of up to 32k floats read straight into registers: a warp a
-//    row up to 1024 floats, a block of 256 or 512 threads beyond (where the staged
+//    row up to 2048 floats, a block of 256 or 512 threads beyond (where the staged
 //    kernel cannot run or was measured slower: unaligned rows, GPUs before Hopper,
 //    rows of 2k or of more than 16k floats, cross-entropy).
+//  * cross_entropy_stream_kernel: cross-entropy on whole, aligned 16-byte vectors, any
+//    length: a warp streams its row into a running (max, sum of exp), nothing kept.
 //  * softmax_kernel, layer_norm_kernel, cross_entropy_kernel: longer rows, a block a
 //    row, two reads (online softmax; layer norm from sums of x - x[0]).
 
@@ -230,16 +232,25 @@ __device__ __forceinline__ T cross_entropy_loss(MaxSum<T> row, long long t, long
 #if defined(__WBSIM__) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
 // Without the copy engine (the CPU simulator; GPUs before Hopper, where the host never
 // chooses this kernel) thread 0 copies the row itself and counts completed fills; a
-// waiter sees the same phase parity an mbarrier would give.
+// waiter sees the same phase parity an mbarrier would give. On the simulator these are
+// its imitation of the copy engine, not the kernel's own shared-memory accesses: the
+// profiler does not count them (as ncu counts no LSU access for a bulk copy or a wait).
+#ifdef __WBSIM__
+#define ROW_STAGE_FN static __attribute__((noinline)) WBSIM_UNCOUNTED
+#else
+#define ROW_STAGE_FN __device__ __forceinline__
+#endif
 typedef unsigned int stage_barrier;
-__device__ __forceinline__ void stage_init(stage_barrier* bar) { *bar = 0; }
-__device__ __forceinline__ void stage_fill(void* dst, const void* src, unsigned bytes,
-                                           stage_barrier* bar) {
+ROW_STAGE_FN void stage_init(stage_barrier* bar) { *bar = 0; }
+ROW_STAGE_FN void stage_fill(void* dst, const void* src, unsigned bytes, stage_barrier* bar) {
+#ifdef __WBSIM__
+  if (wbsim_bulk_read) wbsim_bulk_read(src, bytes);   // DRAM traffic, as the copy engine's
+#endif
   memcpy(dst, src, bytes);
   __threadfence_block();
   *(volatile stage_barrier*)bar = *bar + 1;
 }
-__device__ __forceinline__ void stage_wait(stage_barrier* bar, unsigned parity) {
+ROW_STAGE_FN void stage_wait(stage_barrier* bar, unsigned parity) {
   while ((*(volatile stage_barrier*)bar & 1u) == parity) {
 #if defined(__WBSIM__) || __CUDA_ARCH__ >= 700
     __nanosleep(32);
@@ -383,16 +394,16 @@ __global__ void __launch_bounds__(THREADS, THREADS <= 256 ? 2 : 1) rowwise_stage
 // element. (For double the launch bounds promise one block of 512 an SM: without it
 // ptxas keeps the kernels, whose double math has out-of-line slow paths, at 64
 // registers and spills.)
-template <typename T, int OP, int VPT>
+template <typename T, int OP, int VPT, int GROUP>
 __global__ void __launch_bounds__(512, sizeof(T) == 8 ? 1 : 0) rowwise_kernel(
     const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
     const long long* __restrict__ targets, T* __restrict__ y, long long rows, long long cols,
     int threads_per_row, int vec, T eps) {
   typedef typename Vec<T>::type V;
   typedef typename RowStats<T, OP>::type S;
-  // VPT = 16 is launched with whole blocks of 512 only: a constant keeps the unrolled
-  // addresses immediate offsets from one base
-  const int group = VPT == 16 ? 512 : threads_per_row;
+  // GROUP, when not 0, is the threads per row as a constant (VPT = 16: a warp, or the
+  // whole block of 512): the unrolled addresses are then immediate offsets from one base
+  const int group = GROUP ? GROUP : threads_per_row;
   const int W = Vec<T>::width;
   __shared__ S slots[64];
   const int lane = threadIdx.x % group;
@@ -461,6 +472,48 @@ __global__ void __launch_bounds__(512, sizeof(T) == 8 ? 1 : 0) rowwise_kernel(
           if (W * j + c < n) out[W * j + c] = component<T>(r, c);
       }
     }
+  }
+}
+
+// ---- cross-entropy: rows streamed by a warp ---------------------------------------------
+//
+// cross_entropy_stream_kernel<T, VPT>: cross-entropy needs only a row's (max, sum of
+// exp), not its values afterwards, so a warp streams its row in chunks of 32 x VPT
+// 16-byte vectors (all of a chunk's loads in flight together) into a running (m, s),
+// and nothing is written but the loss: a read-only stream as a plain reduction is,
+// with no barrier. Rows of whole vectors on 16-byte boundaries; a grid-stride loop
+// over rows, a warp each.
+template <typename T, int VPT>
+__global__ void __launch_bounds__(256) cross_entropy_stream_kernel(
+    const T* __restrict__ x, const long long* __restrict__ targets, T* __restrict__ losses,
+    long long rows, long long cols) {
+  typedef typename Vec<T>::type V;
+  const int W = Vec<T>::width;
+  const int lane = threadIdx.x & 31;
+  const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+  const int vectors = (int)(cols / W);   // the host checks cols % W == 0, cols < 2^31
+  for (long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+       row < rows; row += warps) {
+    const V* in = reinterpret_cast<const V*>(x + row * cols);
+    MaxSum<T> running;
+    make_empty(running);
+    for (int base = 0; base < vectors; base += 32 * VPT) {
+      V v[VPT];
+#pragma unroll
+      for (int k = 0; k < VPT; ++k) {
+        const int j = base + lane + 32 * k;
+        if (j < vectors) {
+          v[k] = in[j];
+        } else {
+#pragma unroll
+          for (int c = 0; c < W; ++c) component<T>(v[k], c) = -infinity<T>();
+        }
+      }
+      running = merge(running, thread_stats<T, ROW_CROSS_ENTROPY, VPT>(
+          v, [&](int k, int) { return base + lane + 32 * k < vectors; }));
+    }
+    running = warp_reduce<T>(running);
+    if (lane == 0) losses[row] = cross_entropy_loss(running, targets[row], cols, x + row * cols);
   }
 }
 

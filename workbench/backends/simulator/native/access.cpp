@@ -466,6 +466,15 @@ void access_launch_ends(std::string& out) {
     g_recorders.clear();
 }
 
+// A kernel's bulk copy from global memory (rowwise.cu's stand-in for the copy
+// engine): the profiler counts its bytes in the footprint, not as loads. In
+// both builds of the worker; a kernel library finds it by a weak reference.
+void counts_bulk_read(uintptr_t p, size_t n);  // access_counts.cpp
+extern "C" __attribute__((visibility("default"))) void wbsim_bulk_read(const void* p, unsigned long n) {
+    Recorder* r = t_rec;
+    if (r && r->on) counts_bulk_read((uintptr_t)p, n);
+}
+
 // -- the entry points of instrumented code ---------------------------------------
 // (not in the AddressSanitizer build of the worker: instrumented launches run
 // in the plain one, and libasan has sanitizer entry points of its own)

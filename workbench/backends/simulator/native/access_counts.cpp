@@ -316,6 +316,7 @@ private:
             ++unique;
             touch(sec[i], kind, block);
         }
+        if (kind == ACCESS_ATOMIC) return atomic_transactions(in, unique, ideal);
         if (unique <= (bytes + 31) / 32) {  // no sector more than the bytes need
             *ideal = unique;
             return unique;
@@ -331,6 +332,26 @@ private:
             if (!i || addr[i] >> 5 != addr[i - 1] >> 5) distinct += addr[i] & 31;
         *ideal = std::min<uint64_t>(unique, (distinct + 31) / 32);
         return unique;
+    }
+
+    // Atomics of several lanes on one word cannot share a sector's transaction (each
+    // is applied in turn): a sector takes as many as the most lanes on one of its
+    // words (ncu: 32 sectors for a warp's atomicAdd on one counter). The ideal is
+    // the distinct sectors.
+    static uint64_t atomic_transactions(const Instance& in, uint64_t unique, uint64_t* ideal) {
+        uint64_t addr[32];
+        int n = 0;
+        for (uint32_t m = in.mask; m; m &= m - 1) addr[n++] = in.addr[__builtin_ctz(m)];
+        sort_small(addr, n);
+        uint64_t total = 0, most = 0, run = 0;
+        for (int i = 0; i < n; ++i) {
+            const bool same_sector = i && addr[i] >> 5 == addr[i - 1] >> 5;
+            run = i && addr[i] == addr[i - 1] ? run + 1 : 1;
+            if (!same_sector) { total += most; most = 0; }
+            if (run > most) most = run;
+        }
+        *ideal = unique;
+        return total + most;
     }
 
     static uint64_t shared_wavefronts(const Instance& in, uint64_t* ideal) {
@@ -392,3 +413,13 @@ struct Registration {
 } registration;
 
 }  // namespace
+
+// A copy by the copy engine (the simulator's stand-in for cp.async.bulk): the
+// bytes it reads cross DRAM like the loads' (the footprint) and make no LSU
+// request, as on a GPU.
+void counts_bulk_read(uintptr_t p, size_t n) {
+    if (!g_footprint.words || n == 0 || p < g_footprint.lo) return;
+    size_t first = (p - g_footprint.lo) >> 5, last = (p + n - 1 - g_footprint.lo) >> 5;
+    for (size_t s = first; s <= last && s < g_footprint.words * 64; ++s)
+        Footprint::mark(g_footprint.read, s);
+}

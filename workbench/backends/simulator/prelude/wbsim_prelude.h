@@ -546,6 +546,10 @@ template <class Call> static inline __attribute__((always_inline)) void __wbsim_
  * then starts after threadIdx is set, so its accesses are its own. (Without
  * the instrumentation the attribute changes nothing.) */
 #define WBSIM_UNCOUNTED __attribute__((no_sanitize("thread"), no_sanitize_coverage))
+/* A bulk copy's read of global memory, for the profiler's footprint (DRAM
+ * traffic) without an LSU request: what a kernel's stand-in for the copy
+ * engine (cp.async.bulk) reports. The worker defines it (native/access.cpp). */
+extern "C" __attribute__((weak)) void wbsim_bulk_read(const void* p, unsigned long n);
 
 template <auto F, class... A> struct __wbsim_kernel_impl {
     typedef std::tuple<A...> Tuple;
