@@ -64,7 +64,7 @@ _VARIANTS = {
     "staged": "rows streamed through shared memory by the copy engine (cp.async.bulk + "
               "mbarrier ring, persistent grid), one reduction a row: 2k-16k floats on Hopper",
     "registers": "row in registers (16-byte vectors, read once), one reduction a row: a warp "
-                 "per row up to 1024 floats, 256 or 512 threads up to 32768",
+                 "per row up to 2048 floats, 256 or 512 threads up to 32768",
     "long": "block per row, two reads (longer rows)",
     "stream": "a warp streams each row into a running (max, sum of exp), nothing kept: "
               "cross-entropy on aligned 16-byte vectors",
