@@ -52,7 +52,7 @@ import profile_cases  # noqa: E402
 TOLERANCE = 0.02
 #: (the SASS-level wavefronts are the compared wavefronts, see counters.instruction_level)
 SHOWN = tuple(m for m in counters.COUNTED + counters.ESTIMATED
-              if not m.startswith(counters.SHARED_INSTRUCTION_WAVEFRONTS.split("{")[0]))
+              if m not in {counters.SHARED_INSTRUCTION_WAVEFRONTS.format(op=op) for op in ("ld", "st")})
 ASKED = (METRICS["duration"], *counters.ALL, "dram__bytes_read.sum", "dram__bytes_write.sum",
          "launch__grid_size", "launch__block_size")
 
@@ -150,10 +150,7 @@ def ncu_launches(quick: bool, only, timeout: float) -> list[dict]:
 def _arbitration(measured: dict) -> float:
     """Shared-memory wavefronts ncu's l1tex counters carry beyond what the
     instructions' addresses need (not compared)."""
-    return sum(max(0.0, measured.get(counters.SHARED_WAVEFRONTS.format(op=op), 0.0)
-                   - measured.get(counters.SHARED_INSTRUCTION_WAVEFRONTS.format(op=op), 0.0))
-               for op in ("ld", "st")
-               if counters.SHARED_INSTRUCTION_WAVEFRONTS.format(op=op) in measured)
+    return sum(max(0.0, counters.arbitration_wavefronts(measured, op) or 0.0) for op in ("ld", "st"))
 
 
 def verdict(case: str, metric: str, sim: float, gpu: float | None) -> str:

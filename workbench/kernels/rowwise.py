@@ -130,10 +130,7 @@ def _launch_rows(op: int, x, y, rows: int, cols: int, gamma=None, beta=None, tar
     layout = row_layout(cols, x.dtype)
     if layout is None:
         return False
-    b = active_backend()
-    arrays = [a for a in (x, y, gamma, beta) if a is not None]
-    vec = int(cols % (16 // x.dtype.itemsize) == 0
-              and all(b.device_pointer(a) % 16 == 0 for a in arrays))
+    vec = int(_whole_vectors(cols, x, y, gamma, beta))
     staged = (staged_layout(cols, x.dtype) if vec and _staged_here() and op != _CROSS_ENTROPY
               else None)
     ctype = c_type(x.dtype)
@@ -155,11 +152,13 @@ def _launch_rows(op: int, x, y, rows: int, cols: int, gamma=None, beta=None, tar
     return True
 
 
-def _streamable(x, cols: int) -> bool:
-    """Whether cross_entropy_stream_kernel takes these rows: whole 16-byte
-    vectors on 16-byte boundaries."""
-    return (cols % (16 // x.dtype.itemsize) == 0 and cols < 2 ** 31
-            and active_backend().device_pointer(x) % 16 == 0)
+def _whole_vectors(cols: int, *arrays) -> bool:
+    """Whether rows of ``cols`` values of these arrays (None: left out) are whole
+    16-byte vectors on 16-byte boundaries."""
+    b = active_backend()
+    arrays = [a for a in arrays if a is not None]
+    return (cols % (16 // arrays[0].dtype.itemsize) == 0
+            and all(b.device_pointer(a) % 16 == 0 for a in arrays))
 
 
 def _launch_long(op: int, kernel: str, rows: int, *args):
@@ -226,7 +225,7 @@ def cross_entropy(logits, targets):
     if rows:
         if targets.dtype != np.int64:
             targets = targets.astype(np.int64)
-        if _streamable(logits, cols):
+        if cols < 2 ** 31 and _whole_vectors(cols, logits):   # (the kernel counts in int)
             module(FAMILY)[f"cross_entropy_stream_kernel<{c_type(dtype)}, {_STREAM_VPT}>"](
                 logits, targets, losses, rows, cols, block=_BLOCK,
                 grid=max(1, min(-(-rows // (_BLOCK // 32)), 8 * multiprocessors())))

@@ -174,15 +174,25 @@ def instruction_level(measured: dict[str, float]) -> dict[str, float]:
     SASS-level count are returned as they are."""
     out = dict(measured)
     for op in ("ld", "st"):
-        hardware = measured.get(SHARED_WAVEFRONTS.format(op=op))
-        needed = measured.get(SHARED_INSTRUCTION_WAVEFRONTS.format(op=op))
-        conflicts = measured.get(SHARED_CONFLICTS.format(op=op))
-        if hardware is None or needed is None:
+        extra = arbitration_wavefronts(measured, op)
+        if extra is None:
             continue
-        out[SHARED_WAVEFRONTS.format(op=op)] = needed
+        out[SHARED_WAVEFRONTS.format(op=op)] = measured[SHARED_INSTRUCTION_WAVEFRONTS.format(op=op)]
+        conflicts = measured.get(SHARED_CONFLICTS.format(op=op))
         if conflicts is not None:
-            out[SHARED_CONFLICTS.format(op=op)] = max(0.0, conflicts - (hardware - needed))
+            out[SHARED_CONFLICTS.format(op=op)] = max(0.0, conflicts - extra)
     return out
+
+
+def arbitration_wavefronts(measured: dict[str, float], op: str) -> float | None:
+    """The shared-memory wavefronts (``op``: "ld" or "st") a GPU profile's
+    l1tex counter carries beyond what the instructions' addresses need; None
+    without both counts."""
+    hardware = measured.get(SHARED_WAVEFRONTS.format(op=op))
+    needed = measured.get(SHARED_INSTRUCTION_WAVEFRONTS.format(op=op))
+    if hardware is None or needed is None:
+        return None
+    return hardware - needed
 
 
 @dataclass

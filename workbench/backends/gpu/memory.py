@@ -47,9 +47,6 @@ class CupyMemory(Arrays, MemoryPool, MemoryKinds):
         return cupy
 
     _init_tracker = None
-    #: the pool's limit as set through set_pool_limit (None: not read yet; 0: none), so that
-    #: an allocation does not ask CuPy for it (a device look-up each time)
-    _pool_limit = None
 
     def allocate(self, shape, dtype):
         # The block comes from CuPy's allocator as for cupy.empty (the pool,
@@ -60,13 +57,12 @@ class CupyMemory(Arrays, MemoryPool, MemoryKinds):
         nbytes = int(numpy.prod(shape)) * dtype.itemsize
         if nbytes <= 0:
             return cupy.empty(shape, dtype=dtype)
-        limit = self._pool_limit
-        if limit is None:   # (CUPY_GPU_MEMORY_LIMIT sets one at start)
-            limit = self._pool_limit = cupy.get_default_memory_pool().get_limit()
+        pool = cupy.get_default_memory_pool()
+        limit = pool.get_limit()
         if limit:
             # CuPy checks its limit only when it asks the driver for more: a block cached
             # from before the limit (or one split by a live array) would be handed out past it
-            used = cupy.get_default_memory_pool().used_bytes()
+            used = pool.used_bytes()
             if used + nbytes > limit:
                 raise cupy.cuda.memory.OutOfMemoryError(nbytes, used, limit)
         block = cupy.cuda.alloc(nbytes)
@@ -154,7 +150,6 @@ class CupyMemory(Arrays, MemoryPool, MemoryKinds):
 
     def set_pool_limit(self, nbytes: int | None) -> None:
         cupy.get_default_memory_pool().set_limit(size=nbytes or 0)  # CuPy: 0 is no cap
-        self._pool_limit = cupy.get_default_memory_pool().get_limit()
 
     def empty_cache(self) -> None:
         persistent.refuse_while_running("give cached memory back (cudaFree synchronises)")
