@@ -151,12 +151,13 @@ def test_an_unchecked_or_worse_tune_does_not_replace_a_checked_better_one(privat
     best = stored_best(private_tuning_cache)["time"]
     assert best["config"] == checked.best and best["value"] == checked.best_time
     # unchecked, and made to look better: never stored as the best
-    unchecked = tune(space={"block": [128]}, reference=False)
+    # cache=False: only the store below may write, whatever these measure
+    unchecked = tune(space={"block": [128]}, reference=False, cache=False)
     private_tuning_cache.store(checked.key, None, _faster(unchecked), when="now",
                                  variant=private_tuning_cache.variant((), {}))
     assert stored_best(private_tuning_cache)["time"]["config"] == checked.best
     # checked but slower (a budget-limited tune that found worse): not stored either
-    slower = tune(space={"block": [128]}, reference=shifted_by(0))
+    slower = tune(space={"block": [128]}, reference=shifted_by(0), cache=False)
     slower.rows[0]["median_s"] = checked.best_time * 10
     private_tuning_cache.store(checked.key, "slower", slower, when="now",
                                  variant=private_tuning_cache.variant((), {}))
