@@ -109,12 +109,6 @@ extern "C" __global__ void transpose_padded(const float* in, float* out, int n) 
 }
 """
 
-#: Cases whose simulator counts are not comparable with a GPU's, and why.
-NOT_COMPARABLE = {"hgemm": "the simulator runs a plain-loop stand-in for the tensor-core kernel",
-                  "attention": "the simulator runs one query row per thread; the GPU an mma.sync "
-                               "kernel with ldmatrix and double-buffered tiles"}
-
-
 def _probes(quick: bool) -> list:
     n = 1 << (20 if quick else 24)
     side = 1024 if quick else 4096
@@ -223,11 +217,3 @@ def cases(quick: bool = False, only=()):
         return
     for name, setup in _library(quick, only - {"probes"}):
         yield "library", name, setup()
-
-
-def comparable(name: str) -> str | None:
-    """Why the case's counts cannot be compared with a GPU's, or None."""
-    for key, why in NOT_COMPARABLE.items():
-        if name.split()[0] == key:
-            return why
-    return None

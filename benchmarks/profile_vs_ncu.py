@@ -76,6 +76,7 @@ def count_cases(path: str, quick: bool, only, device: str, max_blocks: int | Non
                             "limiter": k.limiter, "bound": k.predicted.bound,
                             "threads": _threads(k.grid, k.block),
                             "blocks": [k.counts.blocks_recorded, k.counts.blocks],
+                            "stand_in": k.stand_in,
                             "cpu_s": time.perf_counter() - start})
         print(f"counted {name}: {len(launches)} launches, {time.perf_counter() - start:.1f} s",
               flush=True)
@@ -153,11 +154,15 @@ def _arbitration(measured: dict) -> float:
     return sum(max(0.0, counters.arbitration_wavefronts(measured, op) or 0.0) for op in ("ld", "st"))
 
 
-def verdict(case: str, metric: str, sim: float, gpu: float | None) -> str:
+#: What the tables say of a kernel whose simulator code is a stand-in.
+STAND_IN = "the simulator runs a stand-in (wbsim_stand_in) for the GPU's kernel: not compared"
+
+
+def verdict(stand_in: bool, metric: str, sim: float, gpu: float | None) -> str:
     if gpu is None:
         return "no ncu value"
-    if profile_cases.comparable(case):
-        return "not compared"
+    if stand_in:
+        return "not compared (stand-in)"
     if metric in counters.ESTIMATED:
         return "estimate"
     return "ok" if abs(sim - gpu) <= max(TOLERANCE * abs(gpu), 0.5) else "DIFF"
@@ -183,7 +188,7 @@ def compare(sim: list[dict], gpu: list[dict]) -> list[list]:
             diff = (value - other) / other * 100 if other else None
             rows.append([s["case"], s["kernel"], _label(metric), value, other,
                          "N/A" if diff is None else f"{diff:+.2f}%",
-                         verdict(s["case"], metric, value, other)])
+                         verdict(s.get("stand_in", False), metric, value, other)])
     return rows
 
 
@@ -191,15 +196,16 @@ def time_rows(sim: list[dict], measured: dict) -> list[list]:
     """Case, group, predicted µs, measured µs, predicted / measured, limiter."""
     per_case: dict[str, list] = {}
     for s in sim:
-        entry = per_case.setdefault(s["case"], [s["group"], 0.0, s["limiter"]])
+        entry = per_case.setdefault(s["case"], [s["group"], 0.0, s["limiter"], False])
         entry[1] += s["predicted_s"]
+        entry[3] = entry[3] or s.get("stand_in", False)
     rows = []
-    for case, (group, predicted, limiter) in per_case.items():
+    for case, (group, predicted, limiter, stand_in) in per_case.items():
         got = measured.get(case)
         ratio = predicted / got if got else None
         rows.append([case, group, predicted * 1e6, None if got is None else got * 1e6,
                      None if ratio is None else round(ratio, 3), limiter,
-                     profile_cases.comparable(case) or ""])
+                     STAND_IN if stand_in else ""])
     return rows
 
 

@@ -65,6 +65,33 @@ extern "C" __global__ void wide_shared(const double* x, const float4* v, double*
     y[t] = d[t];
     w[t] = f[t];
 }
+// float4 loads of four patterns: 0 lane / 4, 1 lane % 4, 2 one float4 a half-warp,
+// 3 lane % 16 two float4 apart (lanes 16 apart share one)
+extern "C" __global__ void paired_float4(float4* out, int pattern) {
+    __shared__ float4 f[64];
+    int t = threadIdx.x;
+    f[t] = make_float4(t, t + 1, t + 2, t + 3);
+    f[t + 32] = make_float4(-t, -t - 1, -t - 2, -t - 3);
+    __syncthreads();
+    int i = pattern == 0 ? t / 4 : pattern == 1 ? t % 4 : pattern == 2 ? (t / 16) * 2 : (t % 16) * 2;
+    out[blockIdx.x * 32 + t] = f[i];
+}
+// each lane skips a different one of four unrolled loads
+extern "C" __global__ void skip_one(const float* x, float* y) {
+    int t = threadIdx.x;
+    float s = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        if ((t + i) % 4 != 0) s += x[i * 1024 + t];
+    y[blockIdx.x * 32 + t] = s;
+}
+// a stand-in for a GPU kernel that the simulator cannot run as written
+extern "C" __global__ void standing_in(float* y) {
+#ifdef __WBSIM__
+    wbsim_stand_in();
+#endif
+    y[threadIdx.x] = 2.0f;
+}
 extern "C" __global__ void divergent(float* x) {
     int t = threadIdx.x;
     if (t % 32 < 8) x[t] = 1.0f;
@@ -204,6 +231,40 @@ def test_64_and_128_bit_shared_accesses_take_half_and_quarter_warps(sim):
     np.testing.assert_array_equal(wb.to_host(y), 0)  # the caller's arrays are not written
 
 
+@pytest.mark.parametrize("pattern, waves", [(0, 2), (1, 4), (2, 2), (3, 8)])
+def test_a_float4_load_whose_lanes_pair_up_goes_by_half_warps(sim, pattern, waves):
+    """Lanes reading what lane ^ 1 (or lane ^ 2) reads: two wavefronts when the
+    half-warps are conflict-free (patterns 0, 2); otherwise quarter-warps
+    (pattern 1: each quarter its own wavefront; 3: two-way conflicts in each)."""
+    b, m = sim
+    out = wb.allocate((64, 4), np.float32)
+    p = counted(m["paired_float4"], out, np.int32(pattern), grid=2, block=32)
+    assert p.metrics[SH_LD_WAVES] == 2 * waves
+    assert p.metrics[SH_LD_CONFLICTS] == 2 * (waves - (2 if waves == 2 else 4))
+    assert p.metrics[SH_ST_WAVES] == 2 * 2 * 4   # stores go by quarter-warps, paired or not
+    m["paired_float4"](out, np.int32(pattern), grid=2, block=32)   # (profiling writes nothing)
+    t = np.arange(32)
+    i = [t // 4, t % 4, (t // 16) * 2, (t % 16) * 2][pattern]
+    f = np.concatenate([t[:, None] + np.arange(4), -(t[:, None] + np.arange(4))]).astype(np.float32)
+    np.testing.assert_array_equal(wb.to_host(out), np.concatenate([f[i], f[i]]))
+
+
+def test_an_unrolled_load_that_lanes_skip_lines_up_by_iteration(sim):
+    """``#pragma unroll`` copies are separate instructions, as nvcc makes them:
+    each of the four loads has the 24 lanes that did not skip it and the four
+    sectors of its row (grouped by each lane's k-th load instead, lanes of
+    different rows would mix: 3 requests of 8 sectors)."""
+    b, m = sim
+    x = wb.to_device(np.random.default_rng(3).random(4096, np.float32))
+    y = wb.allocate(64)
+    p = counted(m["skip_one"], x, y, grid=2, block=32)
+    assert p.metrics[LD_REQ] == 2 * 4 and p.metrics[LD_SEC] == 2 * 4 * 4
+    m["skip_one"](x, y, grid=2, block=32)
+    t, rows = np.arange(32), wb.to_host(x).astype(np.float64).reshape(4, 1024)[:, :32]
+    want = sum(np.where((t + i) % 4 != 0, rows[i], 0) for i in range(4))
+    np.testing.assert_allclose(wb.to_host(y), np.tile(want, 2), rtol=1e-6)
+
+
 def test_a_divergent_store_has_the_lanes_that_took_the_branch(sim):
     b, m = sim
     x = wb.allocate(128)
@@ -327,6 +388,42 @@ def test_the_prediction_is_a_model_on_the_chosen_device(sim):
         counted(m["copy"], x, y, n, grid=n // 256, block=256, device="V100")
 
 
+def test_a_stand_in_says_its_counts_and_time_are_not_the_gpu_kernels(sim):
+    """A kernel whose simulator code calls wbsim_stand_in(): every view of its
+    profile says the figures are the stand-in's; other kernels say nothing."""
+    b, m = sim
+    y = wb.allocate(32)
+    report = wb.profile(m["standing_in"], y, grid=1, block=32)
+    p = report[0]
+    assert p.stand_in and p.predicted.stand_in
+    assert "stand-in" in repr(p.predicted) and "stand-in" in report._repr_html_()
+    assert "wbsim_stand_in()" in str(report) and report.to_pandas()["stand_in"].tolist() == [True]
+    assert p.metrics[ST_REQ] == 1   # the stand-in's own store still counted
+    plain = counted(m["copy"], wb.to_device(np.ones(64, np.float32)), wb.allocate(64), 64,
+                    grid=1, block=64)
+    assert not plain.stand_in and "stand-in" not in repr(plain.predicted)
+
+
+@pytest.mark.parametrize("which", ["hgemm", "attention", "sgemm"])
+def test_the_librarys_tensor_core_kernels_are_stand_ins_on_the_simulator(sim, which):
+    from workbench.profiling.simulated import report
+    from workbench.runtime.session import session
+    b = sim[0]
+    x = np.random.default_rng(5).standard_normal((64, 64))
+    half, single = wb.to_device(x.astype(np.float16)), wb.to_device(x.astype(np.float32))
+    with b.count_launches() as launches:
+        if which == "hgemm":
+            wb.kernels.hgemm(half, half)
+        elif which == "sgemm":          # the CUDA-core GEMM runs as a GPU runs it
+            wb.kernels.sgemm(single, single)
+        else:
+            q = wb.to_device(x.astype(np.float16).reshape(1, 1, 64, 64))
+            wb.kernels.attention(q, q, q)
+    modules = [m for m in session().modules.values() if m.backend is b]
+    kernels = report(launches, modules, which, "H200").kernels
+    assert kernels and all(k.stand_in == (which != "sgemm") for k in kernels)
+
+
 def test_counting_a_sample_of_blocks_scales_to_the_launch(sim):
     b, m = sim
     n = 1 << 15
@@ -427,7 +524,9 @@ extern "C" __global__ void lookup(float* out) {
 @pytest.mark.skipif(not wb.profiling.tools_status()["ncu"], reason="Nsight Compute (ncu) is not installed")
 @pytest.mark.parametrize("kernel, args, within", [
     ("copy", (), 0.02), ("strided", (8,), 0.02), ("shared_stride", (32,), 0.02),
-    ("shared_stride", (33,), 0.02), ("count", (), 0.02)])
+    ("shared_stride", (33,), 0.02), ("count", (), 0.02), ("paired_float4", (0,), 0.02),
+    ("paired_float4", (1,), 0.02), ("paired_float4", (2,), 0.02), ("paired_float4", (3,), 0.02),
+    ("skip_one", (), 0.02)])
 def test_the_counts_equal_ncus_on_the_gpu(private_simulator, kernel, args, within):
     """On the GPU, wb.profile's metrics are ncu's; the simulator's counts of the
     same launch equal them within 2% (shared wavefronts and conflicts as the
@@ -441,6 +540,11 @@ def test_the_counts_equal_ncus_on_the_gpu(private_simulator, kernel, args, withi
             return (m[kernel], x, y, n, *args), dict(grid=n // 256, block=256)
         if kernel == "shared_stride":
             return (m[kernel], y, *args), dict(grid=n // 32, block=32)
+        if kernel == "skip_one":
+            return (m[kernel], x, y), dict(grid=n // 32, block=32)
+        if kernel == "paired_float4":
+            return (m[kernel], wb.allocate((n, 4), np.float32), np.int32(args[0])), \
+                dict(grid=n // 32, block=32)
         counter = wb.to_device(np.zeros(2, np.int32))
         return (m[kernel], counter, wb.to_device(np.zeros(1, np.int32))), dict(grid=n // 256, block=256)
 

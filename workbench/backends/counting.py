@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 SHARED_STATIC_BASE = 1 << 40
 #: ... and dynamic shared memory (``extern __shared__``) from this one.
 SHARED_DYNAMIC_BASE = 2 << 40
+#: The function (a basic block's ``function``) that a kernel's simulator code
+#: calls to say it stands in for a different GPU kernel: a plain loop for a
+#: tensor-core one (the simulator's prelude defines it).
+STAND_IN_FUNCTION = "wbsim_stand_in"
 
 
 @dataclass(frozen=True)
@@ -111,3 +115,9 @@ class LaunchCounts:
     shared_variables: tuple[SharedVariable, ...] = ()
     reuse_loads: tuple = field(default=(), repr=False)
     reuse_stores: tuple = field(default=(), repr=False)
+
+    @property
+    def stand_in(self) -> bool:
+        """True when the kernel's simulator code called ``wbsim_stand_in()``:
+        what ran is not the code a GPU runs, and the counts are not a GPU's."""
+        return any(s.function == STAND_IN_FUNCTION for s in self.sites)

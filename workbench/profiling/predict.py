@@ -53,6 +53,12 @@ _GROUP = {"DRAM bandwidth": "memory", "L2 bandwidth": "memory", "L1/shared throu
           "instruction issue": "compute", "FP32/FP64 throughput": "compute", "latency": "latency"}
 
 
+#: What a prediction of a stand-in says (LaunchCounts.stand_in).
+STAND_IN_NOTE = ("the simulator ran a stand-in for this kernel (its code calls wbsim_stand_in(): "
+                 "a plain loop, say, for a GPU's tensor-core kernel): these counts and this time "
+                 "are the stand-in's, not the GPU kernel's; measure it on a GPU")
+
+
 @dataclass(frozen=True)
 class Prediction:
     """A launch's predicted time on one GPU (a model: see :mod:`.predict`).
@@ -75,6 +81,7 @@ class Prediction:
     occupancy: float | None = None
     waves: float = 0.0
     notes: tuple = ()
+    stand_in: bool = False   # the simulator ran a stand-in, not the GPU's kernel (see STAND_IN_NOTE)
 
     @property
     def limiter(self) -> str:
@@ -97,8 +104,9 @@ class Prediction:
         return self.flops / self.seconds / 1e9 if self.flops and self.seconds else None
 
     def __repr__(self) -> str:
+        of = "; of the simulator's stand-in, not the GPU's kernel" if self.stand_in else ""
         return (f"<Prediction: {self.seconds * 1e6:.4g} µs on {self.device}, {self.limiter}-bound "
-                f"({self.bound}); a model of the simulator's counts, not a measurement>")
+                f"({self.bound}); a model of the simulator's counts, not a measurement{of}>")
 
     def _repr_html_(self) -> str:
         fields = [("predicted time", f"{self.seconds * 1e6:.4g} µs"), ("limiter", self.limiter),
@@ -172,7 +180,7 @@ def predict(counts: LaunchCounts, metrics: dict, gpu: GpuFigures,
                 + instructions / total_warps)
     limits["latency"] = math.ceil(waves) * per_warp / clock
     bound = max(limits, key=limits.get)
-    notes = []
+    notes = [STAND_IN_NOTE] if counts.stand_in else []
     if counts.blocks_recorded < counts.blocks:
         notes.append(f"counted {counts.blocks_recorded} of {counts.blocks} blocks, scaled up")
     if resident:
@@ -180,7 +188,7 @@ def predict(counts: LaunchCounts, metrics: dict, gpu: GpuFigures,
     occupancy = blocks_per_sm * warps_per_block / max_warps_per_sm
     return Prediction(gpu.key, LAUNCH_SECONDS + limits[bound], bound, limits, dram, l2_bytes,
                       flops32 + flops64, instructions, min(occupancy, 1.0) if occupancy else None,
-                      waves, tuple(notes))
+                      waves, tuple(notes), counts.stand_in)
 
 
 def _misses(histogram, per_block: float, together: int, capacity: float) -> float:

@@ -19,7 +19,7 @@ from ..benchmarking.plots import plot_roofline
 from ..present.tables import html_table, pandas
 from . import counters
 from .gpus import gpu_figures
-from .predict import DRAM_EFFICIENCY
+from .predict import DRAM_EFFICIENCY, STAND_IN_NOTE
 from .line_table import LineTable
 
 #: Metric names (Nsight Compute 2023 and later) for each field of a :class:`KernelProfile`.
@@ -156,6 +156,13 @@ class KernelProfile:
     def simulated(self) -> bool:
         """True for a launch counted on the CPU simulator (nothing was measured)."""
         return self.counts is not None
+
+    @property
+    def stand_in(self) -> bool:
+        """True when the simulator ran a stand-in for the GPU's kernel (its
+        code calls ``wbsim_stand_in()``): the counts and the prediction are
+        not those of the kernel a GPU runs."""
+        return self.counts is not None and self.counts.stand_in
 
     @property
     def limiter(self) -> str | None:
@@ -429,7 +436,7 @@ def _bound(k: KernelProfile) -> str:
 def _simulated_row(k: KernelProfile) -> dict:
     p = k.predicted
     return {"kernel": k.name, "device": p.device, "predicted_us": p.seconds * 1e6,
-            "limiter": k.limiter, "bound": p.bound, **k.metrics}
+            "limiter": k.limiter, "bound": p.bound, "stand_in": k.stand_in, **k.metrics}
 
 
 def _simulated_text(k: KernelProfile) -> str:
@@ -437,6 +444,8 @@ def _simulated_text(k: KernelProfile) -> str:
     out = [f"{k.name}: predicted {p.seconds * 1e6:.4g} µs on {p.device}, {_bound(k)} (a model, "
            f"not a measurement)"]
     out += [f"  {label}: {_count(k.metrics.get(name))}" for label, name in _SUMMARY]
+    if k.stand_in:
+        out.append(f"  {STAND_IN_NOTE}")
     worst = [r for r in k.lines if r.advice][:3]
     out += [f"  line {r.line} ({r.what}): {r.advice}" for r in worst]
     return "\n".join(out)
@@ -450,6 +459,7 @@ def _simulated_html(report: NcuReport) -> str:
     notes = ["counted on the CPU simulator as Nsight Compute counts them (.metrics has every figure "
              "by ncu's name); the times are predictions of a model on the device named, not "
              "measurements"]
+    notes += [f"{k.name}: {STAND_IN_NOTE}" for k in report.kernels if k.stand_in]
     html = html_table(rows, header, title=f"Simulator counts: {report.target}", notes=notes)
     for k in report.kernels[:4]:
         if k.lines:

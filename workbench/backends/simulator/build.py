@@ -13,6 +13,7 @@ import functools
 import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -56,10 +57,17 @@ CHECKED_FLAGS = ("-fsanitize=address", "-fsanitize=alignment", "-fno-sanitize-re
 #: lines (binutils 2.40's addr2line misplaces DWARF 5's first file in functions
 #: that are not inlined). -fno-gnu-unique: a template's static __shared__
 #: variable is the library's own, not the one of the module's plain build
-#: loaded before it (a unique symbol is one per process).
+#: loaded before it (a unique symbol is one per process). The source's
+#: ``#pragma unroll`` becomes g++'s (instrumented.instrumented_source) and,
+#: as nvcc does, unrolls a loop completely when its trip count is a constant
+#: and not at all otherwise (-fdisable-rtl-loop2_unroll: no partial unrolling
+#: by the count, whose copies would put one lane's iterations in different sites).
 INSTRUMENT_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
                     "-fsanitize-coverage=trace-pc", "-gdwarf-4", "-fno-tree-vectorize",
-                    "-fno-tree-slp-vectorize", "-fno-tree-sra", "-fno-gnu-unique", "-Wno-tsan")
+                    "-fno-tree-slp-vectorize", "-fno-tree-sra", "-fno-gnu-unique", "-Wno-tsan",
+                    "-fdisable-rtl-loop2_unroll")
+#: What g++ says of -fdisable-rtl-loop2_unroll on every build.
+_DISABLED_PASS_NOTE = re.compile(r"^cc1plus: note: disable pass .*\n?", re.M)
 
 
 def compiler() -> str:
@@ -316,5 +324,6 @@ def _remember(target: Path, generated: str, flags: tuple[str, ...]) -> None:
 
 def _clean_log(log: str, src: Path) -> str:
     """g++'s log without the temporary file's path and the prelude's location."""
+    log = _DISABLED_PASS_NOTE.sub("", log)
     return (log.replace(str(src) + ":", "wbsim_generated:")
                .replace(str(PRELUDE_DIR) + "/", ""))

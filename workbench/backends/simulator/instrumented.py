@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from ... import subprocesses
 from ...errors import KernelArgumentError, WorkbenchError
 from ..contract import CompileFailed
-from ..counting import (SHARED_STATIC_BASE, AccessSample, LaunchCounts, SharedVariable,
-                        SiteCount)
+from ..counting import (SHARED_STATIC_BASE, STAND_IN_FUNCTION, AccessSample, LaunchCounts,
+                        SharedVariable, SiteCount)
 from . import build
 from .faults import kernel_fault
 from .launch import request_prefix, request_tail
@@ -73,14 +73,31 @@ _LIBRARIES: dict[str, InstrumentedLibrary] = {}
 _LOCK = threading.Lock()
 
 
+#: ``#pragma unroll`` and what follows it on the line.
+_UNROLL = re.compile(r"^([ \t]*)#[ \t]*pragma[ \t]+unroll\b([^\n]*)$", re.M)
+#: The count for ``#pragma unroll`` without a number (or with an expression,
+#: which g++'s pragma takes unexpanded): a constant trip count up to this is
+#: unrolled completely, as nvcc would.
+UNROLL_LIMIT = 64
+
+
+def _gxx_unroll(match: re.Match) -> str:
+    count = re.sub(r"//.*|/\*.*?\*/", "", match[2]).strip().strip("()").strip()
+    return f"{match[1]}#pragma GCC unroll {min(int(count), 65534) if count.isdigit() else UNROLL_LIMIT}"
+
+
 def instrumented_source(generated: str) -> str:
     """``generated`` (a module's C++) for the instrumented build: shared
     variables 16-byte aligned (as a GPU places them, so banks come out the
-    same) and the anchor variable at the end."""
+    same), ``#pragma unroll`` as g++'s (the unrolled copies of a loop are
+    separate sites, as the GPU's are separate instructions: a load that some
+    lanes skip in one iteration then lines up with the other lanes' load of
+    that iteration) and the anchor variable at the end."""
     marker = f'#line 1 "{SOURCE_NAME}"'
     head, sep, body = generated.partition(marker)
     if not sep:
         raise WorkbenchError("the module's generated source has no cell marker")
+    body = _UNROLL.sub(_gxx_unroll, body)
     aligned = "#undef __shared__\n#define __shared__ thread_local __attribute__((aligned(16)))\n"
     return (head + aligned + sep + body.rstrip("\n")
             + f'\n#line 1 "wbsim_anchor"\nextern "C" {{ __thread char {ANCHOR}; }}\n')
@@ -175,7 +192,9 @@ def address_lines(lib: InstrumentedLibrary, addresses) -> dict:
             if current is None:
                 continue
             m = _FRAME.match(text)
-            if (m and found[current][0] is None and m["line"] != "?"
+            if m and m["function"].startswith(STAND_IN_FUNCTION + "("):
+                found[current] = (None, STAND_IN_FUNCTION)
+            elif (m and found[current][0] is None and m["line"] != "?"
                     and m["file"].rsplit("/", 1)[-1] == SOURCE_NAME):
                 function = m["function"]
                 found[current] = (int(m["line"]), "" if "__wbsim" in function else function.replace(".localalias", ""))
@@ -199,7 +218,8 @@ def site_lines(lib: InstrumentedLibrary, sites, blocks: dict) -> dict:
     lines = address_lines(lib, [a for candidates in wanted.values() for a in candidates])
     out = {}
     for key, candidates in wanted.items():
-        out[key] = next((lines[a] for a in candidates if lines[a][0] is not None), (None, ""))
+        out[key] = next((lines[a] for a in candidates if lines[a][0] is not None
+                         or lines[a][1] == STAND_IN_FUNCTION), (None, ""))
     return out
 
 

@@ -51,6 +51,9 @@ __global__ void __launch_bounds__(AT_THREADS)
 attention_kernel(const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V,
                  T* __restrict__ O, int Sq, int Sk, float scale_log2, int causal)
 {
+#ifdef __WBSIM__
+    wbsim_stand_in();   // the profiler: an sm_80+ GPU runs the mma.sync kernel below instead
+#endif
     const int row = blockIdx.x * AT_BR + threadIdx.x;
     if (threadIdx.x >= AT_BR || row >= Sq)
         return;

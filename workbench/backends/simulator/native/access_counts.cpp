@@ -9,7 +9,11 @@
 //           up to 4 bytes, half-warps for 8, quarter-warps for 16), the most
 //           distinct 4-byte words any one of the 32 banks (word % 32) must
 //           deliver; the same word to several lanes is a broadcast; the ideal
-//           is one wavefront per phase with active lanes;
+//           is one wavefront per phase with active lanes. A 16-byte load
+//           whose lanes pair up (every lane's address that of lane ^ 1, or
+//           every lane's that of lane ^ 2) goes by half-warps: the GPU packs
+//           two lanes' registers into one return (ncu on an H200 gives 12
+//           wavefronts, not 16, for sgemm's four float4 loads a k step);
 //   basic blocks (divergence): one execution and its active lanes.
 // Per site the sums go back with one sample instruction (the first one of the
 // lowest block and warp: its lanes' addresses, for the access map), and the
@@ -255,7 +259,7 @@ private:
         if (space == SPACE_GLOBAL) {
             units = global_sectors(in, kind, bytes, b.linear, &ideal);
         } else if (kind != ACCESS_ATOMIC) {
-            units = shared_wavefronts(in, &ideal);
+            units = shared_wavefronts(in, kind, &ideal);
         }
         t.units += units;
         t.ideal += ideal;
@@ -354,21 +358,36 @@ private:
         return total + most;
     }
 
-    static uint64_t shared_wavefronts(const Instance& in, uint64_t* ideal) {
+    // Every active lane has the address of lane ^ 1, or every active lane
+    // that of lane ^ 2 (its partner active too).
+    static bool lanes_pair_up(const Instance& in) {
+        for (unsigned d = 1; d <= 2; d <<= 1) {
+            bool same = true;
+            for (uint32_t m = in.mask; m && same; m &= m - 1) {
+                unsigned l = __builtin_ctz(m), partner = l ^ d;
+                same = (in.mask >> partner & 1u) && in.addr[partner] == in.addr[l];
+            }
+            if (same) return true;
+        }
+        return false;
+    }
+
+    static uint64_t shared_wavefronts(const Instance& in, unsigned kind, uint64_t* ideal) {
         unsigned size = in.size[__builtin_ctz(in.mask)];
-        unsigned lanes = size >= 16 ? 8 : size == 8 ? 16 : 32;
+        unsigned lanes = size == 8 ? 16 : size < 16 ? 32
+                       : kind == ACCESS_LOAD && lanes_pair_up(in) ? 16 : 8;
         unsigned words_each = size >= 4 ? size / 4 : 1;
         uint64_t total = 0, phases = 0;
         for (unsigned p = 0; p < 32; p += lanes) {
             uint32_t m = lanes == 32 ? in.mask : (in.mask >> p) & ((1u << lanes) - 1);
             if (!m) continue;
             ++phases;
-            uint64_t words[32];
+            uint64_t words[64];  // a phase moves at most 256 bytes (16 lanes of 16)
             int n = 0;
             for (; m; m &= m - 1) {
                 int l = (int)p + __builtin_ctz(m);
                 uint64_t w0 = in.addr[l] >> 2;
-                for (unsigned j = 0; j < words_each && n < 32; ++j) words[n++] = w0 + j;
+                for (unsigned j = 0; j < words_each && n < 64; ++j) words[n++] = w0 + j;
             }
             sort_small(words, n);
             unsigned per_bank[32] = {0}, most = 0;

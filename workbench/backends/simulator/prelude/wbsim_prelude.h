@@ -550,6 +550,12 @@ template <class Call> static inline __attribute__((always_inline)) void __wbsim_
  * traffic) without an LSU request: what a kernel's stand-in for the copy
  * engine (cp.async.bulk) reports. The worker defines it (native/access.cpp). */
 extern "C" __attribute__((weak)) void wbsim_bulk_read(const void* p, unsigned long n);
+/* Says that this kernel's simulator code is a stand-in for a different GPU
+ * kernel (a plain loop for a tensor-core one): a kernel calls it in its
+ * __WBSIM__ branch. The profiler finds its basic block among the launch's
+ * and gives no counts or predicted time of the GPU's kernel (profiling/
+ * simulated.py: STAND_IN). */
+__attribute__((noinline)) inline void wbsim_stand_in() { __asm__ volatile(""); }
 
 template <auto F, class... A> struct __wbsim_kernel_impl {
     typedef std::tuple<A...> Tuple;
