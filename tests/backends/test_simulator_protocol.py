@@ -136,3 +136,47 @@ def test_an_interrupt_between_request_and_reply_leaves_no_reply_behind(sim, monk
         assert int(wb.to_host(x)[0]) == v
         m.set_global("g", np.int32(10 * v))
         assert int(m.get_global("g")) == 10 * v
+
+
+CHILD = r'''
+import sys, threading
+import numpy as np
+import workbench as wb
+from workbench.runtime import session as s
+s.use_backend("simulator")
+m = wb.compile(r"""
+extern "C" __global__ void spin(int* x) { while (((volatile int*)x)[0] == 0) { } }""")
+x = wb.to_device(np.zeros(1, np.int32))
+threading.Thread(target=lambda: m["spin"](x, grid=1, block=1), daemon=True).start()
+import time; time.sleep(0.5)
+print(" ".join(str(w._proc.pid) for w in wb.backend()._workers.values()), flush=True)
+time.sleep(60)
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_worker_running_a_kernel_ends_with_the_process_that_started_it(tmp_path):
+    """A notebook process killed while its worker runs a kernel that would not
+    end leaves no worker behind."""
+    import subprocess
+    import sys
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in child.stdout.readline().split()]
+        assert pids and all(_alive(p) for p in pids)
+        child.kill()
+        child.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(p) for p in pids), "the worker outlived its notebook process"
+    finally:
+        child.kill()
+        child.wait()

@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -338,6 +339,16 @@ static void handle_symbol(Reader& r, bool write) {
     }
 }
 
+// The notebook's process holds the request pipe's write end: when that
+// process ends (killed while a kernel runs here, say) the pipe hangs up, and
+// the worker ends too, whatever its threads are doing.
+static void watch_requester() {
+    struct pollfd p = {g_in, 0, 0};
+    for (;;) {
+        if (poll(&p, 1, -1) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL))) _exit(0);
+    }
+}
+
 int main(int argc, char** argv) {
     // worker <arena fd> <arena address> <arena bytes> <request fd> <reply fd> <threads> [spin us]
     if (argc < 7) { fprintf(stderr, "usage: wbsim-worker fd addr size in out threads [spin_us]\n"); return 2; }
@@ -367,6 +378,7 @@ int main(int argc, char** argv) {
     if (nthreads == 0) nthreads = cpus;
     if (cpus < 2) g_spin_ns = 0;  // polling would only keep the notebook from running
     start_threads(nthreads - 1);
+    std::thread(watch_requester).detach();
     uint32_t hello[2] = {WBSIM_ABI_VERSION, nthreads};
     reply(0, hello, sizeof hello);
     for (;;) {
