@@ -85,6 +85,22 @@ extern "C" __global__ void skip_one(const float* x, float* y) {
         if ((t + i) % 4 != 0) s += x[i * 1024 + t];
     y[blockIdx.x * 32 + t] = s;
 }
+// a grid-stride loop whose store each lane makes in some iterations only
+extern "C" __global__ void positive_part(const float* x, float* y, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        float v = x[i];
+        if (v > 0) y[i] = v;
+    }
+}
+// loops g++ does not unroll (run-time trip counts), nested, a load skipped by turns
+extern "C" __global__ void skip_nested(const float* x, float* y, int n) {
+    int t = threadIdx.x;
+    float s = 0;
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j)
+            if ((t + i + j) % 4 != 0) s += x[(i * n + j) * 32 + t];
+    y[blockIdx.x * 32 + t] = s;
+}
 // a stand-in for a GPU kernel that the simulator cannot run as written
 extern "C" __global__ void standing_in(float* y) {
 #ifdef __WBSIM__
@@ -263,6 +279,29 @@ def test_an_unrolled_load_that_lanes_skip_lines_up_by_iteration(sim):
     t, rows = np.arange(32), wb.to_host(x).astype(np.float64).reshape(4, 1024)[:, :32]
     want = sum(np.where((t + i) % 4 != 0, rows[i], 0) for i in range(4))
     np.testing.assert_allclose(wb.to_host(y), np.tile(want, 2), rtol=1e-6)
+
+
+def test_a_store_some_lanes_skip_in_a_grid_stride_loop_is_one_request_an_iteration(sim):
+    """A GPU issues the store once a loop iteration for the lanes whose value is
+    positive: a request per warp and iteration, the sectors those lanes touch
+    (grouping each lane's k-th store instead would mix iterations: 10.8
+    sectors a request, and advice to coalesce stores that are coalesced)."""
+    b, m = sim
+    n = 1 << 14
+    x = np.random.default_rng(8).standard_normal(n).astype(np.float32)
+    y = wb.allocate(n)
+    p = counted(m["positive_part"], wb.to_device(x), y, np.int32(n), grid=8, block=128)
+    stored = x.reshape(-1, 32) > 0                      # warp by warp, iteration by iteration
+    assert p.metrics[ST_REQ] == stored.any(axis=1).sum()
+    assert p.metrics[ST_SEC] == stored.reshape(-1, 4, 8).any(axis=2).sum()
+    assert p.metrics[LD_REQ] == n // 32 and p.metrics[LD_SEC] == n // 8
+
+
+def test_loads_skipped_by_turns_in_nested_loops_line_up_by_iteration(sim):
+    b, m = sim
+    x = wb.to_device(np.random.default_rng(9).random(16 * 32, np.float32))
+    p = counted(m["skip_nested"], x, wb.allocate(64), np.int32(4), grid=2, block=32)
+    assert p.metrics[LD_REQ] == 2 * 16 and p.metrics[LD_SEC] == 2 * 16 * 4
 
 
 def test_a_divergent_store_has_the_lanes_that_took_the_branch(sim):
@@ -526,7 +565,7 @@ extern "C" __global__ void lookup(float* out) {
     ("copy", (), 0.02), ("strided", (8,), 0.02), ("shared_stride", (32,), 0.02),
     ("shared_stride", (33,), 0.02), ("count", (), 0.02), ("paired_float4", (0,), 0.02),
     ("paired_float4", (1,), 0.02), ("paired_float4", (2,), 0.02), ("paired_float4", (3,), 0.02),
-    ("skip_one", (), 0.02)])
+    ("skip_one", (), 0.02), ("positive_part", (), 0.02), ("skip_nested", (), 0.02)])
 def test_the_counts_equal_ncus_on_the_gpu(private_simulator, kernel, args, within):
     """On the GPU, wb.profile's metrics are ncu's; the simulator's counts of the
     same launch equal them within 2% (shared wavefronts and conflicts as the
@@ -542,6 +581,11 @@ def test_the_counts_equal_ncus_on_the_gpu(private_simulator, kernel, args, withi
             return (m[kernel], y, *args), dict(grid=n // 32, block=32)
         if kernel == "skip_one":
             return (m[kernel], x, y), dict(grid=n // 32, block=32)
+        if kernel == "positive_part":
+            signed = wb.to_device(np.random.default_rng(8).standard_normal(n).astype(np.float32))
+            return (m[kernel], signed, y, np.int32(n)), dict(grid=64, block=256)
+        if kernel == "skip_nested":
+            return (m[kernel], x, y, np.int32(4)), dict(grid=n // 32, block=32)
         if kernel == "paired_float4":
             return (m[kernel], wb.allocate((n, 4), np.float32), np.int32(args[0])), \
                 dict(grid=n // 32, block=32)

@@ -63,6 +63,8 @@ class InstrumentedLibrary:
     accessors: tuple[str, ...]           # of the __device__ variables
     lines: dict = field(default_factory=dict)  # address -> (line or None, function)
     blocks: dict | None = None           # basic-block site -> (instructions, flops32, flops64, addresses)
+    loops: tuple | None = None           # (loop headers, {access site: loop index}): loop_sites
+    disassembly: str | None = field(default=None, repr=False)  # objdump -d, once
 
     def shared_variables(self) -> tuple[SharedVariable, ...]:
         return tuple(SharedVariable(name, SHARED_STATIC_BASE + offset, size)
@@ -284,7 +286,7 @@ def block_figures(lib: InstrumentedLibrary) -> dict:
     addresses (their lines place the block)."""
     if lib.blocks is not None:
         return lib.blocks
-    text = _binutils("objdump", ["-d", "--no-show-raw-insn", lib.path])
+    text = _disassembly(lib)
     figures: dict[int, tuple] = {}
     site, count, f32, f64, starting, previous, addresses = None, 0, 0, 0, False, "", []
     core = 0  # memory and floating-point instructions of the block
@@ -335,17 +337,132 @@ def block_figures(lib: InstrumentedLibrary) -> dict:
     return figures
 
 
+def _disassembly(lib: InstrumentedLibrary) -> str:
+    if lib.disassembly is None:
+        lib.disassembly = _binutils("objdump", ["-d", "--no-show-raw-insn", lib.path])
+    return lib.disassembly
+
+
+#: A direct branch's target in objdump's operands: ``1234 <function+0x56>``.
+_TARGET = re.compile(r"\b([0-9a-f]+) <[^>]*>\s*$")
+_ARM_BRANCHES = ("b", "cbz", "cbnz", "tbz", "tbnz")
+
+
+def _is_branch(mnemonic: str) -> bool:
+    return mnemonic.startswith(("j", "b.")) or mnemonic in _ARM_BRANCHES
+
+
+def _ends_flow(mnemonic: str) -> bool:
+    """An unconditional jump or a return: no fall-through to the next instruction."""
+    return mnemonic in ("jmp", "b", "br") or mnemonic.startswith(("ret", "ud2", "hlt"))
+
+
+def loop_sites(lib: InstrumentedLibrary) -> tuple[tuple[int, ...], dict[int, int]]:
+    """The library's loops, from objdump: ``(headers, sites)``. Per function,
+    the basic blocks of the machine code and, for each branch back to an
+    earlier block (the header), the natural loop: the blocks that reach the
+    branch without passing the header. ``headers`` are the header blocks'
+    sites (the return address of their coverage call), ascending; ``sites``
+    maps each memory-access hook's site (its return address) in a loop to
+    the index of the innermost one. The counters group a site's executions
+    by the iteration of that loop (``native/access_counts.cpp``)."""
+    if lib.loops is not None:
+        return lib.loops
+    functions: list[list[tuple[int, str, str]]] = []
+    for line in _disassembly(lib).splitlines():
+        if line.endswith(">:"):
+            functions.append([])
+            continue
+        m = _INSTRUCTION.match(line)
+        if m and functions:
+            functions[-1].append((int(m[1], 16), m[2], m[3]))
+    loops: dict[int, frozenset] = {}     # header site -> the loop's blocks (start addresses)
+    hooks: dict[int, int] = {}           # access hook site -> its block
+    for code in functions:
+        if code:
+            _function_loops(code, loops, hooks)
+    innermost: dict[int, int] = {}
+    for site, block in hooks.items():
+        around = [(len(body), header) for header, body in loops.items() if block in body]
+        if around:
+            innermost[site] = min(around)[1]
+    headers = tuple(sorted(loops))
+    index = {h: i for i, h in enumerate(headers)}
+    lib.loops = (headers, {site: index[h] for site, h in innermost.items()})
+    return lib.loops
+
+
+def _function_loops(code: list, loops: dict, hooks: dict) -> None:
+    """Add one function's loops and access hooks (see :func:`loop_sites`)."""
+    first, last = code[0][0], code[-1][0]
+    targets = {}
+    leaders = {first}
+    for i, (address, mnemonic, operands) in enumerate(code):
+        target = _TARGET.search(operands) if _is_branch(mnemonic) else None
+        if target and first <= int(target[1], 16) <= last:
+            targets[address] = int(target[1], 16)
+            leaders.add(targets[address])
+        if (target or _ends_flow(mnemonic)) and i + 1 < len(code):
+            leaders.add(code[i + 1][0])
+    starts = sorted(leaders)
+    block_of, successors = {}, {start: [] for start in starts}
+    coverage: dict[int, int] = {}   # block -> the return address of its coverage call
+    b = 0
+    for i, (address, mnemonic, operands) in enumerate(code):
+        while b + 1 < len(starts) and address >= starts[b + 1]:
+            b += 1
+        block = starts[b]
+        block_of[address] = block
+        following = code[i + 1][0] if i + 1 < len(code) else None
+        if mnemonic.startswith("call") or mnemonic == "bl":
+            callee = _CALLEE.search(operands)
+            name = callee.group(1) if callee else ""
+            if following is not None and name == "__sanitizer_cov_trace_pc":
+                coverage.setdefault(block, following)
+            elif following is not None and name.startswith("__tsan_") and "func_" not in name:
+                hooks[following] = block
+        ends_block = following is None or following in leaders
+        if ends_block:
+            if address in targets:
+                successors[block].append(targets[address])
+            if following is not None and not _ends_flow(mnemonic):
+                successors[block].append(following)
+    predecessors: dict[int, list] = {start: [] for start in starts}
+    for block, nexts in successors.items():
+        for n in nexts:
+            predecessors[n].append(block)
+    bodies: dict[int, set] = {}
+    for block, nexts in successors.items():
+        for header in nexts:
+            if header <= block:   # a branch back: the natural loop of header
+                body = bodies.setdefault(header, {header})
+                stack = [block]
+                while stack:
+                    n = stack.pop()
+                    if n not in body:
+                        body.add(n)
+                        stack.extend(predecessors[n])
+    for header, body in bodies.items():
+        if header in coverage:
+            loops[coverage[header]] = frozenset(body)
+
+
 # -- the launch ------------------------------------------------------------------------
 def instrumentation_part(lib: InstrumentedLibrary, consumers: int, stride: int,
                          data: bytes = b"") -> bytes:
     """The part of an instrumented launch request after the launch's own
     (``native/worker.cpp``): consumers, block stride, the anchor and the
-    static shared variables, the ``__device__`` variables' accessors, what
-    the consumers are given (``data``)."""
+    static shared variables, the ``__device__`` variables' accessors, the
+    loops (:func:`loop_sites`, for the counters), what the consumers are
+    given (``data``)."""
     parts = [struct.pack("<IIQI", consumers, stride, lib.anchor_offset, len(lib.shared))]
     parts += [struct.pack("<qQ", offset - lib.anchor_offset, size) for _, offset, size in lib.shared]
     parts.append(struct.pack("<I", len(lib.accessors)))
     parts += [pack_str(a) for a in lib.accessors]
+    headers, sites = loop_sites(lib) if consumers & COUNTERS else ((), {})
+    parts += [struct.pack(f"<I{len(headers)}I", len(headers), *headers)]
+    pairs = sorted(sites.items())
+    parts += [struct.pack("<I", len(pairs))] + [struct.pack("<II", s, i) for s, i in pairs]
     parts += [struct.pack("<I", len(data)), data]
     return b"".join(parts)
 

@@ -16,7 +16,7 @@ import enum
 import struct
 
 #: ``WBSIM_ABI_VERSION``: the worker says it in its first reply.
-ABI_VERSION = 8
+ABI_VERSION = 9
 
 CONTROL_MAGIC = 0x57425349        # WBSIM_CONTROL_MAGIC
 PRINTF_OFFSET = 65536             # WBSIM_PRINTF_OFFSET

@@ -70,6 +70,7 @@ struct Recorder {
     bool values = false;           // NEED_VALUES: shared stores that change nothing are marked
     bool order = false;            // NEED_ORDER: deliver at global atomics and fences
     bool blocks_on = false;        // NEED_BLOCKS: basic blocks counted
+    bool iterations = false;       // NEED_ITERATIONS: loop header blocks are events too
     // The last shared store, until the next hook shows what it wrote (NEED_VALUES).
     EventBuffer* pending = nullptr;
     size_t pending_index = 0;
@@ -206,18 +207,28 @@ __attribute__((noinline)) static void push(Recorder* r, uintptr_t addr, unsigned
     }
 }
 
-// A basic block entered: its count for this lane, in the warp's table.
+// 1 + the index of the loop whose header block is at `site`, or 0.
+static uint32_t loop_of_header(uint32_t site) {
+    const auto& h = g_setup.loop_headers;
+    auto at = std::lower_bound(h.begin(), h.end(), site);
+    return at != h.end() && *at == site ? (uint32_t)(at - h.begin()) + 1 : 0;
+}
+
+// A basic block entered: its count for this lane, in the warp's table (and
+// an iteration event where it heads a loop).
 __attribute__((noinline)) static void count_block(Recorder* r, void* pc) {
     unsigned tid = r->tid, w = tid >> 5;
     BlockTable& t = *r->table;
     if (__builtin_expect(!t.slots, 0)) t.allocate();
     uint32_t key = (uint32_t)((uintptr_t)pc - r->base) + 1;
     unsigned i = (key * 0x9E3779B1u) >> 23;  // 9 bits: kBlockSlots
+    uint32_t loop;
     for (;;) {
         BlockCount& c = t.slots[i];
         if (c.site == key) {
             c.lanes[tid & 31]++;
-            return;
+            loop = c.loop;
+            break;
         }
         if (c.site == 0) {
             if (__builtin_expect(t.used.size() >= kBlockSlots * 3 / 4, 0)) {  // full: deliver
@@ -226,12 +237,14 @@ __attribute__((noinline)) static void count_block(Recorder* r, void* pc) {
                 return count_block(r, pc);
             }
             c.site = key;
+            c.loop = loop = loop_of_header(key - 1);
             c.lanes[tid & 31] = 1;
             t.used.push_back((uint16_t)i);
-            return;
+            break;
         }
         i = (i + 1) & (kBlockSlots - 1);
     }
+    if (loop && r->iterations) push(r, loop - 1, 0, ACCESS_ITER, SPACE_NONE, pc, 0);
 }
 
 // The space `addr` lies in, or SPACE_NONE (not recorded).
@@ -320,6 +333,10 @@ bool access_launch_begins(const AccessSetup& setup, const wbsim_launch* L, uintp
     }
     g_launch.data = g_setup.data.empty() ? nullptr : (const unsigned char*)g_setup.data.data();
     g_launch.data_size = g_setup.data.size();
+    g_launch.loop_headers = g_setup.loop_headers.data();
+    g_launch.nloop_headers = g_setup.loop_headers.size();
+    g_launch.loop_sites = g_setup.loop_sites.data();
+    g_launch.nloop_sites = g_setup.loop_sites.size();
     g_recorders.clear();
     g_cuts.store(0);
     g_access_on = true;
@@ -366,6 +383,7 @@ void access_enter_grid(size_t shared_bytes) {
     r->values = (needs & NEED_VALUES) != 0;
     r->order = (needs & NEED_ORDER) != 0;
     r->blocks_on = (needs & NEED_BLOCKS) != 0;
+    r->iterations = r->blocks_on && (needs & NEED_ITERATIONS) != 0 && !g_setup.loop_headers.empty();
     for (unsigned bit = 0; bit < 32; ++bit)
         if (g_setup.consumers >> bit & 1u) r->consumers.push_back(g_factories[bit](g_launch));
     {

@@ -43,6 +43,8 @@ enum AccessKind : uint8_t {
     ACCESS_ATOMIC = 2,  // one atomic operation (a CAS loop of the prelude counts once)
     ACCESS_BLOCK = 3,   // (sites of basic blocks in the counters' results; never an event)
     ACCESS_SYNC = 4,    // the lane completed a __syncwarp (address: the group's lanes; no site)
+    ACCESS_ITER = 5,    // the lane entered a loop's header block: an iteration (address: the
+                        // loop's index in AccessLaunch::loop_headers; site: the block's)
 };
 // An atomic that does not read the old value (an exchange, a store) carries
 // this piece number (atomics are never split into pieces).
@@ -81,6 +83,7 @@ static_assert(sizeof(AccessEvent) == 16, "access.cpp writes events as two words"
 // last delivery.
 struct BlockCount {
     uint32_t site;
+    uint32_t loop;   // the block heads loop `loop - 1` of AccessLaunch::loop_headers; 0: none
     uint32_t lanes[32];
 };
 
@@ -103,6 +106,13 @@ struct AccessLaunch {
     uint64_t dynamic_bytes;          // dynamic shared memory of a block
     const unsigned char* data;       // what the request gave the consumers (worker.cpp), or null
     size_t data_size;
+    // The kernel library's loops (instrumented.py: loop_sites): each loop's
+    // header block (its site, as ACCESS_ITER events give it), ascending, and
+    // the access sites inside loops with their innermost loop's index, by site.
+    const uint32_t* loop_headers;
+    size_t nloop_headers;
+    const std::pair<uint32_t, uint32_t>* loop_sites;
+    size_t nloop_sites;
 };
 
 // What a consumer needs of the hooks (a mask, given at registration).
@@ -113,6 +123,7 @@ enum AccessNeeds : unsigned {
     NEED_ORDER = 8,     // a warp's buffer delivered before each global atomic and at each fence,
                         // so that what its lanes wrote is seen before another block can know of it
     NEED_BLOCKS = 16,   // basic blocks counted (warp_blocks)
+    NEED_ITERATIONS = 32,  // an ACCESS_ITER event each time a lane enters a loop's header block
 };
 
 class AccessConsumer {
@@ -164,6 +175,8 @@ struct AccessSetup {
     std::vector<std::pair<int64_t, uint64_t>> shared_vars;  // offset from the anchor, bytes
     std::vector<std::string> accessors;      // of the __device__ variables (source.global_symbol)
     std::vector<std::pair<uint64_t, uint64_t>> device_vars; // their address and bytes
+    std::vector<uint32_t> loop_headers;      // AccessLaunch::loop_headers
+    std::vector<std::pair<uint32_t, uint32_t>> loop_sites;  // AccessLaunch::loop_sites
     uint32_t sample_stride = 1;              // record blocks whose linear index % stride == 0
     std::string data;                        // for the consumers (AccessLaunch::data)
 };

@@ -3,7 +3,11 @@
 //
 // One warp-level instruction is the k-th execution of a site by each lane of
 // the warp between two barriers; its active lanes are the lanes that have a
-// k-th execution. Per instruction:
+// k-th execution. Inside a loop (AccessLaunch::loop_sites) it is the
+// execution in the lanes' i-th iteration of the site's innermost loop (the
+// i-th entry to its header block: ACCESS_ITER events), the j-th there: a
+// GPU issues the site once an iteration for the lanes that run it, and lanes
+// that skip it in some iterations then still line up. Per instruction:
 //   global: one request; sectors = the distinct 32-byte sectors its lanes touch;
 //   shared: wavefronts = per phase of the warp (all 32 lanes for accesses of
 //           up to 4 bytes, half-warps for 8, quarter-warps for 16), the most
@@ -21,6 +25,7 @@
 // and how far apart, in blocks, a sector's accesses came (the reuse
 // distances: a cache model tells which came back from L2).
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -62,7 +67,16 @@ struct Slot {
     uint32_t stamp = 0;
     SiteTotals* totals = nullptr;
     uint32_t count[32];
-    std::vector<uint32_t> instances;  // k -> index into the instance pool
+    std::vector<uint32_t> instances;  // k -> index into the instance pool (in order of creation)
+    // a site inside a loop: 1 + its innermost loop's index (0: none); each
+    // lane's iteration of that loop at its last execution here and its
+    // executions in that iteration; instances by iteration (+1, 0: none yet)
+    // and the rare second executions in one iteration (iteration, j, instance)
+    uint32_t loop = 0;
+    uint32_t last_iteration[32];
+    uint32_t again[32];
+    std::vector<uint32_t> by_iteration;
+    std::vector<std::array<uint32_t, 3>> repeats;
 };
 
 const unsigned kSlots = 4096;  // a power of two
@@ -120,26 +134,24 @@ Footprint g_footprint;
 
 class Counter : public AccessConsumer {
 public:
-    explicit Counter(const AccessLaunch& L) : launch_(L) {}
+    explicit Counter(const AccessLaunch& L)
+        : launch_(L), iterations_(32 * L.nloop_headers) {}
 
     void warp_events(const BlockContext& b, unsigned warp, const AccessEvent* ev, size_t n) override {
         ++stamp_;
         used_ = 0;
         pool_used_ = 0;
+        std::fill(iterations_.begin(), iterations_.end(), 0u);
         for (size_t i = 0; i < n; ++i) {
             const AccessEvent& e = ev[i];
-            if (e.kind() == ACCESS_SYNC) continue;
-            Slot& s = slot(e);
             unsigned lane = e.tid_piece & 31u;
-            uint32_t k = s.count[lane]++;
-            if (k == s.instances.size()) {
-                if (pool_used_ == pool_.size()) pool_.emplace_back();
-                Instance& fresh = pool_[pool_used_];
-                fresh.mask = 0;
-                fresh.k = k;
-                s.instances.push_back((uint32_t)pool_used_++);
+            if (e.kind() == ACCESS_SYNC) continue;
+            if (e.kind() == ACCESS_ITER) {
+                if (e.addr < launch_.nloop_headers) iterations_[e.addr * 32 + lane]++;
+                continue;
             }
-            Instance& in = pool_[s.instances[k]];
+            Slot& s = slot(e);
+            Instance& in = pool_[s.loop ? in_loop(s, lane) : s.instances[next(s, s.count[lane]++)]];
             in.mask |= 1u << lane;
             in.addr[lane] = e.addr;
             in.size[lane] = (uint8_t)e.bytes();
@@ -218,6 +230,45 @@ public:
 private:
     template <class T> static void put(std::string& out, T v) { out.append((const char*)&v, sizeof v); }
 
+    // The index in s.instances of instance `k`, made if it is the next one.
+    uint32_t next(Slot& s, uint32_t k) {
+        if (k == s.instances.size()) {
+            if (pool_used_ == pool_.size()) pool_.emplace_back();
+            Instance& fresh = pool_[pool_used_];
+            fresh.mask = 0;
+            fresh.k = k;
+            s.instances.push_back((uint32_t)pool_used_++);
+        }
+        return k;
+    }
+
+    // The pool index of the instance `lane` runs now at a site inside a loop.
+    uint32_t in_loop(Slot& s, unsigned lane) {
+        uint32_t it = iterations_[(s.loop - 1) * 32 + lane];
+        uint32_t j = 0;
+        if (s.last_iteration[lane] == it + 1) j = ++s.again[lane];
+        else { s.last_iteration[lane] = it + 1; s.again[lane] = 0; }
+        if (j == 0) {
+            if (it >= s.by_iteration.size()) s.by_iteration.resize(it + 1, 0);
+            uint32_t& at = s.by_iteration[it];
+            if (!at) at = next(s, (uint32_t)s.instances.size()) + 1;
+            return s.instances[at - 1];
+        }
+        for (const auto& r : s.repeats)
+            if (r[0] == it && r[1] == j) return s.instances[r[2]];
+        uint32_t k = next(s, (uint32_t)s.instances.size());
+        s.repeats.push_back({it, j, k});
+        return s.instances[k];
+    }
+
+    // 1 + the index of the innermost loop around access site `site`, or 0.
+    uint32_t loop_of(uint32_t site) const {
+        const auto* lo = launch_.loop_sites;
+        const auto* hi = lo + launch_.nloop_sites;
+        const auto* at = std::lower_bound(lo, hi, std::make_pair(site, 0u));
+        return at != hi && at->first == site ? at->second + 1 : 0;
+    }
+
     static bool earlier(const Sample& a, const Sample& b) {
         if (a.block != b.block) return a.block < b.block;
         if (a.warp != b.warp) return a.warp < b.warp;
@@ -238,6 +289,12 @@ private:
                 memset(s.count, 0, sizeof s.count);
                 s.instances.clear();
                 s.totals = &totals_[key];
+                s.loop = loop_of(e.site);
+                if (s.loop) {
+                    memset(s.last_iteration, 0, sizeof s.last_iteration);
+                    s.by_iteration.clear();
+                    s.repeats.clear();
+                }
                 used_slots_[used_++] = &s;
                 return s;
             }
@@ -403,6 +460,7 @@ private:
     }
 
     AccessLaunch launch_;
+    std::vector<uint32_t> iterations_;  // per loop and lane: header entries in this delivery
     std::unordered_map<uint64_t, SiteTotals> totals_;
     Slot slots_[kSlots];
     Slot* used_slots_[kSlots];
@@ -428,7 +486,10 @@ AccessConsumer* make_counter(const AccessLaunch& L) {
 }
 
 struct Registration {
-    Registration() { register_access_consumer(0, make_counter); }
+    Registration() {
+        register_access_consumer(0, make_counter,
+                                 NEED_GLOBAL | NEED_SHARED | NEED_BLOCKS | NEED_ITERATIONS);
+    }
 } registration;
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include "vector_types.h"
 
-#define WBSIM_ABI_VERSION 8
+#define WBSIM_ABI_VERSION 9
 
 #ifdef __cplusplus
 extern "C" {
