@@ -10,7 +10,7 @@ anchor variable whose address gives the place of the static ``__shared__``
 variables (thread-locals of the library) in each OS thread. ``readelf`` lists
 those variables, ``addr2line`` turns the sites into the source's lines and
 ``objdump`` gives each basic block's instruction and floating-point operation
-counts (binutils, which g++ comes with).
+counts and the loops (:mod:`.machine_code`; binutils come with g++).
 """
 from __future__ import annotations
 
@@ -18,11 +18,9 @@ import contextlib
 import math
 import re
 import struct
-import subprocess
 import threading
 from dataclasses import dataclass, field
 
-from ... import subprocesses
 from ...errors import KernelArgumentError, WorkbenchError
 from ..contract import CompileFailed
 from ..counting import (SHARED_STATIC_BASE, STAND_IN_FUNCTION, AccessSample, LaunchCounts,
@@ -30,6 +28,7 @@ from ..counting import (SHARED_STATIC_BASE, STAND_IN_FUNCTION, AccessSample, Lau
 from . import build
 from .faults import kernel_fault
 from .launch import request_prefix, request_tail
+from .machine_code import binutils, block_figures, loop_sites
 from .protocol import Op, pack_str
 from .source import SOURCE_NAME
 from .worker import WorkerDied, WorkerError, WorkerGone
@@ -135,23 +134,12 @@ def instrumented_library(module) -> InstrumentedLibrary:
         return _LIBRARIES.setdefault(module.path, lib)
 
 
-def _binutils(tool: str, args: list[str], stdin: str | None = None) -> str:
-    try:
-        proc = subprocesses.run([tool, *args], input=stdin, text=True, timeout=120)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise WorkbenchError(f"counting accesses needs binutils' {tool} (it comes with g++): "
-                             f"{exc}") from None
-    if proc.returncode != 0:
-        raise WorkbenchError(f"{tool} failed on the instrumented library: {proc.stderr.strip()}")
-    return proc.stdout
-
-
 def _thread_locals(path: str, skip: set[str]) -> tuple[int, tuple[tuple[str, int, int], ...]]:
     """The anchor's offset and the static ``__shared__`` variables (name,
     offset, bytes) among the library's thread-locals: all of them but the
     anchor, guard variables and the pointers to dynamic shared memory."""
     anchor, shared = None, []
-    for line in _binutils("readelf", ["-sW", "-C", path]).splitlines():
+    for line in binutils("readelf", ["-sW", "-C", path]).splitlines():
         parts = line.split(None, 7)
         if len(parts) < 8 or parts[3] != "TLS" or parts[6] == "UND":
             continue
@@ -183,7 +171,7 @@ def address_lines(lib: InstrumentedLibrary, addresses) -> dict:
     the source itself (the launcher's and the prelude's are not)."""
     missing = sorted({a for a in addresses if a not in lib.lines})
     if missing:
-        out = _binutils("addr2line", ["-a", "-i", "-p", "-f", "-C", "-e", lib.path],
+        out = binutils("addr2line", ["-a", "-i", "-p", "-f", "-C", "-e", lib.path],
                         "".join(f"{a:#x}\n" for a in missing))
         found: dict[int, tuple] = {}
         current = None
@@ -223,228 +211,6 @@ def site_lines(lib: InstrumentedLibrary, sites, blocks: dict) -> dict:
         out[key] = next((lines[a] for a in candidates if lines[a][0] is not None
                          or lines[a][1] == STAND_IN_FUNCTION), (None, ""))
     return out
-
-
-#: Floating-point operations per lane of an x86 (SSE/AVX scalar) or aarch64
-#: instruction, by mnemonic prefix, as Nsight Compute counts FLOPs: adds and
-#: multiplies one, fused multiply-adds two (the build does not vectorise).
-_FP_X86 = (("vfmadd", 2), ("vfmsub", 2), ("vfnmadd", 2), ("vfnmsub", 2), ("vadd", 1),
-           ("vsub", 1), ("vmul", 1), ("vdiv", 1), ("add", 1), ("sub", 1), ("mul", 1),
-           ("div", 1))
-_FP_ARM = (("fmadd", 2), ("fmsub", 2), ("fnmadd", 2), ("fnmsub", 2), ("fadd", 1), ("fsub", 1),
-           ("fmul", 1), ("fnmul", 1), ("fdiv", 1))
-#: Library calls that are one floating-point instruction on a GPU (the
-#: build has no FMA instruction): (flops, double precision).
-_FP_CALLS = {"fmaf": (2, False), "fma": (2, True)}
-#: Instructions a GPU spends on a call of the C library's math (expf, sinf...):
-#: a few special-function and FMA instructions.
-_MATH_CALL = 8
-_MATH = re.compile(r"(?:exp|exp2|expm1|log|log2|log10|log1p|sin|cos|tan|sinh|cosh|tanh|asin|acos|"
-                   r"atan|atan2|erf|erfc|pow|sqrt|cbrt|hypot|sincos)f?$")
-_SKIPPED = ("nop", "endbr", "push", "pop", "xchg")
-#: A GPU's compiler unrolls loops and folds address arithmetic that the CPU
-#: build keeps: the CPU's other instructions count this much each.
-OTHER_WEIGHT = 0.15
-_INSTRUCTION = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
-_CALLEE = re.compile(r"<([A-Za-z_][\w.]*)")
-#: Instructions of a basic block whose lines are looked up to place it.
-_LINE_CANDIDATES = 16
-
-
-def _flops(mnemonic: str) -> tuple[int, bool]:
-    """FLOPs per lane of a CPU instruction and whether they are double precision."""
-    if mnemonic.endswith(("ss", "sd")):  # x86 scalar single / double
-        for prefix, ops in _FP_X86:
-            if mnemonic.startswith(prefix):
-                return ops, mnemonic.endswith("sd")
-        return 0, False
-    if mnemonic.startswith("f"):
-        for prefix, ops in _FP_ARM:
-            if mnemonic.startswith(prefix):
-                return ops, False
-    return 0, False
-
-
-def _gpu_like(mnemonic: str, operands: str) -> bool:
-    """False for CPU instructions a GPU's code has no counterpart of: moves
-    between registers (the GPU's instructions take three operands),
-    prologues, padding."""
-    if mnemonic.startswith(_SKIPPED):
-        return False
-    if "mov" in mnemonic and "(" not in operands and "[" not in operands and "$" not in operands:
-        return False
-    return True
-
-
-def block_figures(lib: InstrumentedLibrary) -> dict:
-    """``basic-block site -> (instructions, flops32, flops64, addresses)``
-    from objdump, over the instructions from one coverage call to the next:
-    an estimate of the GPU instructions the block stands for (its memory
-    accesses, one per access hook, and floating-point instructions, one each,
-    then :data:`OTHER_WEIGHT` for each other instruction a GPU would execute
-    too, see :func:`_gpu_like`), the FLOPs one lane does, and the block's first
-    addresses (their lines place the block)."""
-    if lib.blocks is not None:
-        return lib.blocks
-    text = _disassembly(lib)
-    figures: dict[int, tuple] = {}
-    site, count, f32, f64, starting, previous, addresses = None, 0, 0, 0, False, "", []
-    core = 0  # memory and floating-point instructions of the block
-
-    def close():
-        if site is not None:
-            other = max(count - core, 0)
-            figures[site] = (max(core + OTHER_WEIGHT * other, 0.1), f32, f64, tuple(addresses))
-
-    for line in text.splitlines():
-        m = _INSTRUCTION.match(line)
-        if not m:
-            if line.endswith(">:"):  # the next function
-                close()
-                site, starting = None, False
-            continue
-        address, mnemonic, operands = int(m[1], 16), m[2], m[3]
-        if starting:
-            site, count, f32, f64, starting, addresses, core = address, 0, 0, 0, False, [], 0
-        if site is not None and len(addresses) < _LINE_CANDIDATES:
-            addresses.append(address)
-        if mnemonic.startswith("call") or mnemonic == "bl":
-            callee = _CALLEE.search(operands)
-            name = callee.group(1) if callee else ""
-            if name == "__sanitizer_cov_trace_pc":
-                close()
-                site, starting, previous = None, True, ""
-                continue
-            if name.startswith("__tsan_") and (previous.endswith("%rdi") or previous.startswith("x0,")):
-                count -= 1  # the address set-up belongs to the access
-            if site is not None:
-                if name.startswith("__tsan_") and "func_" not in name:
-                    core += 1
-                elif name in _FP_CALLS:
-                    ops, double = _FP_CALLS[name]
-                    f64, f32 = (f64 + ops, f32) if double else (f64, f32 + ops)
-                    core += 1
-                elif _MATH.match(name):
-                    core += _MATH_CALL
-        if site is not None and _gpu_like(mnemonic, operands):
-            count += 1
-            ops, double = _flops(mnemonic)
-            f64, f32 = (f64 + ops, f32) if double else (f64, f32 + ops)
-            core += ops > 0
-        previous = operands
-    close()
-    lib.blocks = figures
-    return figures
-
-
-def _disassembly(lib: InstrumentedLibrary) -> str:
-    if lib.disassembly is None:
-        lib.disassembly = _binutils("objdump", ["-d", "--no-show-raw-insn", lib.path])
-    return lib.disassembly
-
-
-#: A direct branch's target in objdump's operands: ``1234 <function+0x56>``.
-_TARGET = re.compile(r"\b([0-9a-f]+) <[^>]*>\s*$")
-_ARM_BRANCHES = ("b", "cbz", "cbnz", "tbz", "tbnz")
-
-
-def _is_branch(mnemonic: str) -> bool:
-    return mnemonic.startswith(("j", "b.")) or mnemonic in _ARM_BRANCHES
-
-
-def _ends_flow(mnemonic: str) -> bool:
-    """An unconditional jump or a return: no fall-through to the next instruction."""
-    return mnemonic in ("jmp", "b", "br") or mnemonic.startswith(("ret", "ud2", "hlt"))
-
-
-def loop_sites(lib: InstrumentedLibrary) -> tuple[tuple[int, ...], dict[int, int]]:
-    """The library's loops, from objdump: ``(headers, sites)``. Per function,
-    the basic blocks of the machine code and, for each branch back to an
-    earlier block (the header), the natural loop: the blocks that reach the
-    branch without passing the header. ``headers`` are the header blocks'
-    sites (the return address of their coverage call), ascending; ``sites``
-    maps each memory-access hook's site (its return address) in a loop to
-    the index of the innermost one. The counters group a site's executions
-    by the iteration of that loop (``native/access_counts.cpp``)."""
-    if lib.loops is not None:
-        return lib.loops
-    functions: list[list[tuple[int, str, str]]] = []
-    for line in _disassembly(lib).splitlines():
-        if line.endswith(">:"):
-            functions.append([])
-            continue
-        m = _INSTRUCTION.match(line)
-        if m and functions:
-            functions[-1].append((int(m[1], 16), m[2], m[3]))
-    loops: dict[int, frozenset] = {}     # header site -> the loop's blocks (start addresses)
-    hooks: dict[int, int] = {}           # access hook site -> its block
-    for code in functions:
-        if code:
-            _function_loops(code, loops, hooks)
-    innermost: dict[int, int] = {}
-    for site, block in hooks.items():
-        around = [(len(body), header) for header, body in loops.items() if block in body]
-        if around:
-            innermost[site] = min(around)[1]
-    headers = tuple(sorted(loops))
-    index = {h: i for i, h in enumerate(headers)}
-    lib.loops = (headers, {site: index[h] for site, h in innermost.items()})
-    return lib.loops
-
-
-def _function_loops(code: list, loops: dict, hooks: dict) -> None:
-    """Add one function's loops and access hooks (see :func:`loop_sites`)."""
-    first, last = code[0][0], code[-1][0]
-    targets = {}
-    leaders = {first}
-    for i, (address, mnemonic, operands) in enumerate(code):
-        target = _TARGET.search(operands) if _is_branch(mnemonic) else None
-        if target and first <= int(target[1], 16) <= last:
-            targets[address] = int(target[1], 16)
-            leaders.add(targets[address])
-        if (target or _ends_flow(mnemonic)) and i + 1 < len(code):
-            leaders.add(code[i + 1][0])
-    starts = sorted(leaders)
-    block_of, successors = {}, {start: [] for start in starts}
-    coverage: dict[int, int] = {}   # block -> the return address of its coverage call
-    b = 0
-    for i, (address, mnemonic, operands) in enumerate(code):
-        while b + 1 < len(starts) and address >= starts[b + 1]:
-            b += 1
-        block = starts[b]
-        block_of[address] = block
-        following = code[i + 1][0] if i + 1 < len(code) else None
-        if mnemonic.startswith("call") or mnemonic == "bl":
-            callee = _CALLEE.search(operands)
-            name = callee.group(1) if callee else ""
-            if following is not None and name == "__sanitizer_cov_trace_pc":
-                coverage.setdefault(block, following)
-            elif following is not None and name.startswith("__tsan_") and "func_" not in name:
-                hooks[following] = block
-        ends_block = following is None or following in leaders
-        if ends_block:
-            if address in targets:
-                successors[block].append(targets[address])
-            if following is not None and not _ends_flow(mnemonic):
-                successors[block].append(following)
-    predecessors: dict[int, list] = {start: [] for start in starts}
-    for block, nexts in successors.items():
-        for n in nexts:
-            predecessors[n].append(block)
-    bodies: dict[int, set] = {}
-    for block, nexts in successors.items():
-        for header in nexts:
-            if header <= block:   # a branch back: the natural loop of header
-                body = bodies.setdefault(header, {header})
-                stack = [block]
-                while stack:
-                    n = stack.pop()
-                    if n not in body:
-                        body.add(n)
-                        stack.extend(predecessors[n])
-    for header, body in bodies.items():
-        if header in coverage:
-            loops[coverage[header]] = frozenset(body)
 
 
 # -- the launch ------------------------------------------------------------------------
