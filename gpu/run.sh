@@ -10,16 +10,20 @@
 #   gpu/run.sh bench [NAME...]        the benchmarks with GPU targets, or those NAMEd:
 #                                     launch_overhead cell_turnaround memory rings bench_accuracy
 #                                     kernel_library streams python_kernels tuning occupancy_check multi_gpu
+#                                     profile_vs_ncu (the kernel library's element-wise, reduction
+#                                     and row kernels and the probes, 64 blocks counted a launch;
+#                                     then the GEMM, convolution and attention rows at --quick size)
 #                                     (rings also with WORKBENCH_NATIVE_WORDS=0 and --host-only,
-#                                     bench_accuracy also timed by events)         ~13 min for all
-#   gpu/run.sh all [-k EXPR]          the three, one after the other                     ~21 min
+#                                     bench_accuracy also timed by events)         ~22 min for all
+#   gpu/run.sh all [-k EXPR]          the three, one after the other                     ~30 min
 #
 # (-k EXPR, or EXPR alone, is pytest's -k; bench ignores it.) Each part stops at LIMIT_S seconds
 # (default 570): a part is one call of the device tool, which allows 10 minutes a command. So
-# run the parts as separate calls, and the benchmarks in three: `gpu/run.sh bench
+# run the parts as separate calls, and the benchmarks in four: `gpu/run.sh bench
 # launch_overhead cell_turnaround memory rings bench_accuracy` (~5 min), `gpu/run.sh bench
-# kernel_library` (~5 min) and `gpu/run.sh bench streams python_kernels tuning occupancy_check`
-# (~4 min). The durations are estimates from the runs of the scripts this one replaced; the
+# kernel_library` (~5 min), `gpu/run.sh bench streams python_kernels tuning occupancy_check`
+# (~4 min) and `gpu/run.sh bench profile_vs_ncu` (~9 min; its tables also in $OUT/profile-*).
+# The durations are estimates from the runs of the scripts this one replaced; the
 # summary gives each part's own. The test logs are verbose: a test that hangs (a kernel waiting
 # on a barrier that never comes) is the last one named when its step times out.
 #
@@ -67,6 +71,10 @@ MACHINE_TESTS=(tests/capabilities/test_programs.py tests/capabilities/test_progr
 
 # The benchmarks, most wanted first (a part that runs out of time drops the last):
 # name|time limit in s|environment|arguments. BASE reruns the rows with neither.
+# profile_vs_ncu's first run: every library kernel but the GEMM, convolution and attention ones
+PROFILED=dropout,add,scale,axpy,fma,fma_chain,relu,leaky_relu,gelu,gelu_erf,sigmoid,tanh,softplus
+PROFILED+=,silu,sgd_momentum,adam,adamw,max_pool2d,avg_pool2d,sum,mean,max,min,argmax,dot,norm
+PROFILED+=,softmax,log_softmax,layer_norm,cross_entropy,transpose,batch_norm,probes
 BENCHMARKS=(
     "launch_overhead|150||" "cell_turnaround|100||" "memory|150||"
     "rings|90||" "rings|90|WORKBENCH_NATIVE_WORDS=0|"
@@ -74,10 +82,12 @@ BENCHMARKS=(
     "bench_accuracy|120||" "bench_accuracy|100|WORKBENCH_TIMING=events|"
     "kernel_library|480||--max-time 0.3"
     "streams|120||" "python_kernels|150||" "tuning|180||" "occupancy_check|120||" "multi_gpu|200||"
+    "profile_vs_ncu|330||--max-blocks 64 --only $PROFILED --out $OUT/profile-library"
+    "profile_vs_ncu|200||--quick --only attention,sgemm,hgemm,conv2d,conv2d_im2col --out $OUT/profile-quick"
 )
 
 usage() {
-    sed -n '2,16p' "$0" >&2
+    sed -n '2,19p' "$0" >&2
     exit 2
 }
 

@@ -179,24 +179,21 @@ def loop_sites(lib: InstrumentedLibrary) -> tuple[tuple[int, ...], dict[int, int
         m = _INSTRUCTION.match(line)
         if m and functions:
             functions[-1].append((int(m[1], 16), m[2], m[3]))
-    loops: dict[int, frozenset] = {}     # header site -> the loop's blocks (start addresses)
-    hooks: dict[int, int] = {}           # access hook site -> its block
+    loops: set[int] = set()              # header sites
+    innermost: dict[int, int] = {}       # access hook site -> its innermost loop's header site
     for code in functions:
         if code:
-            _function_loops(code, loops, hooks)
-    innermost: dict[int, int] = {}
-    for site, block in hooks.items():
-        around = [(len(body), header) for header, body in loops.items() if block in body]
-        if around:
-            innermost[site] = min(around)[1]
+            _function_loops(code, loops, innermost)
     headers = tuple(sorted(loops))
     index = {h: i for i, h in enumerate(headers)}
     lib.loops = (headers, {site: index[h] for site, h in innermost.items()})
     return lib.loops
 
 
-def _function_loops(code: list, loops: dict, hooks: dict) -> None:
-    """Add one function's loops and access hooks (see :func:`loop_sites`)."""
+def _function_loops(code: list, loops: set, innermost: dict) -> None:
+    """Add one function's loop headers to ``loops`` and its access hooks in
+    loops to ``innermost`` (see :func:`loop_sites`)."""
+    hooks: dict[int, int] = {}   # access hook site -> its block
     first, last = code[0][0], code[-1][0]
     targets = {}
     leaders = {first}
@@ -245,6 +242,11 @@ def _function_loops(code: list, loops: dict, hooks: dict) -> None:
                     if n not in body:
                         body.add(n)
                         stack.extend(predecessors[n])
-    for header, body in bodies.items():
-        if header in coverage:
-            loops[coverage[header]] = frozenset(body)
+    counted = [(len(body), coverage[header], body) for header, body in bodies.items()
+               if header in coverage]
+    counted.sort(key=lambda loop: -loop[0])   # outer loops first: inner ones overwrite them
+    for _, header, body in counted:
+        loops.add(header)
+        for site, block in hooks.items():
+            if block in body:
+                innermost[site] = header
