@@ -1,19 +1,17 @@
 """What the counting build's machine code says, from objdump: each basic
 block's estimated GPU instructions and floating-point operations (the
 divergence and instruction estimates, the FLOPs of the prediction) and the
-loops (the counters group an access inside a loop by its iterations).
+loops (the counters group an access inside a loop by its iterations). Each
+function takes an ``instrumented.InstrumentedLibrary`` and keeps what it
+found there (``blocks``, ``loops``, ``disassembly``).
 """
 from __future__ import annotations
 
 import re
 import subprocess
-from typing import TYPE_CHECKING
 
 from ... import subprocesses
 from ...errors import WorkbenchError
-
-if TYPE_CHECKING:
-    from .instrumented import InstrumentedLibrary
 
 
 def binutils(tool: str, args: list[str], stdin: str | None = None) -> str:
@@ -79,7 +77,7 @@ def _gpu_like(mnemonic: str, operands: str) -> bool:
     return True
 
 
-def block_figures(lib: InstrumentedLibrary) -> dict:
+def block_figures(lib) -> dict:
     """``basic-block site -> (instructions, flops32, flops64, addresses)``
     from objdump, over the instructions from one coverage call to the next:
     an estimate of the GPU instructions the block stands for (its memory
@@ -140,7 +138,7 @@ def block_figures(lib: InstrumentedLibrary) -> dict:
     return figures
 
 
-def _disassembly(lib: InstrumentedLibrary) -> str:
+def _disassembly(lib) -> str:
     if lib.disassembly is None:
         lib.disassembly = binutils("objdump", ["-d", "--no-show-raw-insn", lib.path])
     return lib.disassembly
@@ -160,7 +158,7 @@ def _ends_flow(mnemonic: str) -> bool:
     return mnemonic in ("jmp", "b", "br") or mnemonic.startswith(("ret", "ud2", "hlt"))
 
 
-def loop_sites(lib: InstrumentedLibrary) -> tuple[tuple[int, ...], dict[int, int]]:
+def loop_sites(lib) -> tuple[tuple[int, ...], dict[int, int]]:
     """The library's loops, from objdump: ``(headers, sites)``. Per function,
     the basic blocks of the machine code and, for each branch back to an
     earlier block (the header), the natural loop: the blocks that reach the
