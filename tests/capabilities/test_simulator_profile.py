@@ -101,6 +101,33 @@ extern "C" __global__ void skip_nested(const float* x, float* y, int n) {
             if ((t + i + j) % 4 != 0) s += x[(i * n + j) * 32 + t];
     y[blockIdx.x * 32 + t] = s;
 }
+// rows of different lengths in a loop over rows (a CSR-like inner loop), with a
+// `continue` and a rarely taken branch laid out of line
+extern "C" __global__ void ragged_rows(const int* lengths, const float* x, float* y, int rows) {
+    int t = threadIdx.x;
+    for (int r = 0; r < rows; ++r) {
+        int n = lengths[r * 32 + t];
+        if (n == 0) continue;
+        for (int j = 0; j < n; ++j) {
+            float v = x[(r * 4 + j) * 32 + t];
+            if (__builtin_expect(v > 0.999f, 0)) v = expf(v);
+            y[(r * 4 + j) * 32 + t] = v;
+        }
+    }
+}
+// a pragma that nvcc ignores (no loop follows it) and an unrolled loop of many blocks
+extern "C" __global__ void many_blocks(const float* x, float* y) {
+    int t = threadIdx.x;
+    float s = 0;
+#pragma unroll
+    {
+        s = 1.0f;
+    }
+#pragma unroll 200
+    for (int i = 0; i < 200; ++i)         // (over 400 blocks between two deliveries)
+        if ((t + i) % 4) s += x[i * 32 + t];
+    y[blockIdx.x * 32 + t] = s;
+}
 // a stand-in for a GPU kernel that the simulator cannot run as written
 extern "C" __global__ void standing_in(float* y) {
 #ifdef __WBSIM__
@@ -302,6 +329,33 @@ def test_loads_skipped_by_turns_in_nested_loops_line_up_by_iteration(sim):
     x = wb.to_device(np.random.default_rng(9).random(16 * 32, np.float32))
     p = counted(m["skip_nested"], x, wb.allocate(64), np.int32(4), grid=2, block=32)
     assert p.metrics[LD_REQ] == 2 * 16 and p.metrics[LD_SEC] == 2 * 16 * 4
+
+
+def test_inner_loops_of_different_lengths_line_up_row_by_row(sim):
+    """A GPU runs row r's inner loop for the lanes still in it: iteration j of
+    row r is one request of the lanes whose row has more than j elements
+    (whatever the lanes did in earlier rows)."""
+    b, m = sim
+    rows = 8
+    rng = np.random.default_rng(11)
+    lengths = rng.integers(0, 5, (rows, 32)).astype(np.int32)
+    x = rng.random(rows * 4 * 32, np.float32) * 0.99
+    p = counted(m["ragged_rows"], wb.to_device(lengths), wb.to_device(x), wb.allocate(rows * 4 * 32),
+                np.int32(rows), grid=1, block=32)
+    active = lengths[:, None, :] > np.arange(4)[None, :, None]        # (row, j, lane)
+    requests = active.any(axis=2).sum()
+    sectors = active.reshape(rows, 4, 4, 8).any(axis=3).sum()
+    assert p.metrics[LD_REQ] == rows + requests                      # the lengths, then x
+    assert p.metrics[LD_SEC] == 4 * rows + sectors
+    assert p.metrics[ST_REQ] == requests and p.metrics[ST_SEC] == sectors
+
+
+def test_a_pragma_without_a_loop_and_a_long_unrolled_loop_count_as_on_a_gpu(sim):
+    b, m = sim
+    x = wb.to_device(np.random.default_rng(12).random(200 * 32, np.float32))
+    p = counted(m["many_blocks"], x, wb.allocate(64), grid=2, block=32)
+    assert p.metrics[LD_REQ] == 2 * 200 and p.metrics[LD_SEC] == 2 * 200 * 4
+    assert sum(s.kind == "load" and s.space == "global" for s in p.counts.sites) == 200  # unrolled
 
 
 def test_a_divergent_store_has_the_lanes_that_took_the_branch(sim):
@@ -565,7 +619,8 @@ extern "C" __global__ void lookup(float* out) {
     ("copy", (), 0.02), ("strided", (8,), 0.02), ("shared_stride", (32,), 0.02),
     ("shared_stride", (33,), 0.02), ("count", (), 0.02), ("paired_float4", (0,), 0.02),
     ("paired_float4", (1,), 0.02), ("paired_float4", (2,), 0.02), ("paired_float4", (3,), 0.02),
-    ("skip_one", (), 0.02), ("positive_part", (), 0.02), ("skip_nested", (), 0.02)])
+    ("skip_one", (), 0.02), ("positive_part", (), 0.02), ("skip_nested", (), 0.02),
+    ("ragged_rows", (), 0.02)])
 def test_the_counts_equal_ncus_on_the_gpu(private_simulator, kernel, args, within):
     """On the GPU, wb.profile's metrics are ncu's; the simulator's counts of the
     same launch equal them within 2% (shared wavefronts and conflicts as the
@@ -584,6 +639,9 @@ def test_the_counts_equal_ncus_on_the_gpu(private_simulator, kernel, args, withi
         if kernel == "positive_part":
             signed = wb.to_device(np.random.default_rng(8).standard_normal(n).astype(np.float32))
             return (m[kernel], signed, y, np.int32(n)), dict(grid=64, block=256)
+        if kernel == "ragged_rows":
+            lengths = np.random.default_rng(11).integers(0, 5, (64, 32)).astype(np.int32)
+            return (m[kernel], wb.to_device(lengths), x, y, np.int32(64)), dict(grid=n // 32, block=32)
         if kernel == "skip_nested":
             return (m[kernel], x, y, np.int32(4)), dict(grid=n // 32, block=32)
         if kernel == "paired_float4":

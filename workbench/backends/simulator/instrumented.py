@@ -28,7 +28,7 @@ from ..counting import (SHARED_STATIC_BASE, STAND_IN_FUNCTION, AccessSample, Lau
 from . import build
 from .faults import kernel_fault
 from .launch import request_prefix, request_tail
-from .machine_code import binutils, block_figures, loop_sites
+from .machine_code import Loops, binutils, block_figures, loop_sites
 from .protocol import Op, pack_str
 from .source import SOURCE_NAME
 from .worker import WorkerDied, WorkerError, WorkerGone
@@ -62,7 +62,7 @@ class InstrumentedLibrary:
     accessors: tuple[str, ...]           # of the __device__ variables
     lines: dict = field(default_factory=dict)  # address -> (line or None, function)
     blocks: dict | None = None           # basic-block site -> (instructions, flops32, flops64, addresses)
-    loops: tuple | None = None           # (loop headers, {access site: loop index}): loop_sites
+    loops: object = None                 # machine_code.Loops, once loop_sites has looked
     disassembly: str | None = field(default=None, repr=False)  # objdump -d, once
 
     def shared_variables(self) -> tuple[SharedVariable, ...]:
@@ -82,7 +82,15 @@ _UNROLL = re.compile(r"^([ \t]*)#[ \t]*pragma[ \t]+unroll\b([^\n]*)$", re.M)
 UNROLL_LIMIT = 64
 
 
+#: What may stand between g++'s unroll pragma and its loop: blank space, comments.
+_BEFORE_LOOP = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*(for|while|do)\b", re.S)
+
+
 def _gxx_unroll(match: re.Match) -> str:
+    """g++'s pragma for nvcc's; none (an empty line) where no loop follows,
+    which nvcc only warns of and g++ refuses."""
+    if not _BEFORE_LOOP.match(match.string, match.end()):
+        return ""
     count = re.sub(r"//.*|/\*.*?\*/", "", match[2]).strip().strip("()").strip()
     return f"{match[1]}#pragma GCC unroll {min(int(count), 65534) if count.isdigit() else UNROLL_LIMIT}"
 
@@ -90,10 +98,9 @@ def _gxx_unroll(match: re.Match) -> str:
 def instrumented_source(generated: str) -> str:
     """``generated`` (a module's C++) for the instrumented build: shared
     variables 16-byte aligned (as a GPU places them, so banks come out the
-    same), ``#pragma unroll`` as g++'s (the unrolled copies of a loop are
-    separate sites, as the GPU's are separate instructions: a load that some
-    lanes skip in one iteration then lines up with the other lanes' load of
-    that iteration) and the anchor variable at the end."""
+    same), ``#pragma unroll`` as g++'s (a loop unrolled as nvcc unrolls it:
+    each copy of an access is a site of its own, as on a GPU an instruction
+    of its own) and the anchor variable at the end."""
     marker = f'#line 1 "{SOURCE_NAME}"'
     head, sep, body = generated.partition(marker)
     if not sep:
@@ -225,10 +232,13 @@ def instrumentation_part(lib: InstrumentedLibrary, consumers: int, stride: int,
     parts += [struct.pack("<qQ", offset - lib.anchor_offset, size) for _, offset, size in lib.shared]
     parts.append(struct.pack("<I", len(lib.accessors)))
     parts += [pack_str(a) for a in lib.accessors]
-    headers, sites = loop_sites(lib) if consumers & COUNTERS else ((), {})
-    parts += [struct.pack(f"<I{len(headers)}I", len(headers), *headers)]
-    pairs = sorted(sites.items())
-    parts += [struct.pack("<I", len(pairs))] + [struct.pack("<II", s, i) for s, i in pairs]
+    loops = loop_sites(lib) if consumers & COUNTERS else Loops()
+    parts.append(struct.pack("<I", len(loops.markers)))
+    parts += [struct.pack("<II", site, loop) for site, loop in loops.markers]
+    parts.append(struct.pack(f"<I{len(loops.parents)}i", len(loops.parents), *loops.parents))
+    pairs = sorted(loops.sites.items())
+    parts.append(struct.pack("<I", len(pairs)))
+    parts += [struct.pack("<II", site, loop) for site, loop in pairs]
     parts += [struct.pack("<I", len(data)), data]
     return b"".join(parts)
 

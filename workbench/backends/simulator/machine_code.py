@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import dataclass, field
 
 from ... import subprocesses
 from ...errors import WorkbenchError
@@ -144,9 +145,30 @@ def _disassembly(lib) -> str:
     return lib.disassembly
 
 
-#: A direct branch's target in objdump's operands: ``1234 <function+0x56>``.
+#: A direct branch's target in objdump's operands: ``1234 <function+0x56>``
+#: (after the comment objdump may add: ``// b.any``, ``# 4018 <...>``).
 _TARGET = re.compile(r"\b([0-9a-f]+) <[^>]*>\s*$")
+_COMMENT = re.compile(r"\s+(?://|#).*$")
 _ARM_BRANCHES = ("b", "cbz", "cbnz", "tbz", "tbnz")
+#: x86 prefixes objdump prints before the mnemonic (``notrack jmp *%rax``, ``repz ret``).
+_PREFIXES = ("notrack", "bnd", "rep", "repz", "repe", "repnz", "repne", "lock", "ds", "cs")
+
+
+@dataclass(frozen=True)
+class Loops:
+    """The loops of a library's machine code (:func:`loop_sites`).
+
+    ``markers``: ``(site, loop)`` ascending by site: entering the basic block
+    whose coverage call returns to ``site`` counts an iteration of ``loop``
+    (its header block's, or where the header has none, its latches': every
+    iteration passes one of them once). ``parents``: each loop's enclosing
+    loop, -1 for none. ``sites``: each memory-access hook's site (its return
+    address) inside a loop, to its innermost loop.
+    """
+
+    markers: tuple = ()
+    parents: tuple = ()
+    sites: dict = field(default_factory=dict)
 
 
 def _is_branch(mnemonic: str) -> bool:
@@ -158,15 +180,22 @@ def _ends_flow(mnemonic: str) -> bool:
     return mnemonic in ("jmp", "b", "br") or mnemonic.startswith(("ret", "ud2", "hlt"))
 
 
-def loop_sites(lib) -> tuple[tuple[int, ...], dict[int, int]]:
-    """The library's loops, from objdump: ``(headers, sites)``. Per function,
-    the basic blocks of the machine code and, for each branch back to an
-    earlier block (the header), the natural loop: the blocks that reach the
-    branch without passing the header. ``headers`` are the header blocks'
-    sites (the return address of their coverage call), ascending; ``sites``
-    maps each memory-access hook's site (its return address) in a loop to
-    the index of the innermost one. The counters group a site's executions
-    by the iteration of that loop (``native/access_counts.cpp``)."""
+def _instruction(mnemonic: str, operands: str) -> tuple[str, str]:
+    """``(mnemonic, operands)`` without x86 prefixes."""
+    while mnemonic in _PREFIXES and operands:
+        mnemonic, _, operands = operands.partition(" ")
+        operands = operands.strip()
+    return mnemonic, operands
+
+
+def loop_sites(lib) -> Loops:
+    """The library's loops, from objdump (:class:`Loops`). Per function: the
+    basic blocks of the machine code, their dominators, and for each edge
+    to a block that dominates its source (a back edge to the loop's header)
+    the natural loop: the blocks that reach the edge's source without
+    passing the header. A branch through a jump table may go to any block
+    that nothing else reaches. The counters group an access inside a loop
+    by the iterations of its loops (``native/access_counts.cpp``)."""
     if lib.loops is not None:
         return lib.loops
     functions: list[list[tuple[int, str, str]]] = []
@@ -176,41 +205,39 @@ def loop_sites(lib) -> tuple[tuple[int, ...], dict[int, int]]:
             continue
         m = _INSTRUCTION.match(line)
         if m and functions:
-            functions[-1].append((int(m[1], 16), m[2], m[3]))
-    loops: set[int] = set()              # header sites
-    innermost: dict[int, int] = {}       # access hook site -> its innermost loop's header site
+            functions[-1].append((int(m[1], 16), *_instruction(m[2], m[3])))
+    markers, parents, sites = [], [], {}
     for code in functions:
         if code:
-            _function_loops(code, loops, innermost)
-    headers = tuple(sorted(loops))
-    index = {h: i for i, h in enumerate(headers)}
-    lib.loops = (headers, {site: index[h] for site, h in innermost.items()})
+            _function_loops(code, markers, parents, sites)
+    lib.loops = Loops(tuple(sorted(markers)), tuple(parents), sites)
     return lib.loops
 
 
-def _function_loops(code: list, loops: set, innermost: dict) -> None:
-    """Add one function's loop headers to ``loops`` and its access hooks in
-    loops to ``innermost`` (see :func:`loop_sites`)."""
-    hooks: dict[int, int] = {}   # access hook site -> its block
+def _blocks(code: list):
+    """A function's basic blocks: ``(starts, successors, coverage, hooks,
+    indirect)``: block start addresses ascending, each block's successors,
+    the return address of its first coverage call, the access hooks' sites
+    with their block, and the blocks that end in an indirect jump."""
     first, last = code[0][0], code[-1][0]
-    targets = {}
-    leaders = {first}
+    targets, leaders = {}, {first}
     for i, (address, mnemonic, operands) in enumerate(code):
-        target = _TARGET.search(operands) if _is_branch(mnemonic) else None
+        target = _TARGET.search(_COMMENT.sub("", operands)) if _is_branch(mnemonic) else None
         if target and first <= int(target[1], 16) <= last:
             targets[address] = int(target[1], 16)
             leaders.add(targets[address])
-        if (target or _ends_flow(mnemonic)) and i + 1 < len(code):
+        if (_is_branch(mnemonic) or _ends_flow(mnemonic)) and i + 1 < len(code):
             leaders.add(code[i + 1][0])
     starts = sorted(leaders)
-    block_of, successors = {}, {start: [] for start in starts}
-    coverage: dict[int, int] = {}   # block -> the return address of its coverage call
+    successors = {start: [] for start in starts}
+    coverage: dict[int, int] = {}
+    hooks: dict[int, int] = {}
+    indirect = []
     b = 0
     for i, (address, mnemonic, operands) in enumerate(code):
         while b + 1 < len(starts) and address >= starts[b + 1]:
             b += 1
         block = starts[b]
-        block_of[address] = block
         following = code[i + 1][0] if i + 1 < len(code) else None
         if mnemonic.startswith("call") or mnemonic == "bl":
             callee = _CALLEE.search(operands)
@@ -219,20 +246,88 @@ def _function_loops(code: list, loops: set, innermost: dict) -> None:
                 coverage.setdefault(block, following)
             elif following is not None and name.startswith("__tsan_") and "func_" not in name:
                 hooks[following] = block
-        ends_block = following is None or following in leaders
-        if ends_block:
+        if following is None or following in leaders:
             if address in targets:
                 successors[block].append(targets[address])
+            elif (mnemonic == "jmp" and operands.startswith("*%")) or mnemonic == "br":
+                indirect.append(block)   # through a register: a jump table (a tail call goes
+                                         # through memory, the GOT)
             if following is not None and not _ends_flow(mnemonic):
                 successors[block].append(following)
+    return starts, successors, coverage, hooks, indirect
+
+
+def _dominators(entry: int, successors: dict) -> dict:
+    """Immediate dominators of the blocks reachable from ``entry`` (Cooper,
+    Harvey and Kennedy's iterative algorithm over reverse postorder)."""
+    order, seen, stack = [], {entry}, [(entry, iter(successors[entry]))]
+    while stack:
+        block, it = stack[-1]
+        n = next(it, None)
+        if n is None:
+            order.append(block)
+            stack.pop()
+        elif n not in seen:
+            seen.add(n)
+            stack.append((n, iter(successors[n])))
+    order.reverse()
+    rank = {b: i for i, b in enumerate(order)}
+    predecessors: dict[int, list] = {b: [] for b in order}
+    for b in order:
+        for n in successors[b]:
+            predecessors[n].append(b)
+    idom = {entry: entry}
+    changed = True
+    while changed:
+        changed = False
+        for b in order[1:]:
+            done = [p for p in predecessors[b] if p in idom]
+            new = done[0]
+            for p in done[1:]:
+                x, y = p, new
+                while x != y:
+                    while rank[x] > rank[y]:
+                        x = idom[x]
+                    while rank[y] > rank[x]:
+                        y = idom[y]
+                new = x
+            if idom.get(b) != new:
+                idom[b], changed = new, True
+    return idom
+
+
+def _dominates(idom: dict, a: int, b: int) -> bool:
+    while True:
+        if b == a:
+            return True
+        up = idom[b]
+        if up == b:
+            return False
+        b = up
+
+
+def _function_loops(code: list, markers: list, parents: list, sites: dict) -> None:
+    """Add one function's loops (see :func:`loop_sites`): ``markers`` and
+    ``parents`` get its loops with indices after those already there, and
+    ``sites`` its access hooks inside them."""
+    starts, successors, coverage, hooks, indirect = _blocks(code)
+    reached = {n for nexts in successors.values() for n in nexts}
+    orphans = [b for b in starts[1:] if b not in reached]
+    for block in indirect:   # a jump table's targets: the blocks nothing else reaches
+        successors[block] = successors[block] + orphans
+    idom = _dominators(starts[0], successors)
     predecessors: dict[int, list] = {start: [] for start in starts}
     for block, nexts in successors.items():
         for n in nexts:
             predecessors[n].append(block)
     bodies: dict[int, set] = {}
+    latches: dict[int, list] = {}
     for block, nexts in successors.items():
+        if block not in idom:
+            continue
         for header in nexts:
-            if header <= block:   # a branch back: the natural loop of header
+            if header in idom and _dominates(idom, header, block):
+                latches.setdefault(header, []).append(block)
                 body = bodies.setdefault(header, {header})
                 stack = [block]
                 while stack:
@@ -240,11 +335,28 @@ def _function_loops(code: list, loops: set, innermost: dict) -> None:
                     if n not in body:
                         body.add(n)
                         stack.extend(predecessors[n])
-    counted = [(len(body), coverage[header], body) for header, body in bodies.items()
-               if header in coverage]
-    counted.sort(key=lambda loop: -loop[0])   # outer loops first: inner ones overwrite them
-    for _, header, body in counted:
-        loops.add(header)
+    loops = []   # (body size, header, its marker sites)
+    for header, body in bodies.items():
+        if header in coverage:
+            marks = [coverage[header]]
+        elif all(latch in coverage for latch in latches[header]):
+            marks = sorted({coverage[latch] for latch in latches[header]})
+        else:
+            continue   # no block that every iteration passes once can be seen
+        loops.append((len(body), header, marks))
+    loops.sort(key=lambda loop: (-loop[0], loop[1]))   # outer loops before the loops they hold
+    taken = {mark for mark, _ in markers}
+    kept: list[tuple[int, int]] = []    # (header, index) of the loops kept, outer ones first
+    for _, header, marks in loops:
+        if taken.intersection(marks):
+            continue   # a block that already counts another loop's iterations: not this one's
+        taken.update(marks)
+        index = len(parents)
+        outer = [i for h, i in kept if header in bodies[h]]
+        parents.append(outer[-1] if outer else -1)
+        kept.append((header, index))
+        markers.extend((mark, index) for mark in marks)
+        body = bodies[header]
         for site, block in hooks.items():
             if block in body:
-                innermost[site] = header
+                sites[site] = index   # inner loops come later and overwrite

@@ -43,15 +43,31 @@ struct EventBuffer {
 };
 
 // A warp's basic blocks since its last delivery: site -> each lane's count,
-// open addressing (allocated for the warps a block has).
-static const unsigned kBlockSlots = 512;  // a power of two
+// open addressing (allocated for the warps a block has), grown when 3/4 full
+// (a delivery here would cut the lanes' runs: unrolled loops have many blocks).
 struct BlockTable {
     BlockCount* slots = nullptr;     // site 0: free (sites are site + 1 here)
-    std::vector<uint16_t> used;
+    unsigned bits = 9;               // 2^bits slots
+    std::vector<uint32_t> used;
     ~BlockTable() { free(slots); }
+    unsigned home(uint32_t key) const { return (key * 0x9E3779B1u) >> (32 - bits); }
     __attribute__((noinline, cold)) void allocate() {
-        slots = (BlockCount*)calloc(kBlockSlots, sizeof(BlockCount));
+        slots = (BlockCount*)calloc(1u << bits, sizeof(BlockCount));
         if (!slots) fault_now(WBSIM_FAULT_ERROR, "out of memory while counting accesses");
+    }
+    __attribute__((noinline, cold)) void grow() {
+        BlockCount* old = slots;
+        std::vector<uint32_t> was;
+        was.swap(used);
+        ++bits;
+        allocate();
+        for (uint32_t i : was) {
+            unsigned j = home(old[i].site);
+            while (slots[j].site) j = (j + 1) & ((1u << bits) - 1);
+            slots[j] = old[i];
+            used.push_back(j);
+        }
+        free(old);
     }
 };
 
@@ -132,7 +148,7 @@ __attribute__((noinline)) static void deliver(Recorder* r, unsigned w) {
     BlockTable& t = r->blocks[w];
     if (!t.used.empty()) {
         r->delivered.clear();
-        for (uint16_t i : t.used) {
+        for (uint32_t i : t.used) {
             BlockCount& c = t.slots[i];
             r->delivered.push_back(c);
             r->delivered.back().site = c.site - 1;
@@ -207,21 +223,21 @@ __attribute__((noinline)) static void push(Recorder* r, uintptr_t addr, unsigned
     }
 }
 
-// 1 + the index of the loop whose header block is at `site`, or 0.
-static uint32_t loop_of_header(uint32_t site) {
-    const auto& h = g_setup.loop_headers;
-    auto at = std::lower_bound(h.begin(), h.end(), site);
-    return at != h.end() && *at == site ? (uint32_t)(at - h.begin()) + 1 : 0;
+// 1 + the loop whose iterations the block at `site` counts, or 0.
+static uint32_t loop_of_block(uint32_t site) {
+    const auto& m = g_setup.loop_markers;
+    auto at = std::lower_bound(m.begin(), m.end(), std::make_pair(site, 0u));
+    return at != m.end() && at->first == site ? at->second + 1 : 0;
 }
 
 // A basic block entered: its count for this lane, in the warp's table (and
-// an iteration event where it heads a loop).
+// an iteration event where the block counts a loop's iterations).
 __attribute__((noinline)) static void count_block(Recorder* r, void* pc) {
-    unsigned tid = r->tid, w = tid >> 5;
+    unsigned tid = r->tid;
     BlockTable& t = *r->table;
     if (__builtin_expect(!t.slots, 0)) t.allocate();
     uint32_t key = (uint32_t)((uintptr_t)pc - r->base) + 1;
-    unsigned i = (key * 0x9E3779B1u) >> 23;  // 9 bits: kBlockSlots
+    unsigned i = t.home(key);
     uint32_t loop;
     for (;;) {
         BlockCount& c = t.slots[i];
@@ -231,18 +247,17 @@ __attribute__((noinline)) static void count_block(Recorder* r, void* pc) {
             break;
         }
         if (c.site == 0) {
-            if (__builtin_expect(t.used.size() >= kBlockSlots * 3 / 4, 0)) {  // full: deliver
-                g_cuts.fetch_add(1, std::memory_order_relaxed);
-                deliver(r, w);
+            if (__builtin_expect(t.used.size() >= (3u << t.bits) / 4, 0)) {
+                t.grow();
                 return count_block(r, pc);
             }
             c.site = key;
-            c.loop = loop = loop_of_header(key - 1);
+            c.loop = loop = loop_of_block(key - 1);
             c.lanes[tid & 31] = 1;
-            t.used.push_back((uint16_t)i);
+            t.used.push_back(i);
             break;
         }
-        i = (i + 1) & (kBlockSlots - 1);
+        i = (i + 1) & ((1u << t.bits) - 1);
     }
     if (loop && r->iterations) push(r, loop - 1, 0, ACCESS_ITER, SPACE_NONE, pc, 0);
 }
@@ -333,8 +348,10 @@ bool access_launch_begins(const AccessSetup& setup, const wbsim_launch* L, uintp
     }
     g_launch.data = g_setup.data.empty() ? nullptr : (const unsigned char*)g_setup.data.data();
     g_launch.data_size = g_setup.data.size();
-    g_launch.loop_headers = g_setup.loop_headers.data();
-    g_launch.nloop_headers = g_setup.loop_headers.size();
+    g_launch.loop_markers = g_setup.loop_markers.data();
+    g_launch.nloop_markers = g_setup.loop_markers.size();
+    g_launch.loop_parents = g_setup.loop_parents.data();
+    g_launch.nloops = g_setup.loop_parents.size();
     g_launch.loop_sites = g_setup.loop_sites.data();
     g_launch.nloop_sites = g_setup.loop_sites.size();
     g_recorders.clear();
@@ -383,7 +400,7 @@ void access_enter_grid(size_t shared_bytes) {
     r->values = (needs & NEED_VALUES) != 0;
     r->order = (needs & NEED_ORDER) != 0;
     r->blocks_on = (needs & NEED_BLOCKS) != 0;
-    r->iterations = r->blocks_on && (needs & NEED_ITERATIONS) != 0 && !g_setup.loop_headers.empty();
+    r->iterations = r->blocks_on && (needs & NEED_ITERATIONS) != 0 && !g_setup.loop_markers.empty();
     for (unsigned bit = 0; bit < 32; ++bit)
         if (g_setup.consumers >> bit & 1u) r->consumers.push_back(g_factories[bit](g_launch));
     {

@@ -43,8 +43,8 @@ enum AccessKind : uint8_t {
     ACCESS_ATOMIC = 2,  // one atomic operation (a CAS loop of the prelude counts once)
     ACCESS_BLOCK = 3,   // (sites of basic blocks in the counters' results; never an event)
     ACCESS_SYNC = 4,    // the lane completed a __syncwarp (address: the group's lanes; no site)
-    ACCESS_ITER = 5,    // the lane entered a loop's header block: an iteration (address: the
-                        // loop's index in AccessLaunch::loop_headers; site: the block's)
+    ACCESS_ITER = 5,    // the lane entered a block that counts a loop's iterations (address:
+                        // the loop's index, see AccessLaunch::loop_markers; site: the block's)
 };
 // An atomic that does not read the old value (an exchange, a store) carries
 // this piece number (atomics are never split into pieces).
@@ -83,7 +83,7 @@ static_assert(sizeof(AccessEvent) == 16, "access.cpp writes events as two words"
 // last delivery.
 struct BlockCount {
     uint32_t site;
-    uint32_t loop;   // the block heads loop `loop - 1` of AccessLaunch::loop_headers; 0: none
+    uint32_t loop;   // the block counts iterations of loop `loop - 1` (loop_markers); 0: none
     uint32_t lanes[32];
 };
 
@@ -106,11 +106,14 @@ struct AccessLaunch {
     uint64_t dynamic_bytes;          // dynamic shared memory of a block
     const unsigned char* data;       // what the request gave the consumers (worker.cpp), or null
     size_t data_size;
-    // The kernel library's loops (instrumented.py: loop_sites): each loop's
-    // header block (its site, as ACCESS_ITER events give it), ascending, and
-    // the access sites inside loops with their innermost loop's index, by site.
-    const uint32_t* loop_headers;
-    size_t nloop_headers;
+    // The kernel library's loops (machine_code.py: loop_sites), numbered from
+    // 0: the blocks whose entry counts an iteration of a loop (block site,
+    // loop) ascending by site; each loop's enclosing loop (-1: none); the
+    // access sites inside loops with their innermost loop, ascending by site.
+    const std::pair<uint32_t, uint32_t>* loop_markers;
+    size_t nloop_markers;
+    const int32_t* loop_parents;
+    size_t nloops;
     const std::pair<uint32_t, uint32_t>* loop_sites;
     size_t nloop_sites;
 };
@@ -175,8 +178,9 @@ struct AccessSetup {
     std::vector<std::pair<int64_t, uint64_t>> shared_vars;  // offset from the anchor, bytes
     std::vector<std::string> accessors;      // of the __device__ variables (source.global_symbol)
     std::vector<std::pair<uint64_t, uint64_t>> device_vars; // their address and bytes
-    std::vector<uint32_t> loop_headers;      // AccessLaunch::loop_headers
-    std::vector<std::pair<uint32_t, uint32_t>> loop_sites;  // AccessLaunch::loop_sites
+    std::vector<std::pair<uint32_t, uint32_t>> loop_markers;  // AccessLaunch::loop_markers
+    std::vector<int32_t> loop_parents;                         // AccessLaunch::loop_parents
+    std::vector<std::pair<uint32_t, uint32_t>> loop_sites;    // AccessLaunch::loop_sites
     uint32_t sample_stride = 1;              // record blocks whose linear index % stride == 0
     std::string data;                        // for the consumers (AccessLaunch::data)
 };

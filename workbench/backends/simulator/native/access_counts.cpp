@@ -3,11 +3,12 @@
 //
 // One warp-level instruction is the k-th execution of a site by each lane of
 // the warp between two barriers; its active lanes are the lanes that have a
-// k-th execution. Inside a loop (AccessLaunch::loop_sites) it is the
-// execution in the lanes' i-th iteration of the site's innermost loop (the
-// i-th entry to its header block: ACCESS_ITER events), the j-th there: a
-// GPU issues the site once an iteration for the lanes that run it, and lanes
-// that skip it in some iterations then still line up. Per instruction:
+// k-th execution. Inside a loop (AccessLaunch::loop_sites) it is the j-th
+// execution in the same iteration of each loop around the site (ACCESS_ITER
+// events count a loop's iterations and restart those of the loops inside
+// it): a GPU issues the site once an iteration for the lanes that run it,
+// and lanes that skip it in some iterations, or run an inner loop fewer
+// times, then still line up. Per instruction:
 //   global: one request; sectors = the distinct 32-byte sectors its lanes touch;
 //   shared: wavefronts = per phase of the warp (all 32 lanes for accesses of
 //           up to 4 bytes, half-warps for 8, quarter-warps for 16), the most
@@ -69,14 +70,17 @@ struct Slot {
     uint32_t count[32];
     std::vector<uint32_t> instances;  // k -> index into the instance pool (in order of creation)
     // a site inside a loop: 1 + its innermost loop's index (0: none); each
-    // lane's iteration of that loop at its last execution here and its
-    // executions in that iteration; instances by iteration (+1, 0: none yet)
-    // and the rare second executions in one iteration (iteration, j, instance)
+    // lane's iterations (key: Counter::iteration_key) at its last execution
+    // here (`seen`: lanes with one) and its executions in them; instances
+    // by iteration of a loop in no other (+1, 0: none yet) or by key, and the
+    // rare second executions in one iteration (key, j, instance)
     uint32_t loop = 0;
-    uint32_t last_iteration[32];
+    uint32_t seen = 0;
+    uint64_t last_key[32];
     uint32_t again[32];
     std::vector<uint32_t> by_iteration;
-    std::vector<std::array<uint32_t, 3>> repeats;
+    std::unordered_map<uint64_t, uint32_t> by_key;
+    std::vector<std::array<uint64_t, 3>> repeats;
 };
 
 const unsigned kSlots = 4096;  // a power of two
@@ -135,7 +139,15 @@ Footprint g_footprint;
 class Counter : public AccessConsumer {
 public:
     explicit Counter(const AccessLaunch& L)
-        : launch_(L), iterations_(32 * L.nloop_headers) {}
+        : launch_(L), iterations_(32 * L.nloops), chains_(L.nloops), inner_(L.nloops) {
+        for (size_t l = 0; l < L.nloops; ++l) {
+            for (int32_t a = (int32_t)l; a >= 0 && a < (int32_t)L.nloops; a = L.loop_parents[a]) {
+                chains_[l].insert(chains_[l].begin(), (uint32_t)a);
+                if (a != (int32_t)l) inner_[a].push_back((uint32_t)l);
+                if (chains_[l].size() > L.nloops) break;   // (a cycle: never from loop_sites)
+            }
+        }
+    }
 
     void warp_events(const BlockContext& b, unsigned warp, const AccessEvent* ev, size_t n) override {
         ++stamp_;
@@ -147,7 +159,10 @@ public:
             unsigned lane = e.tid_piece & 31u;
             if (e.kind() == ACCESS_SYNC) continue;
             if (e.kind() == ACCESS_ITER) {
-                if (e.addr < launch_.nloop_headers) iterations_[e.addr * 32 + lane]++;
+                if (e.addr < launch_.nloops) {
+                    iterations_[e.addr * 32 + lane]++;
+                    for (uint32_t l : inner_[e.addr]) iterations_[l * 32 + lane] = 0;
+                }
                 continue;
             }
             Slot& s = slot(e);
@@ -242,22 +257,42 @@ private:
         return k;
     }
 
+    // `lane`'s iterations of the loops around loop `loop` and of the loop
+    // itself, as one key: the iteration itself for a loop in no other, both
+    // for two, a hash of them all for more.
+    uint64_t iteration_key(uint32_t loop, unsigned lane) const {
+        const std::vector<uint32_t>& chain = chains_[loop];
+        if (chain.size() == 1) return iterations_[loop * 32 + lane];
+        if (chain.size() == 2)
+            return (uint64_t)iterations_[chain[0] * 32 + lane] << 32 | iterations_[loop * 32 + lane];
+        uint64_t key = 0xcbf29ce484222325ull;
+        for (uint32_t l : chain) key = (key ^ iterations_[l * 32 + lane]) * 0x100000001b3ull;
+        return key;
+    }
+
     // The pool index of the instance `lane` runs now at a site inside a loop.
     uint32_t in_loop(Slot& s, unsigned lane) {
-        uint32_t it = iterations_[(s.loop - 1) * 32 + lane];
+        uint64_t key = iteration_key(s.loop - 1, lane);
         uint32_t j = 0;
-        if (s.last_iteration[lane] == it + 1) j = ++s.again[lane];
-        else { s.last_iteration[lane] = it + 1; s.again[lane] = 0; }
+        if ((s.seen >> lane & 1u) && s.last_key[lane] == key) j = ++s.again[lane];
+        else { s.seen |= 1u << lane; s.last_key[lane] = key; s.again[lane] = 0; }
         if (j == 0) {
-            if (it >= s.by_iteration.size()) s.by_iteration.resize(it + 1, 0);
-            uint32_t& at = s.by_iteration[it];
-            if (!at) at = next(s, (uint32_t)s.instances.size()) + 1;
-            return s.instances[at - 1];
+            if (chains_[s.loop - 1].size() == 1) {
+                if (key >= s.by_iteration.size()) s.by_iteration.resize(key + 1, 0);
+                uint32_t& at = s.by_iteration[key];
+                if (!at) at = next(s, (uint32_t)s.instances.size()) + 1;
+                return s.instances[at - 1];
+            }
+            auto found = s.by_key.find(key);
+            if (found != s.by_key.end()) return s.instances[found->second];
+            uint32_t k = next(s, (uint32_t)s.instances.size());
+            s.by_key.emplace(key, k);
+            return s.instances[k];
         }
         for (const auto& r : s.repeats)
-            if (r[0] == it && r[1] == j) return s.instances[r[2]];
+            if (r[0] == key && r[1] == j) return s.instances[r[2]];
         uint32_t k = next(s, (uint32_t)s.instances.size());
-        s.repeats.push_back({it, j, k});
+        s.repeats.push_back({key, j, k});
         return s.instances[k];
     }
 
@@ -291,8 +326,9 @@ private:
                 s.totals = &totals_[key];
                 s.loop = loop_of(e.site);
                 if (s.loop) {
-                    memset(s.last_iteration, 0, sizeof s.last_iteration);
+                    s.seen = 0;
                     s.by_iteration.clear();
+                    s.by_key.clear();
                     s.repeats.clear();
                 }
                 used_slots_[used_++] = &s;
@@ -460,7 +496,10 @@ private:
     }
 
     AccessLaunch launch_;
-    std::vector<uint32_t> iterations_;  // per loop and lane: header entries in this delivery
+    std::vector<uint32_t> iterations_;  // per loop and lane: iterations in this delivery (restarted
+                                        // with each iteration of an enclosing loop)
+    std::vector<std::vector<uint32_t>> chains_;  // per loop: the loops around it, outermost first, and it
+    std::vector<std::vector<uint32_t>> inner_;   // per loop: the loops inside it, at any depth
     std::unordered_map<uint64_t, SiteTotals> totals_;
     Slot slots_[kSlots];
     Slot* used_slots_[kSlots];

@@ -253,8 +253,13 @@ static void handle_launch(Reader& r, bool instrumented) {
         }
         uint32_t naccessors = r.get<uint32_t>();
         for (uint32_t i = 0; i < naccessors; ++i) access.accessors.push_back(r.str());
-        uint32_t nheaders = r.get<uint32_t>();
-        for (uint32_t i = 0; i < nheaders; ++i) access.loop_headers.push_back(r.get<uint32_t>());
+        uint32_t nmarkers = r.get<uint32_t>();
+        for (uint32_t i = 0; i < nmarkers; ++i) {
+            uint32_t site = r.get<uint32_t>();
+            access.loop_markers.emplace_back(site, r.get<uint32_t>());
+        }
+        uint32_t nloops = r.get<uint32_t>();
+        for (uint32_t i = 0; i < nloops; ++i) access.loop_parents.push_back(r.get<int32_t>());
         uint32_t nsites = r.get<uint32_t>();
         for (uint32_t i = 0; i < nsites; ++i) {
             uint32_t site = r.get<uint32_t>();
