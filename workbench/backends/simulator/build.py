@@ -58,10 +58,11 @@ CHECKED_FLAGS = ("-fsanitize=address", "-fsanitize=alignment", "-fno-sanitize-re
 #: that are not inlined). -fno-gnu-unique: a template's static __shared__
 #: variable is the library's own, not the one of the module's plain build
 #: loaded before it (a unique symbol is one per process). The source's
-#: ``#pragma unroll`` becomes g++'s (instrumented.instrumented_source) and,
-#: as nvcc does, unrolls a loop completely when its trip count is a constant
-#: and not at all otherwise (-fdisable-rtl-loop2_unroll: no partial unrolling
-#: by the count, whose copies would put one lane's iterations in different sites).
+#: ``#pragma unroll`` becomes g++'s (instrumented.instrumented_source): a
+#: loop whose constant trip count is within the count is unrolled completely,
+#: as nvcc does, and any other not at all (-fdisable-rtl-loop2_unroll: no
+#: partial unrolling, which nvcc would do by the count; the counters group a
+#: loop's accesses by iteration either way).
 INSTRUMENT_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
                     "-fsanitize-coverage=trace-pc", "-gdwarf-4", "-fno-tree-vectorize",
                     "-fno-tree-slp-vectorize", "-fno-tree-sra", "-fno-gnu-unique", "-Wno-tsan",

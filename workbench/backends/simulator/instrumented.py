@@ -28,7 +28,7 @@ from ..counting import (SHARED_STATIC_BASE, STAND_IN_FUNCTION, AccessSample, Lau
 from . import build
 from .faults import kernel_fault
 from .launch import request_prefix, request_tail
-from .machine_code import Loops, binutils, block_figures, loop_sites
+from .machine_code import binutils, block_figures, loop_sites
 from .protocol import Op, pack_str
 from .source import SOURCE_NAME
 from .worker import WorkerDied, WorkerError, WorkerGone
@@ -63,7 +63,8 @@ class InstrumentedLibrary:
     lines: dict = field(default_factory=dict)  # address -> (line or None, function)
     blocks: dict | None = None           # basic-block site -> (instructions, flops32, flops64, addresses)
     loops: object = None                 # machine_code.Loops, once loop_sites has looked
-    disassembly: str | None = field(default=None, repr=False)  # objdump -d, once
+    instructions: list | None = field(default=None, repr=False)  # objdump's, once
+    loop_request: bytes | None = field(default=None, repr=False)  # the loops, as a request has them
 
     def shared_variables(self) -> tuple[SharedVariable, ...]:
         return tuple(SharedVariable(name, SHARED_STATIC_BASE + offset, size)
@@ -232,15 +233,22 @@ def instrumentation_part(lib: InstrumentedLibrary, consumers: int, stride: int,
     parts += [struct.pack("<qQ", offset - lib.anchor_offset, size) for _, offset, size in lib.shared]
     parts.append(struct.pack("<I", len(lib.accessors)))
     parts += [pack_str(a) for a in lib.accessors]
-    loops = loop_sites(lib) if consumers & COUNTERS else Loops()
-    parts.append(struct.pack("<I", len(loops.markers)))
-    parts += [struct.pack("<II", site, loop) for site, loop in loops.markers]
-    parts.append(struct.pack(f"<I{len(loops.parents)}i", len(loops.parents), *loops.parents))
-    pairs = sorted(loops.sites.items())
-    parts.append(struct.pack("<I", len(pairs)))
-    parts += [struct.pack("<II", site, loop) for site, loop in pairs]
+    parts.append(_loop_request(lib) if consumers & COUNTERS else struct.pack("<3I", 0, 0, 0))
     parts += [struct.pack("<I", len(data)), data]
     return b"".join(parts)
+
+
+def _loop_request(lib: InstrumentedLibrary) -> bytes:
+    """The loops' part of a request (:func:`.machine_code.loop_sites`), made once."""
+    if lib.loop_request is None:
+        loops = loop_sites(lib)
+        pairs = sorted(loops.sites.items())
+        lib.loop_request = b"".join([
+            struct.pack("<I", len(loops.markers)),
+            *(struct.pack("<II", site, loop) for site, loop in loops.markers),
+            struct.pack(f"<I{len(loops.parents)}i", len(loops.parents), *loops.parents),
+            struct.pack("<I", len(pairs)), *(struct.pack("<II", s, loop) for s, loop in pairs)])
+    return lib.loop_request
 
 
 def launch(backend, function, grid, block, shared_mem: int, arguments: bytes,

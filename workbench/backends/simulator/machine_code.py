@@ -3,7 +3,7 @@ block's estimated GPU instructions and floating-point operations (the
 divergence and instruction estimates, the FLOPs of the prediction) and the
 loops (the counters group an access inside a loop by its iterations). Each
 function takes an ``instrumented.InstrumentedLibrary`` and keeps what it
-found there (``blocks``, ``loops``, ``disassembly``).
+found there (``blocks``, ``loops``, ``instructions``).
 """
 from __future__ import annotations
 
@@ -88,7 +88,6 @@ def block_figures(lib) -> dict:
     addresses (their lines place the block)."""
     if lib.blocks is not None:
         return lib.blocks
-    text = _disassembly(lib)
     figures: dict[int, tuple] = {}
     site, count, f32, f64, starting, previous, addresses = None, 0, 0, 0, False, "", []
     core = 0  # memory and floating-point instructions of the block
@@ -98,14 +97,11 @@ def block_figures(lib) -> dict:
             other = max(count - core, 0)
             figures[site] = (max(core + OTHER_WEIGHT * other, 0.1), f32, f64, tuple(addresses))
 
-    for line in text.splitlines():
-        m = _INSTRUCTION.match(line)
-        if not m:
-            if line.endswith(">:"):  # the next function
-                close()
-                site, starting = None, False
+    for address, mnemonic, operands in _instructions(lib):
+        if address is None:  # the next function
+            close()
+            site, starting = None, False
             continue
-        address, mnemonic, operands = int(m[1], 16), m[2], m[3]
         if starting:
             site, count, f32, f64, starting, addresses, core = address, 0, 0, 0, False, [], 0
         if site is not None and len(addresses) < _LINE_CANDIDATES:
@@ -139,10 +135,21 @@ def block_figures(lib) -> dict:
     return figures
 
 
-def _disassembly(lib) -> str:
-    if lib.disassembly is None:
-        lib.disassembly = binutils("objdump", ["-d", "--no-show-raw-insn", lib.path])
-    return lib.disassembly
+def _instructions(lib) -> list:
+    """The library's instructions from objdump, once: ``(address, mnemonic,
+    operands)`` (x86 prefixes taken off the mnemonic), each function's led by
+    ``(None, name, "")``."""
+    if lib.instructions is None:
+        out = []
+        for line in binutils("objdump", ["-d", "--no-show-raw-insn", lib.path]).splitlines():
+            if line.endswith(">:"):
+                out.append((None, line[line.find("<") + 1:-2], ""))
+                continue
+            m = _INSTRUCTION.match(line)
+            if m:
+                out.append((int(m[1], 16), *_instruction(m[2], m[3])))
+        lib.instructions = out
+    return lib.instructions
 
 
 #: A direct branch's target in objdump's operands: ``1234 <function+0x56>``
@@ -199,13 +206,11 @@ def loop_sites(lib) -> Loops:
     if lib.loops is not None:
         return lib.loops
     functions: list[list[tuple[int, str, str]]] = []
-    for line in _disassembly(lib).splitlines():
-        if line.endswith(">:"):
+    for instruction in _instructions(lib):
+        if instruction[0] is None:
             functions.append([])
-            continue
-        m = _INSTRUCTION.match(line)
-        if m and functions:
-            functions[-1].append((int(m[1], 16), *_instruction(m[2], m[3])))
+        elif functions:
+            functions[-1].append(instruction)
     markers, parents, sites = [], [], {}
     for code in functions:
         if code:
