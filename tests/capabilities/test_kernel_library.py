@@ -84,7 +84,7 @@ def test_rowwise_kernels_on_short_and_long_rows(backend, shape):
 @pytest.mark.parametrize("cols", [1025, 2048, 20000, 33000])
 def test_softmax_paths_for_long_rows_in_both_dtypes(backend, cols):
     """Rows in registers (float32 up to 32768 columns, float64 up to 16384; staged
-    through shared memory from 2k floats or 1k doubles) and the online one-pass
+    through shared memory over 4k floats or 2k doubles) and the online one-pass
     kernel beyond."""
     rng = np.random.default_rng(3)
     for dtype in (np.float32, np.float64):

@@ -55,12 +55,12 @@ def _check(name, args, variant):
 
 
 @pytest.mark.parametrize("cols,dtype,ring", [
-    (2052, np.float32, None),      # 513 vectors: (256, 4), most of the last vectors empty
-    (4096, np.float32, 40_000),    # (256, 4), 2 stages
+    (4100, np.float32, None),      # 1025 vectors: (256, 8), most of the last vectors empty
     (6000, np.float32, None),      # (256, 8), a part-filled last column of vectors
+    (8192, np.float32, 140_000),   # (256, 8), 2 stages
     (8200, np.float32, 70_000),    # (512, 8), 2 stages
     (16384, np.float32, 70_000),   # (512, 8), 1 stage: the row after waits on the same one
-    (1026, np.float64, None),      # doubles: 513 vectors, 8 stages
+    (2050, np.float64, None),      # doubles: 1025 vectors, 6 stages
     (8192, np.float64, 140_000),   # (512, 8), 2 stages
 ])
 def test_staged_rows_match_numpy_as_the_ring_wraps(backend, monkeypatch, cols, dtype, ring):
@@ -79,14 +79,14 @@ def test_staged_rows_match_numpy_as_the_ring_wraps(backend, monkeypatch, cols, d
 
 def test_staged_rows_with_fewer_rows_than_blocks(backend):
     rng = np.random.default_rng(11)
-    x = (rng.standard_normal((3, 4096)) * 3).astype(np.float32)
+    x = (rng.standard_normal((3, 8192)) * 3).astype(np.float32)
     for name, args in _all_ops(x, rng):
         _check(name, args, STAGED)
 
 
 def test_rows_the_staged_kernel_does_not_take(backend):
     """Unaligned rows (a view one float into an allocation), widths that are no
-    whole number of 16-byte vectors, rows of 2048 floats or fewer and rows of more
+    whole number of 16-byte vectors, rows of 4096 floats or fewer and rows of more
     than 16384 floats run the register kernel, with the same results."""
     rng = np.random.default_rng(12)
     flat = wb.to_device((rng.standard_normal(5 * 4096 + 1) * 3).astype(np.float32))
@@ -95,7 +95,7 @@ def test_rows_the_staged_kernel_does_not_take(backend):
     assert wb.kernels.last_variant("softmax") == REGISTERS
     compare_arrays(got, SPECS["softmax"].reference(wb.to_host(x)), rtol=1e-4, atol=1e-6,
                    what="softmax, unaligned rows")
-    for cols in (4097, 2048, 16388, 32768):
+    for cols in (4097, 4096, 2048, 16388, 32768):
         x = (rng.standard_normal((4, cols)) * 3).astype(np.float32)
         for name, args in _all_ops(x, rng):
             _check(name, args, REGISTERS)
@@ -155,13 +155,13 @@ def test_layer_norm_of_rows_with_a_large_offset(backend):
 
 
 def test_staged_layouts_of_the_benchmark_widths():
-    assert rowwise.staged_layout(4096, np.float32) == (256, 4, 2, 6)
     assert rowwise.staged_layout(8192, np.float32) == (256, 8, 2, 3)
     assert rowwise.staged_layout(16384, np.float32) == (512, 8, 1, 3)
     assert rowwise.staged_layout(8192, np.float64) == (512, 8, 1, 3)
     assert rowwise.staged_layout(32768, np.float32) is None    # the register kernel's
     assert rowwise.staged_layout(16384, np.float64) is None
-    assert rowwise.staged_layout(2048, np.float32) is None     # the register kernel's
+    assert rowwise.staged_layout(4096, np.float32) is None     # the register kernel's
+    assert rowwise.staged_layout(2048, np.float32) is None
     assert rowwise.staged_layout(4094, np.float32) is None     # not whole vectors
     assert rowwise.staged_layout(32772, np.float32) is None    # past the registers
 
@@ -178,7 +178,7 @@ def sm90_build():
 
 
 def test_staged_kernels_build_for_sm90_without_spills(sm90_build):
-    assert len(sm90_build.resources) == 24
+    assert len(sm90_build.resources) == 16
     for name, r in sm90_build.resources.items():
         assert r.local_bytes == 0, name
         assert r.registers <= 128, name   # two blocks of 256 or one of 512 threads an SM
