@@ -4,7 +4,7 @@ cross-entropy, for float32 and float64.
 ``cu/rowwise.cu`` reduces each row with one reduction over values held in
 registers (16-byte vectors, read once, written once). Four kernels:
 
-* ``rowwise_staged_kernel`` for rows of more than 4k, up to 16k floats (2k to 8k doubles)
+* ``rowwise_staged_kernel`` for rows of more than 4k (layer norm 2k), up to 16k floats
   on whole, aligned 16-byte vectors, on Hopper and later GPUs and on the
   simulator (softmax, log-softmax, layer norm): a persistent grid whose
   blocks stream their rows through a ring of shared-memory stages filled by
@@ -46,13 +46,15 @@ _BLOCK = 256          # for warp-per-row launches: 8 rows a block
 _LONG_BLOCK = 512     # the long-row kernels
 
 #: rowwise_staged_kernel: (threads, vectors per thread, blocks per SM) by row length in
-#: 16-byte vectors, for rows of more than _STAGED_FROM and at most _STAGED_TO vectors
-#: (more than 4k, up to 16k floats). Measured on an H200 (softmax, 2^26 floats): staged
-#: 86/88% of the copy bandwidth at 8k/16k floats against 61/77% in registers; at 4k floats
-#: the register kernel (256 threads x 4 vectors) 88% against the staged kernel's 81%, at
-#: 2k and 32k floats 97 and 87% against 73 and 74%.
-_STAGED = ((256, 8, 2), (512, 8, 1))
-_STAGED_FROM = 1024
+#: 16-byte vectors, for rows of more than _STAGED_FROM (by operation) and at most
+#: _STAGED_TO vectors. Measured on an H200 (2^26 floats): softmax staged 86/88% of the
+#: copy bandwidth at 8k/16k floats against 61/77% in registers; at 4k floats the register
+#: kernel (256 threads x 4 vectors) 93% against the staged kernel's 81%, at 2k and 32k
+#: floats 97 and 87% against 73 and 74%. Layer norm, whose registers are held through two
+#: passes, staged 85% at 4k floats against 62% in registers.
+_STAGED = ((256, 4, 2), (256, 8, 2), (512, 8, 1))
+_STAGED_FROM = {_LAYER_NORM: 512}
+_STAGED_FROM_OTHERS = 1024
 _STAGED_TO = 4096
 #: Shared memory of the stages, per multiprocessor (of 228 KiB on Hopper: the rest is
 #: the blocks' static shared memory, the reserve and some L1), and stages at most
@@ -62,7 +64,7 @@ _MAX_STAGES = 8
 
 _VARIANTS = {
     "staged": "rows streamed through shared memory by the copy engine (cp.async.bulk + "
-              "mbarrier ring, persistent grid), one reduction a row: rows over 4k, up to 16k floats on Hopper",
+              "mbarrier ring, persistent grid), one reduction a row: rows over 4k (layer norm 2k), up to 16k floats on Hopper",
     "registers": "row in registers (16-byte vectors, read once), one reduction a row: a warp "
                  "per row up to 2048 floats, 256 or 512 threads up to 32768",
     "long": "block per row, two reads (longer rows)",
@@ -98,16 +100,16 @@ def row_layout(cols: int, dtype) -> tuple[int, int] | None:
     return next(((g, v) for g, v in _LADDER if g * v >= vectors), None)
 
 
-def staged_layout(cols: int, dtype) -> tuple[int, int, int, int] | None:
+def staged_layout(cols: int, dtype, op: int = _SOFTMAX) -> tuple[int, int, int, int] | None:
     """``(threads, vectors per thread, blocks per SM, stages)`` of
     rowwise_staged_kernel for rows of ``cols`` values of ``dtype`` (whole
-    16-byte vectors); None for rows it does not take."""
+    16-byte vectors) and the operation ``op``; None for rows it does not take."""
     itemsize = np.dtype(dtype).itemsize
     width = 16 // itemsize
     if cols % width:
         return None
     vectors = cols // width
-    if not _STAGED_FROM < vectors <= _STAGED_TO:
+    if not _STAGED_FROM.get(op, _STAGED_FROM_OTHERS) < vectors <= _STAGED_TO:
         return None
     for threads, vpt, per_sm in _STAGED:
         if threads * vpt >= vectors:
@@ -131,7 +133,7 @@ def _launch_rows(op: int, x, y, rows: int, cols: int, gamma=None, beta=None, tar
     if layout is None:
         return False
     vec = int(_whole_vectors(cols, x, y, gamma, beta))
-    staged = (staged_layout(cols, x.dtype) if vec and _staged_here() and op != _CROSS_ENTROPY
+    staged = (staged_layout(cols, x.dtype, op) if vec and _staged_here() and op != _CROSS_ENTROPY
               else None)
     ctype = c_type(x.dtype)
     if staged is not None:

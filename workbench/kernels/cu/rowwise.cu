@@ -12,7 +12,7 @@
 // between two sets from one row to the next, so no second barrier guards their reuse.
 //
 // Three kernels, chosen by the host (rowwise.py):
-//  * rowwise_staged_kernel: rows of over 4k, up to 16k floats (2k to 8k doubles), whole
+//  * rowwise_staged_kernel: rows of over 4k (layer norm 2k), up to 16k floats, whole
 //    16-byte vectors, on Hopper and later GPUs (and on the simulator, which imitates
 //    the copies). A persistent grid; each block streams its rows through a ring of
 //    shared-memory stages filled by the copy engine (below), so that the next rows'
@@ -20,7 +20,7 @@
 //  * rowwise_kernel: rows of up to 32k floats read straight into registers: a warp a
 //    row up to 2048 floats, a block of 256 or 512 threads beyond (where the staged
 //    kernel cannot run or was measured slower: unaligned rows, GPUs before Hopper,
-//    rows of 4k floats or fewer or of more than 16k, cross-entropy).
+//    shorter rows, rows of more than 16k floats, cross-entropy).
 //  * cross_entropy_stream_kernel: cross-entropy on whole, aligned 16-byte vectors, any
 //    length: a warp streams its row into a running (max, sum of exp), nothing kept.
 //  * softmax_kernel, layer_norm_kernel, cross_entropy_kernel: longer rows, a block a
