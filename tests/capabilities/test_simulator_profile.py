@@ -117,6 +117,15 @@ extern "C" __global__ void ragged_rows(const int* lengths, const float* x, float
         }
     }
 }
+// NumPy's max (NaN wins) folded over a block-stride loop: b is not needed once m is NaN
+extern "C" __global__ void nan_max_fold(const float* x, float* out, int n) {
+    float m = __int_as_float(0xff800000);   // -inf
+    for (int k = threadIdx.x; k < n; k += blockDim.x) {
+        float b = x[k];
+        m = (m != m || m >= b) ? m : b;
+    }
+    out[threadIdx.x] = m;
+}
 // a pragma that nvcc ignores (no loop follows it) and an unrolled loop of many blocks
 extern "C" __global__ void many_blocks(const float* x, float* y) {
     int t = threadIdx.x;
@@ -350,6 +359,20 @@ def test_inner_loops_of_different_lengths_line_up_row_by_row(sim):
     assert p.metrics[LD_REQ] == rows + requests                      # the lengths, then x
     assert p.metrics[LD_SEC] == 4 * rows + sectors
     assert p.metrics[ST_REQ] == requests and p.metrics[ST_SEC] == sectors
+
+
+def test_a_load_whose_value_a_nan_makes_unneeded_is_counted_as_the_source_has_it(sim):
+    """Every lane loads x[k] in every iteration, as on a GPU, also once its running
+    maximum is NaN (g++ 13 would move the load into the branch that uses it, and
+    split the loop in two by that test, without -fno-tree-sink -fno-thread-jumps)."""
+    b, m = sim
+    n = 1056                          # 33 rows of 32 floats: lanes 0-31 take 5 of them
+    x = np.random.default_rng(14).standard_normal(n).astype(np.float32)
+    x[np.random.default_rng(15).random(n) < 0.3] = np.nan
+    p = counted(m["nan_max_fold"], wb.to_device(x), wb.allocate(256), np.int32(n),
+                grid=1, block=256)
+    assert p.metrics[LD_REQ] == n // 32 and p.metrics[LD_SEC] == n // 8
+    assert p.metrics[ST_REQ] == 8
 
 
 def test_a_pragma_without_a_loop_and_a_long_unrolled_loop_count_as_on_a_gpu(sim):

@@ -62,11 +62,15 @@ CHECKED_FLAGS = ("-fsanitize=address", "-fsanitize=alignment", "-fno-sanitize-re
 #: loop whose constant trip count is within the count is unrolled completely,
 #: as nvcc does, and any other not at all (-fdisable-rtl-loop2_unroll: no
 #: partial unrolling, which nvcc would do by the count; the counters group a
-#: loop's accesses by iteration either way).
+#: loop's accesses by iteration either way). -fno-tree-sink and -fno-thread-jumps:
+#: an access stays on the path the source gives it, and a loop one loop (g++ 13
+#: moves the load of ``b`` in ``m = (m != m || m >= b) ? m : b`` into the branch
+#: where m is a number, so lanes holding a NaN skipped it, and splits the loop into
+#: two by that test: twice the requests a GPU issues).
 INSTRUMENT_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
                     "-fsanitize-coverage=trace-pc", "-gdwarf-4", "-fno-tree-vectorize",
                     "-fno-tree-slp-vectorize", "-fno-tree-sra", "-fno-gnu-unique", "-Wno-tsan",
-                    "-fdisable-rtl-loop2_unroll")
+                    "-fdisable-rtl-loop2_unroll", "-fno-tree-sink", "-fno-thread-jumps")
 #: What g++ says of -fdisable-rtl-loop2_unroll on every build.
 _DISABLED_PASS_NOTE = re.compile(r"^cc1plus: note: disable pass .*\n?", re.M)
 
