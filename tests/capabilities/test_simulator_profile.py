@@ -361,6 +361,34 @@ def test_inner_loops_of_different_lengths_line_up_row_by_row(sim):
     assert p.metrics[ST_REQ] == requests and p.metrics[ST_SEC] == sectors
 
 
+def test_a_loop_whose_lanes_run_it_unevenly_says_a_gpu_may_issue_more(sim):
+    """Rows of 0 to 4 values a lane: nvcc unrolls the inner loop by 4 (without the
+    kernel's `#pragma unroll 1`, which the simulator does not see), so lanes of 4
+    values and of fewer would issue apart. The rows' lines say so, with the share
+    of their requests in such runs; the lengths' load (outside the loop), and a
+    loop every lane runs equally often, say nothing of it."""
+    b, m = sim
+    rows = 8
+    rng = np.random.default_rng(16)
+    lengths = rng.integers(0, 5, (rows, 32)).astype(np.int32)
+    x = rng.random(rows * 4 * 32, np.float32) * 0.99
+    p = counted(m["ragged_rows"], wb.to_device(lengths), wb.to_device(x), wb.allocate(rows * 4 * 32),
+                np.int32(rows), grid=1, block=32)
+    active = lengths[:, None, :] > np.arange(4)[None, :, None]        # (row, j, lane)
+    uneven_rows = [r for r in range(rows) if len({int(n) // 4 for n in lengths[r] if n}) > 1]
+    share = active[uneven_rows].any(axis=2).sum() / active.any(axis=2).sum()
+    assert share > 0.5
+    for what in ("global load", "global store"):
+        row = next(r for r in p.lines if r.what == what and "(r * 4 + j) * 32 + t]" in r.text)
+        assert row.uneven == pytest.approx(share)
+        assert "#pragma unroll 1" in row.advice and f"{share:.0%} of its requests" in row.advice
+    lengths_row = next(r for r in p.lines if "lengths[" in r.text)
+    assert lengths_row.uneven == 0 and "unroll" not in lengths_row.advice
+    x = wb.to_device(np.random.default_rng(17).random(16 * 32, np.float32))
+    even = counted(m["skip_nested"], x, wb.allocate(64), np.int32(4), grid=2, block=32)
+    assert all(r.uneven == 0 and "unroll" not in r.advice for r in even.lines)
+
+
 def test_a_load_whose_value_a_nan_makes_unneeded_is_counted_as_the_source_has_it(sim):
     """Every lane loads x[k] in every iteration, as on a GPU, also once its running
     maximum is NaN (g++ 13 would move the load into the branch that uses it, and

@@ -64,6 +64,9 @@ class SiteCount:
     without moves between registers and the counting's own calls: the
     divergence estimate's weight) and ``flops32`` / ``flops64`` the
     floating-point operations one lane does in it (an FMA is two).
+    ``uneven``: the requests made in runs of an innermost loop whose lanes ran
+    it different numbers of times (in different fours: nvcc unrolls such a
+    loop, and a GPU may then issue more requests than counted).
     """
 
     kind: str
@@ -82,6 +85,7 @@ class SiteCount:
     instructions: float = 1.0
     flops32: float = 0.0
     flops64: float = 0.0
+    uneven: int = 0
 
 
 @dataclass

@@ -6,6 +6,9 @@ from statistics import median
 
 #: Active lanes below this (of 32) make a line divergent.
 DIVERGENT_LANES = 28.0
+#: A line whose requests come from runs of a loop with uneven trip counts more
+#: often than this gets the caution below (a grid-stride loop's last warps do not).
+UNEVEN_SHARE = 0.02
 
 
 def lane_stride(sample) -> int | None:
@@ -31,7 +34,18 @@ def _scattered(sample) -> bool:
 
 def advise(row) -> str:
     """What to change on ``row``'s line (a :class:`.counters.LineRow`), or ""
-    where nothing is wasted."""
+    where nothing is wasted; with a caution where a GPU may count more."""
+    advice = _advice(row)
+    if getattr(row, "uneven", 0.0) > UNEVEN_SHARE:
+        caution = (f"counted one request an iteration, but lanes of a warp ran this loop different "
+                   f"numbers of times ({row.uneven:.0%} of its requests): nvcc unrolls such a loop "
+                   f"by 4 or 8, and then a GPU issues more requests here; `#pragma unroll 1` "
+                   f"before the loop makes it issue them as counted")
+        return f"{advice}; {caution}" if advice else caution
+    return advice
+
+
+def _advice(row) -> str:
     lanes = row.lanes
     if row.what == "branch":
         return (f"only {lanes:.1f} of 32 lanes run this line: threads of a warp take different "

@@ -209,6 +209,7 @@ class LineRow:
     bytes: float
     advice: str = ""
     sample: object = None     # an AccessSample of this line (the access map draws it)
+    uneven: float = 0.0       # share of the requests in loop runs of uneven trip counts
 
     @property
     def excess(self) -> float:
@@ -244,7 +245,8 @@ def line_rows(counts: LaunchCounts, source: str, line_offset: int = 0) -> list[L
         row = LineRow(line + line_offset, lines[line - 1].strip() if line <= len(lines) else "",
                       what, requests * k, sum(s.lanes for s in sites) / requests if requests else 0,
                       units / requests if requests else 0, ideal / requests if requests else 0,
-                      sum(s.bytes for s in sites) * k, sample=sample)
+                      sum(s.bytes for s in sites) * k, sample=sample,
+                      uneven=sum(s.uneven for s in sites) / requests if requests else 0.0)
         row.advice = advise(row)
         rows.append(row)
     divergent = _divergent_lines(counts, lines, line_offset, {r.line for r in rows})

@@ -45,7 +45,7 @@ _SPACES = ("global", "shared", "")
 _HEAD = struct.Struct("<5Q")
 _REUSE = struct.Struct("<68Q")   # two histograms of 34 buckets (native/access_counts.cpp)
 _SITES = struct.Struct("<II")
-_SITE = struct.Struct("<IBBBB6Q")
+_SITE = struct.Struct("<IBBBB7Q")
 _SAMPLE = struct.Struct("<QII32Q")
 _ACCESSOR = re.compile(r'^extern "C" void\* (__wbsim_global_\d+)\(unsigned long long\* __wbsim_n\) '
                        r'\{ \*__wbsim_n = sizeof\(::(.+?)\); return', re.M)
@@ -353,11 +353,12 @@ def parse_reply(reply: bytes, lib: InstrumentedLibrary, kernel: str, grid, block
     blocks = block_figures(lib) if any(r[1] == 3 for r in raw) else {}
     lines = site_lines(lib, {(r[0], r[1]) for r in raw}, blocks)
     sites = []
-    for site, kind, space, piece, (execs, lanes, nbytes, units, ideal, worst), sample in raw:
+    for site, kind, space, piece, (execs, lanes, nbytes, units, ideal, worst, uneven), sample in raw:
         line, function = lines.get((site, kind), (None, ""))
         instructions, f32, f64 = blocks.get(site, (1, 0, 0))[:3] if kind == 3 else (1, 0, 0)
         sites.append(SiteCount(_KINDS[kind], _SPACES[space], line, function, site, piece, execs,
-                               lanes, nbytes, units, ideal, worst, sample, instructions, f32, f64))
+                               lanes, nbytes, units, ideal, worst, sample, instructions, f32, f64,
+                               uneven))
     sites.sort(key=lambda s: (s.line is None, s.line or 0, s.site, s.piece, s.kind))
     return LaunchCounts(kernel, tuple(grid), tuple(block), int(shared_mem), sites, total,
                         recorded, fp_read, fp_write, fp_any, cut, seconds,

@@ -8,7 +8,11 @@
 // events count a loop's iterations and restart those of the loops inside
 // it): a GPU issues the site once an iteration for the lanes that run it,
 // and lanes that skip it in some iterations, or run an inner loop fewer
-// times, then still line up. Per instruction:
+// times, then still line up. (nvcc unrolls an innermost loop whose trip count
+// is known only at run time, by 4 or 8; where lanes of a warp run it a different
+// number of times, those in the unrolled part and those in the remainder issue
+// apart. A site's `uneven` counts its instructions in loop runs whose lanes'
+// trip counts fall into different fours: there a GPU may issue more.) Per instruction:
 //   global: one request; sectors = the distinct 32-byte sectors its lanes touch;
 //   shared: wavefronts = per phase of the warp (all 32 lanes for accesses of
 //           up to 4 bytes, half-warps for 8, quarter-warps for 16), the most
@@ -52,10 +56,12 @@ struct SiteTotals {
     uint64_t units = 0;   // global: sectors; shared: wavefronts
     uint64_t ideal = 0;   // global: sectors the distinct bytes fill; shared: phases
     uint64_t worst = 0;   // the most units of one instruction
+    uint64_t uneven = 0;  // instructions in loop runs of uneven trip counts (above)
     Sample sample;
 };
 
 struct Instance {
+    uint64_t run;       // in an innermost loop: its run (Counter::run_key), else 0
     uint32_t mask;
     uint32_t k;
     uint8_t size[32];
@@ -147,6 +153,8 @@ public:
                 if (chains_[l].size() > L.nloops) break;   // (a cycle: never from loop_sites)
             }
         }
+        for (size_t l = 0; l < L.nloops; ++l)
+            if (inner_[l].empty()) innermost_.push_back((uint32_t)l);
     }
 
     void warp_events(const BlockContext& b, unsigned warp, const AccessEvent* ev, size_t n) override {
@@ -154,12 +162,14 @@ public:
         used_ = 0;
         pool_used_ = 0;
         std::fill(iterations_.begin(), iterations_.end(), 0u);
+        trips_.clear();
         for (size_t i = 0; i < n; ++i) {
             const AccessEvent& e = ev[i];
             unsigned lane = e.tid_piece & 31u;
             if (e.kind() == ACCESS_SYNC) continue;
             if (e.kind() == ACCESS_ITER) {
                 if (e.addr < launch_.nloops) {
+                    for (uint32_t l : inner_[e.addr]) end_run(l, lane);
                     iterations_[e.addr * 32 + lane]++;
                     for (uint32_t l : inner_[e.addr]) iterations_[l * 32 + lane] = 0;
                 }
@@ -171,6 +181,8 @@ public:
             in.addr[lane] = e.addr;
             in.size[lane] = (uint8_t)e.bytes();
         }
+        for (uint32_t l : innermost_)
+            for (unsigned lane = 0; lane < 32; ++lane) end_run(l, lane);
         for (unsigned u = 0; u < used_; ++u) {
             Slot& s = *used_slots_[u];
             unsigned kind = (unsigned)(s.key >> 32 & 0xff), space = (unsigned)(s.key >> 40 & 0xff);
@@ -207,6 +219,7 @@ public:
             const SiteTotals& x = kv.second;
             t.execs += x.execs; t.lanes += x.lanes; t.bytes += x.bytes;
             t.units += x.units; t.ideal += x.ideal; t.worst = std::max(t.worst, x.worst);
+            t.uneven += x.uneven;
             if (earlier(x.sample, t.sample)) t.sample = x.sample;
         }
     }
@@ -234,6 +247,7 @@ public:
             put<uint64_t>(out, t.units);
             put<uint64_t>(out, t.ideal);
             put<uint64_t>(out, t.worst);
+            put<uint64_t>(out, t.uneven);
             if ((kv.first >> 32 & 0xff) == ACCESS_BLOCK) continue;
             put<uint64_t>(out, t.sample.block);
             put<uint32_t>(out, t.sample.warp);
@@ -252,6 +266,7 @@ private:
             Instance& fresh = pool_[pool_used_];
             fresh.mask = 0;
             fresh.k = k;
+            fresh.run = 0;
             s.instances.push_back((uint32_t)pool_used_++);
         }
         return k;
@@ -270,8 +285,38 @@ private:
         return key;
     }
 
+    // One run of loop `loop` (an innermost one) by `lane`: the loop and the
+    // lane's iterations of the loops around it, as one key.
+    uint64_t run_key(uint32_t loop, unsigned lane) const {
+        const std::vector<uint32_t>& chain = chains_[loop];
+        uint64_t key = (0xcbf29ce484222325ull ^ loop) * 0x100000001b3ull;
+        for (size_t i = 0; i + 1 < chain.size(); ++i)
+            key = (key ^ iterations_[chain[i] * 32 + lane]) * 0x100000001b3ull;
+        return key;
+    }
+
+    // `lane`'s run of innermost loop `loop` has ended (or the delivery): its
+    // trip count's four goes into the run's lowest and highest.
+    void end_run(uint32_t loop, unsigned lane) {
+        uint32_t trips = iterations_[loop * 32 + lane];
+        if (!trips || !inner_[loop].empty()) return;
+        uint32_t four = trips / 4;
+        auto at = trips_.try_emplace(run_key(loop, lane), std::array<uint32_t, 2>{four, four});
+        if (!at.second) {
+            at.first->second[0] = std::min(at.first->second[0], four);
+            at.first->second[1] = std::max(at.first->second[1], four);
+        }
+    }
+
     // The pool index of the instance `lane` runs now at a site inside a loop.
     uint32_t in_loop(Slot& s, unsigned lane) {
+        uint32_t idx = find_in_loop(s, lane);
+        Instance& in = pool_[idx];
+        if (!in.mask && inner_[s.loop - 1].empty()) in.run = run_key(s.loop - 1, lane);
+        return idx;
+    }
+
+    uint32_t find_in_loop(Slot& s, unsigned lane) {
         uint64_t key = iteration_key(s.loop - 1, lane);
         uint32_t j = 0;
         if ((s.seen >> lane & 1u) && s.last_key[lane] == key) j = ++s.again[lane];
@@ -343,6 +388,10 @@ private:
                   const BlockContext& b, unsigned warp) {
         uint32_t mask = in.mask;
         t.execs++;
+        if (in.run) {
+            auto run = trips_.find(in.run);
+            if (run != trips_.end() && run->second[0] != run->second[1]) t.uneven++;
+        }
         t.lanes += (uint64_t)__builtin_popcount(mask);
         if (kind == ACCESS_BLOCK) return;
         uint64_t bytes = 0;
@@ -496,6 +545,8 @@ private:
     }
 
     AccessLaunch launch_;
+    std::vector<uint32_t> innermost_;   // the loops with no loop inside
+    std::unordered_map<uint64_t, std::array<uint32_t, 2>> trips_;  // run -> lowest, highest four
     std::vector<uint32_t> iterations_;  // per loop and lane: iterations in this delivery (restarted
                                         // with each iteration of an enclosing loop)
     std::vector<std::vector<uint32_t>> chains_;  // per loop: the loops around it, outermost first, and it
