@@ -382,6 +382,7 @@ def test_a_loop_whose_lanes_run_it_unevenly_says_a_gpu_may_issue_more(sim):
         row = next(r for r in p.lines if r.what == what and "(r * 4 + j) * 32 + t]" in r.text)
         assert row.uneven == pytest.approx(share)
         assert "#pragma unroll 1" in row.advice and f"{share:.0%} of its requests" in row.advice
+        assert "idle lanes' elements lie between theirs" in row.advice    # not "misaligned"
     lengths_row = next(r for r in p.lines if "lengths[" in r.text)
     assert lengths_row.uneven == 0 and "unroll" not in lengths_row.advice
     x = wb.to_device(np.random.default_rng(17).random(16 * 32, np.float32))

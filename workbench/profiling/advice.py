@@ -32,6 +32,19 @@ def _scattered(sample) -> bool:
     return common < len(steps) / 2
 
 
+def _lane_indexed(sample) -> bool:
+    """True when each active lane of ``sample`` addresses its own element of one
+    array in lane order (lane l at the first lane's address + (l - first) x size),
+    idle lanes leaving holes: a coalesced access that some lanes sit out."""
+    if sample is None or not sample.size:
+        return False
+    lanes = [(l, a) for l, a in enumerate(sample.addresses) if a is not None]
+    if len(lanes) < 2:
+        return False
+    first, base = lanes[0]
+    return all(a == base + (l - first) * sample.size for l, a in lanes)
+
+
 def advise(row) -> str:
     """What to change on ``row``'s line (a :class:`.counters.LineRow`), or ""
     where nothing is wasted; with a caution where a GPU may count more."""
@@ -66,6 +79,11 @@ def _advice(row) -> str:
             return (f"each warp's {verb} touch {per:.1f} sectors of 32 bytes where {ideal:.1f} would "
                     f"hold the bytes: the lanes' addresses are scattered; sort or regroup the "
                     f"indices, or gather through shared memory")
+        if lanes < DIVERGENT_LANES and _lane_indexed(row.sample):
+            return (f"only {lanes:.1f} of 32 lanes take part, and the idle lanes' elements lie "
+                    f"between theirs: their {verb} touch {per:.1f} sectors where their bytes fill "
+                    f"{ideal:.1f}; keep the threads of a warp on the same path, or hand the work "
+                    f"to neighbouring threads")
         if per <= ideal * 1.3 + 1.01 and stride is not None and stride <= (row.sample.size or 4):
             return (f"each warp's {verb} touch {per:.1f} sectors where {ideal:.1f} would do: the "
                     f"warp's first address is not on a 32-byte boundary; start each warp's range "
