@@ -64,9 +64,9 @@ class SiteCount:
     without moves between registers and the counting's own calls: the
     divergence estimate's weight) and ``flops32`` / ``flops64`` the
     floating-point operations one lane does in it (an FMA is two).
-    ``uneven``: the requests made in runs of an innermost loop whose lanes ran
-    it different numbers of times (in different fours: nvcc unrolls such a
-    loop, and a GPU may then issue more requests than counted).
+    ``uneven``: the requests made in runs of an innermost loop whose lanes' trip
+    counts n = 4q + r make 4 max q + max r exceed max n: were the loop unrolled
+    by 4, as nvcc unrolls a counted loop, a GPU would issue more there.
     """
 
     kind: str

@@ -5,6 +5,7 @@ cross-entropy, for float32 and float64.
 registers (16-byte vectors, read once, written once). Four kernels:
 
 * ``rowwise_staged_kernel`` for rows of more than 4k (layer norm 2k), up to 16k floats
+  (doubles: more than 2k (1k), up to 8k)
   on whole, aligned 16-byte vectors, on Hopper and later GPUs and on the
   simulator (softmax, log-softmax, layer norm): a persistent grid whose
   blocks stream their rows through a ring of shared-memory stages filled by

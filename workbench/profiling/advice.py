@@ -6,8 +6,8 @@ from statistics import median
 
 #: Active lanes below this (of 32) make a line divergent.
 DIVERGENT_LANES = 28.0
-#: A line whose requests come from runs of a loop with uneven trip counts more
-#: often than this gets the caution below (a grid-stride loop's last warps do not).
+#: A line whose instructions come from runs of a loop nvcc unrolls, with trip counts
+#: uneven across the warp's lanes, more often than this gets the caution below.
 UNEVEN_SHARE = 0.02
 
 
@@ -34,15 +34,17 @@ def _scattered(sample) -> bool:
 
 def _lane_indexed(sample) -> bool:
     """True when each active lane of ``sample`` addresses its own element of one
-    array in lane order (lane l at the first lane's address + (l - first) x size),
-    idle lanes leaving holes: a coalesced access that some lanes sit out."""
+    array in lane order (lane l at the first lane's address + (l - first) x size)
+    and idle lanes leave holes between them: a coalesced access that some lanes
+    sit out."""
     if sample is None or not sample.size:
         return False
     lanes = [(l, a) for l, a in enumerate(sample.addresses) if a is not None]
     if len(lanes) < 2:
         return False
     first, base = lanes[0]
-    return all(a == base + (l - first) * sample.size for l, a in lanes)
+    return (lanes[-1][0] - first + 1 > len(lanes)
+            and all(a == base + (l - first) * sample.size for l, a in lanes))
 
 
 def advise(row) -> str:
@@ -50,11 +52,12 @@ def advise(row) -> str:
     where nothing is wasted; with a caution where a GPU may count more."""
     advice = _advice(row)
     if getattr(row, "uneven", 0.0) > UNEVEN_SHARE:
-        caution = (f"counted one request an iteration, but lanes of a warp ran this loop different "
-                   f"numbers of times ({row.uneven:.0%} of its requests): nvcc unrolls such a loop "
-                   f"by 4 or 8, and then a GPU issues more requests here; `#pragma unroll 1` "
-                   f"before the loop makes it issue them as counted")
-        return f"{advice}; {caution}" if advice else caution
+        caution = (f"the count may be low: lanes of a warp ran this loop unevenly in "
+                   f"{row.uneven:.0%} of its instructions here, and nvcc unrolls such a loop by 4, so "
+                   f"a GPU issues the lanes in the unrolled part and those in the remainder apart "
+                   f"(`#pragma unroll 1` before the loop gives the counted figure on a GPU too, "
+                   f"for a comparison with ncu; it usually runs slower)")
+        return f"{advice}. Also, {caution}" if advice else caution[0].upper() + caution[1:]
     return advice
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..backends.counting import LaunchCounts, SiteCount
 from .advice import advise
+from .source_loops import runtime_unrolled
 
 GLOBAL = "l1tex__t_{what}_pipe_lsu_mem_global_op_{op}.sum"
 SHARED_WAVEFRONTS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{op}.sum"
@@ -209,7 +210,8 @@ class LineRow:
     bytes: float
     advice: str = ""
     sample: object = None     # an AccessSample of this line (the access map draws it)
-    uneven: float = 0.0       # share of the requests in loop runs of uneven trip counts
+    uneven: float = 0.0       # share of the requests in runs of a loop nvcc unrolls where a GPU
+                              # issues more (lanes' trip counts uneven: SiteCount.uneven)
 
     @property
     def excess(self) -> float:
@@ -245,8 +247,10 @@ def line_rows(counts: LaunchCounts, source: str, line_offset: int = 0) -> list[L
         row = LineRow(line + line_offset, lines[line - 1].strip() if line <= len(lines) else "",
                       what, requests * k, sum(s.lanes for s in sites) / requests if requests else 0,
                       units / requests if requests else 0, ideal / requests if requests else 0,
-                      sum(s.bytes for s in sites) * k, sample=sample,
-                      uneven=sum(s.uneven for s in sites) / requests if requests else 0.0)
+                      sum(s.bytes for s in sites) * k, sample=sample)
+        # (a warp's buffer delivered mid-run splits its loop runs: no trip counts then)
+        if requests and not counts.cut and runtime_unrolled(lines, line):
+            row.uneven = sum(s.uneven for s in sites) / requests
         row.advice = advise(row)
         rows.append(row)
     divergent = _divergent_lines(counts, lines, line_offset, {r.line for r in rows})

@@ -62,11 +62,11 @@ CHECKED_FLAGS = ("-fsanitize=address", "-fsanitize=alignment", "-fno-sanitize-re
 #: loop whose constant trip count is within the count is unrolled completely,
 #: as nvcc does, and any other not at all (-fdisable-rtl-loop2_unroll: no
 #: partial unrolling, which nvcc would do by the count; the counters group a
-#: loop's accesses by iteration either way). -fno-tree-sink and -fno-thread-jumps:
-#: an access stays on the path the source gives it, and a loop one loop (g++ 13
-#: moves the load of ``b`` in ``m = (m != m || m >= b) ? m : b`` into the branch
-#: where m is a number, so lanes holding a NaN skipped it, and splits the loop into
-#: two by that test: twice the requests a GPU issues).
+#: loop's accesses by iteration either way). -fno-tree-sink and -fno-thread-jumps
+#: keep each access on the path the source gives it and each loop whole: without
+#: them g++ 13 moves the load of ``b`` in ``m = (m != m || m >= b) ? m : b`` into
+#: the branch where m is a number (lanes holding a NaN skip it) and splits the loop
+#: in two by that test, which counted twice the requests a GPU issues.
 INSTRUMENT_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
                     "-fsanitize-coverage=trace-pc", "-gdwarf-4", "-fno-tree-vectorize",
                     "-fno-tree-slp-vectorize", "-fno-tree-sra", "-fno-gnu-unique", "-Wno-tsan",

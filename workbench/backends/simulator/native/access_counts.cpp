@@ -8,11 +8,12 @@
 // events count a loop's iterations and restart those of the loops inside
 // it): a GPU issues the site once an iteration for the lanes that run it,
 // and lanes that skip it in some iterations, or run an inner loop fewer
-// times, then still line up. (nvcc unrolls an innermost loop whose trip count
-// is known only at run time, by 4 or 8; where lanes of a warp run it a different
-// number of times, those in the unrolled part and those in the remainder issue
-// apart. A site's `uneven` counts its instructions in loop runs whose lanes'
-// trip counts fall into different fours: there a GPU may issue more.) Per instruction:
+// times, then still line up. (nvcc unrolls an innermost counted loop whose trip
+// count is known only at run time, by 4, the remaining iterations after: lanes of
+// n = 4q + r trips run q unrolled iterations, then r copies, so a run issues
+// 4 max q + max r instructions a site where one an iteration gives max n. A site's
+// `uneven` counts its instructions in runs where those differ: there a GPU may
+// issue more, if nvcc unrolled the loop.) Per instruction:
 //   global: one request; sectors = the distinct 32-byte sectors its lanes touch;
 //   shared: wavefronts = per phase of the warp (all 32 lanes for accesses of
 //           up to 4 bytes, half-warps for 8, quarter-warps for 16), the most
@@ -154,7 +155,7 @@ public:
             }
         }
         for (size_t l = 0; l < L.nloops; ++l)
-            if (inner_[l].empty()) innermost_.push_back((uint32_t)l);
+            innermost_.push_back(inner_[l].empty());
     }
 
     void warp_events(const BlockContext& b, unsigned warp, const AccessEvent* ev, size_t n) override {
@@ -163,6 +164,7 @@ public:
         pool_used_ = 0;
         std::fill(iterations_.begin(), iterations_.end(), 0u);
         trips_.clear();
+        running_.clear();
         for (size_t i = 0; i < n; ++i) {
             const AccessEvent& e = ev[i];
             unsigned lane = e.tid_piece & 31u;
@@ -170,6 +172,8 @@ public:
             if (e.kind() == ACCESS_ITER) {
                 if (e.addr < launch_.nloops) {
                     for (uint32_t l : inner_[e.addr]) end_run(l, lane);
+                    if (innermost_[e.addr] && !iterations_[e.addr * 32 + lane])
+                        running_.push_back(e.addr * 32 + lane);
                     iterations_[e.addr * 32 + lane]++;
                     for (uint32_t l : inner_[e.addr]) iterations_[l * 32 + lane] = 0;
                 }
@@ -181,8 +185,7 @@ public:
             in.addr[lane] = e.addr;
             in.size[lane] = (uint8_t)e.bytes();
         }
-        for (uint32_t l : innermost_)
-            for (unsigned lane = 0; lane < 32; ++lane) end_run(l, lane);
+        for (uint32_t at : running_) end_run(at / 32, at % 32);  // (a run twice: the same)
         for (unsigned u = 0; u < used_; ++u) {
             Slot& s = *used_slots_[u];
             unsigned kind = (unsigned)(s.key >> 32 & 0xff), space = (unsigned)(s.key >> 40 & 0xff);
@@ -295,24 +298,22 @@ private:
         return key;
     }
 
-    // `lane`'s run of innermost loop `loop` has ended (or the delivery): its
-    // trip count's four goes into the run's lowest and highest.
+    // `lane`'s run of innermost loop `loop` has ended (or the delivery): the
+    // run's most trips, most fours and most remaining trips (n = 4q + r).
     void end_run(uint32_t loop, unsigned lane) {
         uint32_t trips = iterations_[loop * 32 + lane];
-        if (!trips || !inner_[loop].empty()) return;
-        uint32_t four = trips / 4;
-        auto at = trips_.try_emplace(run_key(loop, lane), std::array<uint32_t, 2>{four, four});
-        if (!at.second) {
-            at.first->second[0] = std::min(at.first->second[0], four);
-            at.first->second[1] = std::max(at.first->second[1], four);
-        }
+        if (!trips || !innermost_[loop]) return;
+        std::array<uint32_t, 3>& run = trips_[run_key(loop, lane)];
+        run[0] = std::max(run[0], trips);
+        run[1] = std::max(run[1], trips / 4);
+        run[2] = std::max(run[2], trips % 4);
     }
 
     // The pool index of the instance `lane` runs now at a site inside a loop.
     uint32_t in_loop(Slot& s, unsigned lane) {
         uint32_t idx = find_in_loop(s, lane);
         Instance& in = pool_[idx];
-        if (!in.mask && inner_[s.loop - 1].empty()) in.run = run_key(s.loop - 1, lane);
+        if (!in.mask && innermost_[s.loop - 1]) in.run = run_key(s.loop - 1, lane);
         return idx;
     }
 
@@ -390,7 +391,7 @@ private:
         t.execs++;
         if (in.run) {
             auto run = trips_.find(in.run);
-            if (run != trips_.end() && run->second[0] != run->second[1]) t.uneven++;
+            if (run != trips_.end() && 4 * run->second[1] + run->second[2] > run->second[0]) t.uneven++;
         }
         t.lanes += (uint64_t)__builtin_popcount(mask);
         if (kind == ACCESS_BLOCK) return;
@@ -545,8 +546,9 @@ private:
     }
 
     AccessLaunch launch_;
-    std::vector<uint32_t> innermost_;   // the loops with no loop inside
-    std::unordered_map<uint64_t, std::array<uint32_t, 2>> trips_;  // run -> lowest, highest four
+    std::vector<char> innermost_;       // per loop: no loop inside it
+    std::vector<uint32_t> running_;     // loop * 32 + lane of the innermost loops' runs begun
+    std::unordered_map<uint64_t, std::array<uint32_t, 3>> trips_;  // run -> most n, q, r
     std::vector<uint32_t> iterations_;  // per loop and lane: iterations in this delivery (restarted
                                         // with each iteration of an enclosing loop)
     std::vector<std::vector<uint32_t>> chains_;  // per loop: the loops around it, outermost first, and it
