@@ -135,6 +135,13 @@ extern "C" __global__ void nan_max_fold(const float* x, float* out, int n) {
     }
     out[threadIdx.x] = m;
 }
+// more accesses between two barriers than a warp's buffer holds
+extern "C" __global__ void long_loop(const float* x, float* y, int n) {
+    int t = threadIdx.x;
+    float s = 0;
+    for (int j = 0; j < n; ++j) s += x[(j & 1023) * 32 + t];
+    y[t] = s;
+}
 // a pragma that nvcc ignores (no loop follows it) and an unrolled loop of many blocks
 extern "C" __global__ void many_blocks(const float* x, float* y) {
     int t = threadIdx.x;
@@ -404,6 +411,19 @@ def test_a_loop_nvcc_unrolls_whose_lanes_run_it_unevenly_says_a_gpu_may_issue_mo
     x = wb.to_device(np.random.default_rng(17).random(16 * 32, np.float32))
     even = counted(m["skip_nested"], x, wb.allocate(64), np.int32(4), grid=2, block=32)
     assert all(r.uneven == 0 and "unroll" not in r.advice for r in even.lines)
+
+
+def test_a_launch_counted_in_parts_says_its_counts_may_be_too_high(sim):
+    """150,000 loads a lane between barriers pass what a warp's buffer holds: the
+    report says the figures there may be too high, and no line claims that nvcc's
+    unrolling makes them low (the loop's runs were cut, not uneven)."""
+    b, m = sim
+    x = wb.to_device(np.random.default_rng(18).random(1024 * 32, np.float32))
+    report = wb.profile(m["long_loop"], x, wb.allocate(32), np.int32(150_000), grid=1, block=32)
+    p = report[0]
+    assert p.counts.cut > 0
+    assert "counted in parts" in str(report) and "counted in parts" in report._repr_html_()
+    assert all(r.uneven == 0 for r in p.lines)
 
 
 def test_a_load_whose_value_a_nan_makes_unneeded_is_counted_as_the_source_has_it(sim):

@@ -439,6 +439,12 @@ def _simulated_row(k: KernelProfile) -> dict:
             "limiter": k.limiter, "bound": p.bound, "stand_in": k.stand_in, **k.metrics}
 
 
+#: What a launch whose warps' access buffers were delivered part-way says.
+CUT_NOTE = ("some warps made more accesses between two barriers than the counter holds at once "
+            "(4 million): their instructions there were counted in parts, so requests and "
+            "sectors may be too high; profile fewer iterations a thread to count them exactly")
+
+
 def _simulated_text(k: KernelProfile) -> str:
     p = k.predicted
     out = [f"{k.name}: predicted {p.seconds * 1e6:.4g} µs on {p.device}, {_bound(k)} (a model, "
@@ -446,6 +452,8 @@ def _simulated_text(k: KernelProfile) -> str:
     out += [f"  {label}: {_count(k.metrics.get(name))}" for label, name in _SUMMARY]
     if k.stand_in:
         out.append(f"  {STAND_IN_NOTE}")
+    if k.counts.cut:
+        out.append(f"  {CUT_NOTE}")
     worst = [r for r in k.lines if r.advice][:3]
     out += [f"  line {r.line} ({r.what}): {r.advice}" for r in worst]
     return "\n".join(out)
@@ -460,6 +468,7 @@ def _simulated_html(report: NcuReport) -> str:
              "by ncu's name); the times are predictions of a model on the device named, not "
              "measurements"]
     notes += [f"{k.name}: {STAND_IN_NOTE}" for k in report.kernels if k.stand_in]
+    notes += [f"{k.name}: {CUT_NOTE}" for k in report.kernels if k.counts.cut]
     html = html_table(rows, header, title=f"Simulator counts: {report.target}", notes=notes)
     for k in report.kernels[:4]:
         if k.lines:
