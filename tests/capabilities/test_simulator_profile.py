@@ -413,6 +413,25 @@ def test_a_loop_nvcc_unrolls_whose_lanes_run_it_unevenly_says_a_gpu_may_issue_mo
     assert all(r.uneven == 0 and "unroll" not in r.advice for r in even.lines)
 
 
+def test_two_modules_with_a_kernel_of_one_name_each_report_their_own_lines(sim):
+    """Two cells may define a kernel of the same name: a profile of a block of
+    code (%%ncu, profile_vs_ncu) shows the lines of the module that ran."""
+    from workbench.profiling.simulated import report
+    b = sim[0]
+    first = wb.compile('extern "C" __global__ void twin(float* y) { y[threadIdx.x] = 1.0f; }\n',
+                       name="profile_twin_a")
+    second = wb.compile('// the second cell\n\nextern "C" __global__ void twin(float* y) {\n'
+                        '    y[threadIdx.x * 2] = 2.0f;\n}\n', name="profile_twin_b")
+    y = wb.allocate(64)
+    with b.count_launches() as launches:
+        second["twin"](y, grid=1, block=32)
+        first["twin"](y, grid=1, block=32)
+    ran_second, ran_first = report(launches, [first, second], "twins", "H200").kernels
+    row = next(r for r in ran_second.lines if r.what == "global store")
+    assert row.line == 4 and row.text == "y[threadIdx.x * 2] = 2.0f;"
+    assert next(r for r in ran_first.lines if r.what == "global store").text.startswith("extern")
+
+
 def test_a_launch_counted_in_parts_says_its_counts_may_be_too_high(sim):
     """150,000 loads a lane between barriers pass what a warp's buffer holds: the
     report says the figures there may be too high, and no line claims that nvcc's

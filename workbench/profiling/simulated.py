@@ -96,15 +96,18 @@ def profile_launch(kernel, args, *, grid=None, block=None, shared_mem: int = 0, 
 
 
 def find_kernel(counts: LaunchCounts, modules) -> Kernel | None:
-    """The kernel of ``modules`` (compiled modules) whose launch ``counts`` are."""
+    """The kernel of ``modules`` (compiled modules) whose launch ``counts`` are:
+    of the kernels of that name (two cells may define one each), the one whose
+    module ran it."""
+    named = []
     for m in modules:
         candidates = list(m.kernels.values())
         for template in m.templates.values():
             candidates += list(template.instances.values())
-        for k in candidates:
-            if getattr(k.function, "name", None) == counts.kernel:
-                return k
-    return None
+        named += [k for k in candidates if getattr(k.function, "name", None) == counts.kernel]
+    ran = getattr(counts, "module", None)
+    return next((k for k in named if ran is not None and getattr(k.function, "module", None) is ran),
+                named[0] if named else None)
 
 
 def kernel_profile(counts: LaunchCounts, kernel: Kernel | None, index: int, gpu,

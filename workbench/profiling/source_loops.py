@@ -23,7 +23,9 @@ def runtime_unrolled(lines: list[str], line: int) -> bool:
     """Whether the innermost loop around 1-based ``line`` of ``lines`` is a
     ``for`` loop with a constant step and no ``#pragma unroll`` before it (the
     loops nvcc unrolls when their trip count is known only at run time).
-    False where no loop is found."""
+    False where no loop is found (or the line is not in ``lines``)."""
+    if not 1 <= line <= len(lines):
+        return False
     header = _loop_header(lines, line - 1)
     if header is None:
         return False

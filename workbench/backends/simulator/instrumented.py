@@ -260,7 +260,9 @@ def launch(backend, function, grid, block, shared_mem: int, arguments: bytes,
     stride = sample_stride(grid, max_blocks)
     reply = run_instrumented(backend, function, grid, block, shared_mem, arguments, cooperative,
                              COUNTERS, stride)
-    return parse_reply(reply, lib, function.name, grid, block, shared_mem)
+    counts = parse_reply(reply, lib, function.name, grid, block, shared_mem)
+    counts.module = function.module
+    return counts
 
 
 def sample_stride(grid, max_blocks: int | None) -> int:
