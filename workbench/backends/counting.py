@@ -102,8 +102,8 @@ class LaunchCounts:
     every figure is scaled by the profiling layer). ``cut``: warp buffers
     delivered early (very long loops between barriers: instructions there may
     be split). ``cpu_seconds``: how long the instrumented launch ran.
-    ``module``: the backend's module the kernel ran from (which of several
-    modules with a kernel of that name).
+    ``module_path``: the path of the backend's module the kernel ran from
+    (which of several modules with a kernel of that name).
     """
 
     kernel: str
@@ -121,7 +121,7 @@ class LaunchCounts:
     shared_variables: tuple[SharedVariable, ...] = ()
     reuse_loads: tuple = field(default=(), repr=False)
     reuse_stores: tuple = field(default=(), repr=False)
-    module: object = field(default=None, repr=False, compare=False)
+    module_path: str = ""
 
     @property
     def stand_in(self) -> bool:

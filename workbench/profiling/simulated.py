@@ -105,8 +105,9 @@ def find_kernel(counts: LaunchCounts, modules) -> Kernel | None:
         for template in m.templates.values():
             candidates += list(template.instances.values())
         named += [k for k in candidates if getattr(k.function, "name", None) == counts.kernel]
-    ran = getattr(counts, "module", None)
-    return next((k for k in named if ran is not None and getattr(k.function, "module", None) is ran),
+    ran = counts.module_path
+    return next((k for k in named
+                 if ran and str(getattr(getattr(k.function, "module", None), "path", "")) == ran),
                 named[0] if named else None)
 
 

@@ -261,7 +261,7 @@ def launch(backend, function, grid, block, shared_mem: int, arguments: bytes,
     reply = run_instrumented(backend, function, grid, block, shared_mem, arguments, cooperative,
                              COUNTERS, stride)
     counts = parse_reply(reply, lib, function.name, grid, block, shared_mem)
-    counts.module = function.module
+    counts.module_path = str(function.module.path)
     return counts
 
 
