@@ -432,6 +432,27 @@ def test_two_modules_with_a_kernel_of_one_name_each_report_their_own_lines(sim):
     assert next(r for r in ran_first.lines if r.what == "global store").text.startswith("extern")
 
 
+@pytest.mark.parametrize("code,unrolled", [
+    ("for (int j = 0; j < n; ++j) {\n    y[j] = x[j];\n}", True),      # braces
+    ("for (int j = 0; j < n; j += 2)\n    y[j] = x[j];", True),           # brace-less
+    ("for (int j = 0; j < n; ++j) s += x[j];", True),                     # one line
+    ("for (int j = 0; j < n; ++j) {\n    if (x[j] > 0) {\n        y[j] = x[j];\n    }\n}", True),
+    ("#pragma unroll 1\nfor (int j = 0; j < n; ++j) {\n    y[j] = x[j];\n}", False),
+    ("for (int i = t; i < n; i += blockDim.x * gridDim.x) {\n    y[i] = x[i];\n}", False),
+    ("while (j < n) {\n    y[j] = x[j];\n    ++j;\n}", False),
+    ("if (t < n) {\n    y[t] = x[t];\n}", False),                        # no loop
+])
+def test_the_loops_nvcc_unrolls_at_run_time_are_read_from_the_source(code, unrolled):
+    """The uneven-loop caution is for loops nvcc unrolls: a `for` with a constant
+    step and no `#pragma unroll` before it; the line with `y[...] =` is asked about."""
+    from workbench.profiling.source_loops import runtime_unrolled
+    lines = ["__global__ void k(const float* x, float* y, int n) {", "    int t = threadIdx.x, j = 0;",
+             *("    " + l for l in code.splitlines()), "}"]
+    line = next(i for i, text in enumerate(lines, 1) if "y[" in text or "s +=" in text)
+    assert runtime_unrolled(lines, line) is unrolled
+    assert not runtime_unrolled(lines, len(lines) + 5)                  # not in the source
+
+
 def test_a_launch_counted_in_parts_says_its_counts_may_be_too_high(sim):
     """150,000 loads a lane between barriers pass what a warp's buffer holds: the
     report says the figures there may be too high, and no line claims that nvcc's

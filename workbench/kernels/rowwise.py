@@ -65,7 +65,8 @@ _MAX_STAGES = 8
 
 _VARIANTS = {
     "staged": "rows streamed through shared memory by the copy engine (cp.async.bulk + "
-              "mbarrier ring, persistent grid), one reduction a row: rows over 4k (layer norm 2k), up to 16k floats on Hopper",
+              "mbarrier ring, persistent grid), one reduction a row: rows over 4k (layer norm "
+              "2k), up to 16k floats on Hopper",
     "registers": "row in registers (16-byte vectors, read once), one reduction a row: a warp "
                  "per row up to 2048 floats, 256 or 512 threads up to 32768",
     "long": "block per row, two reads (longer rows)",

@@ -51,7 +51,7 @@ def advise(row) -> str:
     """What to change on ``row``'s line (a :class:`.counters.LineRow`), or ""
     where nothing is wasted; with a caution where a GPU may count more."""
     advice = _advice(row)
-    if getattr(row, "uneven", 0.0) > UNEVEN_SHARE:
+    if row.uneven > UNEVEN_SHARE:
         caution = (f"the count may be low: lanes of a warp ran this loop unevenly in "
                    f"{row.uneven:.0%} of its instructions here, and nvcc unrolls such a loop by 4, so "
                    f"a GPU issues the lanes in the unrolled part and those in the remainder apart "

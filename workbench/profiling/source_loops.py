@@ -27,23 +27,28 @@ def runtime_unrolled(lines: list[str], line: int) -> bool:
     if not 1 <= line <= len(lines):
         return False
     header = _loop_header(lines, line - 1)
-    if header is None:
-        return False
-    found = _FOR.search(lines[header])
+    found = _FOR.search(lines[header]) if header is not None else None
     if not found:
         return False
     clauses = found.group(1).split(";")
     if len(clauses) != 3 or not _CONSTANT_STEP.match(clauses[2]):
         return False
-    before = next((lines[i].strip() for i in range(header - 1, -1, -1) if lines[i].strip()), "")
-    return not before.startswith("#pragma unroll")
+    before = _previous(lines, header)
+    return before is None or not lines[before].strip().startswith("#pragma unroll")
+
+
+def _previous(lines: list[str], index: int) -> int | None:
+    """The last line before ``index`` that is not blank."""
+    return next((i for i in range(index - 1, -1, -1) if lines[i].strip()), None)
 
 
 def _loop_header(lines: list[str], index: int) -> int | None:
     """The 0-based line of the innermost loop statement around line ``index``:
-    the nearest enclosing ``{`` whose statement is a loop, or a brace-less
-    loop header on the line before."""
-    previous = next((i for i in range(index - 1, -1, -1) if lines[i].strip()), None)
+    a ``for`` on that line itself (a one-line loop) or, brace-less, on the line
+    before; else the nearest enclosing ``{`` whose statement is a loop."""
+    if _FOR.search(lines[index]):
+        return index
+    previous = _previous(lines, index)
     if previous is not None and _FOR.search(lines[previous]) and "{" not in lines[previous] \
             and not lines[previous].rstrip().endswith(";"):
         return previous
@@ -58,8 +63,7 @@ def _loop_header(lines: list[str], index: int) -> int | None:
                     depth -= 1
                     continue
                 # an enclosing block: its statement is on this line or the one before
-                owner = i if text[:text.rfind("{")].strip() else \
-                    next((j for j in range(i - 1, -1, -1) if lines[j].strip()), i)
+                owner = i if text[:text.rfind("{")].strip() else (_previous(lines, i) or i)
                 if _LOOP_KEYWORD.search(lines[owner]):
                     return owner
                 break   # an if, else or function: look further out
