@@ -123,7 +123,7 @@ def _box_caller(words, fields, nbytes=24, *bell):
     buffers kept alive with it (``bell``: a ring's control words to ring)."""
     box = np.zeros(6, dtype=np.uint64)  # 24 bytes: 6 flagged words
     answer = np.zeros(6, dtype=np.uint64)  # 3 words of answer + 2 of ns (+ a lane's spare)
-    single, pools = [], []
+    single, pools = bytearray(), []
 
     def make_pool(need):
         pool = np.zeros(max(3, need), dtype=ANSWER)
@@ -168,8 +168,9 @@ def test_box_caller_packs_writes_watches_and_answers_a_record(words):
     assert np.frombuffer(sent[12:13], "<i1")[0] == -100
     assert np.frombuffer(sent[14:16], "<u2")[0] == 65535
     assert np.frombuffer(sent[16:24], "<i8")[0] == -2**40
-    assert len(single) == 1 and single[0][1] == (5 << 32) + 17  # (round trip ns, handler ns)
-    assert c.seen_ns - c.sent_ns == single[0][0]
+    figures = np.frombuffer(bytes(single), dtype=np.int64)  # (round trip ns, handler ns)
+    assert len(figures) == 2 and figures[1] == (5 << 32) + 17
+    assert c.seen_ns - c.sent_ns == figures[0]
     assert not box.any()  # emptied once answered: an old message never looks new
 
 

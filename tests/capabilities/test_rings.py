@@ -215,6 +215,24 @@ __device__ void handle(const Request& in, Response& out) {
 COUNTED = np.dtype([("sum", "f8"), ("id", "i4"), ("handled", "i4")])
 
 
+def _checked_call(r, rng, id_: int) -> int:
+    """One call of a COUNTING ring, its answer checked; the device's count of
+    handlers run, as the answer carries it."""
+    a = float(rng.standard_normal())
+    got = r.call((a, 0.5, id_, 0))
+    assert got["id"] == id_ and got["sum"] == np.float32(a) + np.float64(0.5)
+    return int(got["handled"])
+
+
+def _checked_batch(r, n: int, first_id: int, seed: int) -> None:
+    """A batch of ``n`` sent and received, its answers checked."""
+    batch = messages(n, first_id=first_id, seed=seed)
+    r.send(batch)
+    got = r.recv(n)
+    np.testing.assert_array_equal(got["id"], batch["id"])
+    np.testing.assert_allclose(got["sum"], batch["a"].astype(np.float64) + batch["b"], rtol=1e-12)
+
+
 def test_calls_and_batches_interleave_each_answered_once_and_in_order(backend, host_path):
     # a call() goes through the call box and the dispatcher answers it; the message's own
     # thread must pass it over once a later batch's head covers it (the device counts the
@@ -225,19 +243,12 @@ def test_calls_and_batches_interleave_each_answered_once_and_in_order(backend, h
         ids, first = 0, None
         for step in range(80):
             if step % 3 == 0 or rng.random() < 0.4:
-                a = float(rng.standard_normal())
-                got = r.call((a, 0.5, ids, 0))
-                assert got["id"] == ids and got["sum"] == np.float32(a) + np.float64(0.5)
-                first = got["handled"] if first is None else first
+                handled = _checked_call(r, rng, ids)
+                first = handled if first is None else first
                 ids += 1
             else:
                 n = int(rng.integers(1, 40))  # up to 39: more than the queue holds
-                batch = messages(n, first_id=ids, seed=step)
-                r.send(batch)
-                got = r.recv(n)
-                np.testing.assert_array_equal(got["id"], batch["id"])
-                np.testing.assert_allclose(got["sum"], batch["a"].astype(np.float64) + batch["b"],
-                                           rtol=1e-12)
+                _checked_batch(r, n, ids, seed=step)
                 ids += n
         time.sleep(0.1)  # time for a thread that wrongly answers a call's message again
         last = r.call((0.0, 0.0, ids, 0))
@@ -248,6 +259,26 @@ def test_calls_and_batches_interleave_each_answered_once_and_in_order(backend, h
         assert r.call((1.0, 2.0, 7, 3000))["id"] == 7  # the handler spins 3 ms
         stats = r.stats()
         assert stats.messages == 1 and 2.9e-3 <= stats.device_time[0] <= stats.host_latency[0]
+
+
+def test_a_run_of_calls_longer_than_the_dispatcher_owes_then_batches(backend, host_path):
+    # the dispatcher writes the slots of calls it answered later, 16 at most owed: 50 calls in
+    # a row, then batches over the same 32 slots; each message's thread must pass over every
+    # call, and no answer of a call may be lost or land in a batch's place
+    with wb.ring(COUNTING, request=REQUEST, response=COUNTED, capacity=32, threads=64) as r:
+        rng = np.random.default_rng(11)
+        first = None
+        for i in range(50):
+            handled = _checked_call(r, rng, i)
+            first = handled if first is None else first
+        ids = 50
+        for n in (7, 40, 3):
+            _checked_batch(r, n, ids, seed=n)
+            ids += n
+        time.sleep(0.1)  # time for a thread that wrongly answers a call's message again
+        last = r.call((0.0, 0.0, ids, 0))
+        assert last["handled"] - first == ids  # every message handled once: none twice
+        assert r.stats().messages == ids + 1
 
 
 def test_a_send_after_a_call_that_timed_out_waits_for_the_call_to_be_answered(backend, host_path):
@@ -306,17 +337,17 @@ __device__ void handle(const Request& in, Response& out) {
 """
 
 
-@pytest.mark.parametrize("length, response_length", [(25, 25), (32, 30), (60, 4), (3, 40)])
+@pytest.mark.parametrize("length, response_length", [(25, 25), (31, 30), (32, 4), (60, 4), (3, 40)])
 def test_calls_of_any_size_carry_every_byte(backend, host_path, length, response_length):
-    # 200 bytes each way: a call box read by 25 lanes, answered by 26; 256 and 240 bytes: all
-    # 32 lanes, and 31; a 480-byte message: too large for the box, so a slot; a 320-byte
-    # answer: too large for the lanes, a slot too
+    # 200 bytes each way: a call box read by 25 lanes (and a 26th reading the head), answered by
+    # 26; 248 and 240 bytes: all 32 lanes, and 31; 256- and 480-byte messages: too large for the
+    # box, so a slot; a 320-byte answer: too large for the lanes, a slot too
     source = BIG.replace("RLEN", str(response_length)).replace("LEN", str(length))
     request = np.dtype([("v", "f8", (length,))])
     response = np.dtype([("v", "f8", (response_length,))])
     rng = np.random.default_rng(length)
     with wb.ring(source, request=request, response=response, capacity=32, threads=64) as r:
-        boxed = length <= 32 and response_length <= 30
+        boxed = length <= 31 and response_length <= 30
         assert (r._caller is not None) == (boxed and host_path == "c")  # the path named above
         for _ in range(20):
             v = rng.standard_normal(length)

@@ -20,6 +20,8 @@ from .errors import RingError, RingFull, RingLayoutError
 from .layout import tuple_fields
 from .queues import SPIN_POLLS, SPIN_ROUND_NS, answer_pool, refuse_numbers
 
+#: A call()'s figures as kept in Ring._single: round trip and handler ns.
+_FIGURES = struct.Struct("<qq")
 #: call() spins this long (the C watcher, GIL released) before it falls back to
 #: recv()'s waiting.
 _CALL_SPIN_NS = 4_000_000
@@ -41,7 +43,7 @@ class RingCalls:
         """Send one message and return its answer (a record of the response dtype).
 
         The fast path of a ring. Where the messages are small enough (up to
-        256 bytes, answers up to 248) and the C words module is there, the
+        248 bytes each way) and the C words module is there, the
         message goes through the call box and the dispatching warp answers it
         itself (see :mod:`~workbench.rings.codegen`); a tuple of field values is
         packed, written, watched for and answered in one C call. Otherwise
@@ -182,7 +184,7 @@ class RingCalls:
         self._pool_next = i + 1
         stamps = self._stamp_words
         self._next_recv = seq + 1
-        self._single.append((now - sent, stamps[2 * slot + 1] - stamps[2 * slot]))
+        self._single += _FIGURES.pack(now - sent, stamps[2 * slot + 1] - stamps[2 * slot])
         if self._first_send_ns is None:
             self._first_send_ns = sent
         self._last_recv_ns = now

@@ -10,38 +10,42 @@ first warp) answers messages ``w + 1, w + 1 + W, w + 1 + 2W...`` (``W``
 workers), message ``s`` living in slot ``s % capacity`` of the request and
 response arrays. The host writes a batch's requests, then the last sequence
 number it sent (the head) into host memory. The first warp, the dispatcher,
-polls that head and the stop flag over the bus (lane 0, both in flight at
-once) and copies the head into device memory; every other thread polls only
-the device copy (cheap, in L2), so the bus carries one poll at a time instead
-of one per thread, which would flood it and slow every copy. (A second poller
-of the host's head, the thread whose message comes next, once saved a single
-message 0.7 µs but made every batch of 4 or more 1-2 µs slower: two polls of
-one host line slow each other down.) A thread whose message is published (an
-acquire chain: host store, dispatcher, device copy) takes it, calls the
-handler, writes the response and its device timestamps, then publishes ``s``
-as the slot's response number (a release store). A copy of -1 stops every
-thread. A message of up to ``COPY_BYTES`` is copied into the thread first and
-its answer built there; a larger one is read where it lies and answered in
-place (zeroed first, as a local answer is): a thread's stack holds no more.
+polls that head and the stop flag over the bus (one 16-byte read: a thread's
+two reads of one host line go one after the other) and copies the head into
+device memory; every other thread polls only the device copy (cheap, in L2),
+so the bus carries one poll at a time instead of one per thread, which would
+flood it and slow every copy. (A second poller of the host's head, the
+thread whose message comes next, once saved a single message 0.7 µs but made
+every batch of 4 or more 1-2 µs slower: two polls of one host line slow each
+other down.) A thread whose message is published (an acquire chain: host
+store, dispatcher, device copy) takes it, calls the handler, writes the
+response and its device timestamps, then publishes ``s`` as the slot's
+response number (a release store). A copy of -1 stops every thread. A
+message of up to ``COPY_BYTES`` is copied into the thread first and its
+answer built there; a larger one is read where it lies and answered in place
+(zeroed first, as a local answer is): a thread's stack holds no more.
 
 ``call()`` takes a shorter path where the messages are small enough (see
 :func:`call_box`) and the host has the C words module: the host writes its
 one message into the *call box*, 8-byte words of 4 bytes of the message and a
 4-byte flag made from its number (NCCL's "LL" format: an aligned 8-byte word
 is written and read whole, so a word with the flag holds its data). The
-dispatcher's lanes read the box in the same poll as the head (each lane 16
-bytes, one instruction); when every flag is the next number's, lane 0 calls
-the handler and the lanes write the answer and the handler's ns to the
+dispatcher's poll is one instruction: its lanes read the box (16 bytes each)
+and the lane after them the stop flag and the head. When every flag is the
+next number's, the warp calls the handler (inlined: a call would wait for
+the reads in flight) and writes the answer and the handler's ns to the
 *answer box* in the same format (the host, seeing every flag, has every byte,
-with no fence on the way). Its next poll goes out at once; while it is in
-flight, the dispatcher writes the answer to the slot as well (so ``recv()``
-finds a late one), the number into the slot's *mark* (device memory), and
-publishes the number in the device copy. That write ends in a system-scope
-release, some 0.7 µs on an H100, which before delayed the next poll by as
-much; the host publishes no head before it, so that poll reads no head. The
-message's own thread, finding the mark at or past its number, passes it over.
-About a bus round trip and a system fence less than the slot's path
-(``docs/rings.md`` has the figures).
+with no fence on the way), waits a moment that it adapts to the caller
+(``wb_ring_phase``: the first poll after an answer should reach host memory
+just after the next call is written), and polls again. The call's slot (its
+answer too, so that ``recv()`` finds a late one; its number in the slot's
+*mark*, device memory, and in the device copy of the head) is written later
+(``wb_ring_settle``): once no call has come for ``SETTLE_NS``, when 16 are
+owed, or before the ring stops. Those writes end in a system fence, which
+waits for the poll in flight: written after each call, they held up the
+next poll by a bus round trip. The host publishes no head past a call before
+its slot is written; the message's own thread, finding the mark at or past
+its number, passes it over. (``docs/rings.md`` has the figures.)
 
 On the simulator the dispatcher, once it has had nothing to do for a while
 (``SIM_SPIN_NS``) and every message published has been taken, says so in
@@ -51,54 +55,9 @@ every round.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
-
 # the layout probe (shared with module variables of struct type): the ring compiles it into its module
 from ..core.layouts import expected_layout, probe_fields, probe_source  # noqa: F401
-
-#: Flag bit of the boxes' words: a flag is never 0, a cleared box's.
-BOX_FLAG_BIT = 0x80000000
-
-
-@dataclass(frozen=True)
-class CallBox:
-    """call()'s boxes for a ring's messages: the request's 4-byte data words,
-    and the answer's (the response's, then the handler's time in ns as two).
-    Each lane of the dispatching warp reads or writes two (16 bytes)."""
-    request_words: int
-    answer_words: int
-
-    @property
-    def request_lanes(self) -> int:
-        return -(-self.request_words // 2)
-
-    @property
-    def answer_lanes(self) -> int:
-        return -(-self.answer_words // 2)
-
-    @property
-    def lanes(self) -> int:
-        return max(self.request_lanes, self.answer_lanes)
-
-    @property
-    def request_bytes(self) -> int:
-        return 16 * self.request_lanes
-
-    @property
-    def answer_bytes(self) -> int:
-        return 16 * self.answer_lanes
-
-
-def call_box(request: np.dtype, response: np.dtype) -> CallBox | None:
-    """The call box for these messages, or None where they are too large for
-    one warp's lanes (requests up to 256 bytes, responses up to 248): call()
-    then takes a slot."""
-    box = CallBox(request_words=-(-request.itemsize // 4),
-                  answer_words=-(-response.itemsize // 4) + 2)
-    return box if box.lanes <= 32 else None
-
+from .callbox import CallBox, box_source
 
 #: Messages (and answers) up to this many bytes are copied into the thread that
 #: handles them; larger ones are handled where they lie (a thread's stack holds no more).
@@ -109,8 +68,12 @@ SIM_SPIN_NS = 1000000
 HELPERS = r"""
 // ---- generated by workbench.rings (the ring around {handler}) ----
 #ifdef __WBSIM__
-static inline long long wb_ring_load_sys(const long long* p) {{ return __atomic_load_n(p, __ATOMIC_ACQUIRE); }}
-static inline long long wb_ring_load_relaxed_sys(const long long* p) {{ return __atomic_load_n(p, __ATOMIC_RELAXED); }}
+static inline void wb_ring_load_control(const long long* host, long long& stop, long long& head) {{
+    stop = __atomic_load_n(&host[0], __ATOMIC_RELAXED);
+    head = __atomic_load_n(&host[1], __ATOMIC_ACQUIRE);
+}}
+static inline void wb_ring_fence_sys() {{ __atomic_thread_fence(__ATOMIC_SEQ_CST); }}
+static inline void wb_ring_store_relaxed_sys(long long* p, long long v) {{ __atomic_store_n(p, v, __ATOMIC_RELAXED); }}
 static inline long long wb_ring_load_gpu(const long long* p) {{ return __atomic_load_n(p, __ATOMIC_ACQUIRE); }}
 static inline void wb_ring_store_sys(long long* p, long long v) {{ __atomic_store_n(p, v, __ATOMIC_RELEASE); }}
 static inline void wb_ring_store_gpu(long long* p, long long v) {{ __atomic_store_n(p, v, __ATOMIC_RELEASE); }}
@@ -150,15 +113,17 @@ static inline void wb_ring_idle_wait(wb_ring_idle& s, const long long* control, 
     }}
 }}
 #else
-static __device__ __forceinline__ long long wb_ring_load_sys(const long long* p) {{
-    long long v;
-    asm volatile("ld.acquire.sys.global.s64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
+// The stop flag and the host's head (control[0], control[1]) in ONE 16-byte read: a thread's two
+// reads of one host line cross the bus one after the other, even with both in flight (an H200:
+// 2.4 µs for the pair, 1.3 for one read). The read is relaxed; wb_ring_fence_sys() once the
+// head has moved makes it an acquire (the messages it covers are then visible), so that an
+// acquire's wait is paid for new messages only, not in every poll.
+static __device__ __forceinline__ void wb_ring_load_control(const long long* host, long long& stop, long long& head) {{
+    asm volatile("ld.relaxed.sys.global.v2.s64 {{%0, %1}}, [%2];" : "=l"(stop), "=l"(head) : "l"(host) : "memory");
 }}
-static __device__ __forceinline__ long long wb_ring_load_relaxed_sys(const long long* p) {{
-    long long v;
-    asm volatile("ld.relaxed.sys.global.s64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
+static __device__ __forceinline__ void wb_ring_fence_sys() {{ asm volatile("fence.acq_rel.sys;" ::: "memory"); }}
+static __device__ __forceinline__ void wb_ring_store_relaxed_sys(long long* p, long long v) {{
+    asm volatile("st.relaxed.sys.global.s64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }}
 static __device__ __forceinline__ long long wb_ring_load_gpu(const long long* p) {{
     long long v;
@@ -179,95 +144,13 @@ static __device__ __forceinline__ unsigned long long wb_ring_now() {{
 static __device__ __forceinline__ void wb_ring_backoff(unsigned ns) {{ __nanosleep(ns); }}
 struct wb_ring_idle {{ int unused; }};
 static __device__ __forceinline__ void wb_ring_busy(wb_ring_idle&, const long long*) {{}}
-static __device__ __forceinline__ void wb_ring_idle_wait(wb_ring_idle&, const long long*, bool) {{ __nanosleep(32); }}
+// (no back-off: a poll's read of host memory takes a bus round trip, about a microsecond, which the
+// warp waits out without taking issue slots)
+static __device__ __forceinline__ void wb_ring_idle_wait(wb_ring_idle&, const long long*, bool) {{}}
 #endif
 """
 
 _SERVE = r"""
-#define WB_RING_REQUEST_WORDS {request_words}
-#if WB_RING_REQUEST_WORDS
-// call()'s boxes (see workbench/rings/codegen.py), both of 8-byte words holding 4 bytes of data
-// and a 4-byte flag: the request's words, then the answer's (the response's, then the handler's
-// ns as two); each lane of the dispatching warp reads or writes two words.
-#define WB_RING_REQUEST_LANES ((WB_RING_REQUEST_WORDS + 1) / 2)
-#define WB_RING_ANSWER_WORDS {answer_words}
-#define WB_RING_ANSWER_LANES ((WB_RING_ANSWER_WORDS + 1) / 2)
-#define WB_RING_RESPONSE_WORDS (WB_RING_ANSWER_WORDS - 2)
-#define WB_RING_BOX_LANES (WB_RING_REQUEST_LANES > WB_RING_ANSWER_LANES ? WB_RING_REQUEST_LANES : WB_RING_ANSWER_LANES)
-#define WB_RING_BOX_MASK (WB_RING_BOX_LANES == 32 ? 0xffffffffu : ((1u << WB_RING_BOX_LANES) - 1u))
-struct wb_ring_box_read {{ unsigned long long lo, hi; }};
-
-static __device__ __forceinline__ unsigned wb_ring_flag(long long seq) {{ return ((unsigned)seq) | {flag_bit}u; }}
-
-// Issue the read of the request box (its result is used by wb_ring_box_take).
-static __device__ __forceinline__ wb_ring_box_read wb_ring_box_load(const unsigned long long* box, int lane) {{
-    wb_ring_box_read r = {{0, 0}};
-#ifndef __WBSIM__  // (the simulator's one thread reads the words in wb_ring_box_take)
-    if (lane < WB_RING_REQUEST_LANES)  // each 16 bytes: the warp's lanes in one instruction
-        asm volatile("ld.volatile.global.v2.u64 {{%0, %1}}, [%2];" : "=l"(r.lo), "=l"(r.hi)
-                     : "l"(box + 2 * lane) : "memory");
-#endif
-    return r;
-}}
-
-// Whether the box holds message `want` (every word's flag); if so, its data are in `stage`
-// (shared memory: only lane 0 holds the message, in wb_ring_box_handle).
-static __device__ __forceinline__ bool wb_ring_box_take(const unsigned long long* box, wb_ring_box_read r,
-                                                        long long want, int lane, unsigned* stage) {{
-    const unsigned flag = wb_ring_flag(want);
-#ifdef __WBSIM__
-    for (int k = 0; k < 2 * WB_RING_REQUEST_LANES; ++k) {{  // each word whole, with its own flag
-        const unsigned long long w = __atomic_load_n(&box[k], __ATOMIC_ACQUIRE);
-        if ((unsigned)(w >> 32) != flag) return false;
-        stage[k] = (unsigned)w;
-    }}
-#else
-    const bool holds = lane >= WB_RING_REQUEST_LANES || ((unsigned)(r.lo >> 32) == flag && (unsigned)(r.hi >> 32) == flag);
-    if (!__all_sync(WB_RING_BOX_MASK, holds)) return false;
-    if (lane < WB_RING_REQUEST_LANES) {{
-        stage[2 * lane] = (unsigned)r.lo;
-        stage[2 * lane + 1] = (unsigned)r.hi;
-    }}
-    __syncwarp(WB_RING_BOX_MASK);
-#endif
-    return true;
-}}
-
-struct wb_ring_times {{ unsigned long long t0, t1; }};
-
-// The handler on the message in `stage`; the answer, then its ns, replace it there. (Not
-// inlined: the message and the answer then take no registers in the dispatcher's loop, whose
-// count every thread of the kernel would pay.)
-static __device__ __noinline__ wb_ring_times wb_ring_box_handle(unsigned* stage) {{
-    {request} in;
-    memcpy(&in, stage, sizeof(in));
-    {response} out = {response}();
-    wb_ring_times t;
-    t.t0 = wb_ring_now();
-    {handler}(in, out);
-    t.t1 = wb_ring_now();
-    memcpy(stage, &out, sizeof(out));
-    stage[WB_RING_RESPONSE_WORDS] = (unsigned)(t.t1 - t.t0);
-    stage[WB_RING_RESPONSE_WORDS + 1] = (unsigned)((t.t1 - t.t0) >> 32);
-    return t;
-}}
-
-// Write the answer box from `stage`: flagged words, two a lane.
-static __device__ __forceinline__ void wb_ring_box_answer(unsigned long long* answer, long long seq,
-                                                          int lane, const unsigned* stage) {{
-    const unsigned long long flag = (unsigned long long)wb_ring_flag(seq) << 32;
-#ifdef __WBSIM__
-    for (int k = 0; k < 2 * WB_RING_ANSWER_LANES; ++k)
-        __atomic_store_n(&answer[k], flag | stage[k], __ATOMIC_RELAXED);
-#else
-    __syncwarp(WB_RING_BOX_MASK);
-    if (lane < WB_RING_ANSWER_LANES)
-        asm volatile("st.volatile.global.v2.u64 [%0], {{%1, %2}};" :: "l"(answer + 2 * lane),
-                     "l"(flag | stage[2 * lane]), "l"(flag | stage[2 * lane + 1]) : "memory");
-#endif
-}}
-#endif
-
 // control[0]: stop flag, control[1]: the last request sequence number the host
 // published (host memory; [2] and [3]: the simulator's sleep, see wb_ring_idle_wait);
 // device_head[0]: the last number the dispatcher published (the host's head, or a call()'s
@@ -299,68 +182,71 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
 #else
         if (lane != 0) return;
 #endif
-#if WB_RING_REQUEST_WORDS
-        const unsigned long long* box = (const unsigned long long*)call_box;
-        __shared__ __align__(16) unsigned stage[64];  // (the box's words on their way between lanes)
-        long long owed = 0;  // a call answered through the box whose slot is still to write
-        wb_ring_times owed_times = {{0, 0}};
-#endif
         wb_ring_idle idle = {{}};
         long long published = 0;
-        for (;;) {{
 #if WB_RING_REQUEST_WORDS
-            const wb_ring_box_read read = wb_ring_box_load(box, lane);  // in flight with the head's
+        const unsigned long long* box = (const unsigned long long*)call_box;
+        __shared__ __align__(16) wb_ring_owed owed;
+        int owing = 0;  // calls answered whose slots are still to write (see wb_ring_owed)
+        unsigned long long answered_at = 0;  // when the last was answered
+        wb_ring_phase phase = {{}};
+        wb_ring_box_read poll = wb_ring_box_load(box, host, lane);  // the poll in flight
+#define WB_RING_SETTLE() if (owing) {{ \
+            if (lane == 0) wb_ring_settle(owed, owing, resp, stamp, marks, head, aseq, capacity); \
+            owing = 0; }}
 #else
-            const long long owed = 0;
+#define WB_RING_SETTLE()
 #endif
+        for (;;) {{
             long long h = published, stop = 0;
-            if (lane == 0) {{
-                stop = wb_ring_load_relaxed_sys(&host[0]);
-                // (after a call, the host publishes no head before that call's slot is written)
-                if (!owed) h = wb_ring_load_sys(&host[1]);
-            }}
 #if WB_RING_REQUEST_WORDS
-            if (owed) {{
-                // the last call's slot, while this poll is in flight: its answer too (for a
-                // recv() after a call() gave up), and its mark, which the head's release below
-                // makes visible to the message's thread once it sees the number
-                if (lane == 0) {{
-                    const long long slot = owed % capacity;
-                    memcpy(&resp[slot], stage, sizeof({response}));
-                    stamp[2 * slot] = owed_times.t0;
-                    stamp[2 * slot + 1] = owed_times.t1;
-                    marks[slot] = owed;
-                    wb_ring_store_gpu(head, owed);
-                    wb_ring_store_sys(&aseq[slot], owed);
-                }}
-                owed = 0;
-            }}
-#endif
-#if WB_RING_REQUEST_WORDS && !defined(__WBSIM__)
-            h = __shfl_sync(WB_RING_BOX_MASK, h, 0);
-            stop = __shfl_sync(WB_RING_BOX_MASK, stop, 0);
+            const wb_ring_box_read read = poll;
+            wb_ring_poll_control(read, host, lane, stop, h);
+#else
+            if (lane == 0) wb_ring_load_control(host, stop, h);
 #endif
             if (stop) {{
+                WB_RING_SETTLE()
                 if (lane == 0) wb_ring_store_gpu(head, -1);
                 return;
             }}
-            if (h > published) {{  // (a call's number is published by the dispatcher, not the host)
+            // (a call's number is published by the dispatcher, not the host; after a call, the host
+            // publishes no head before that call's slot is written: nothing should be owed here)
+            if (h > published) {{
+                WB_RING_SETTLE()
+                wb_ring_fence_sys();  // (before the next poll goes out: a fence waits for reads in flight)
                 if (lane == 0) wb_ring_store_gpu(head, h);
+#if WB_RING_REQUEST_WORDS
+                poll = wb_ring_box_load(box, host, lane);
+#endif
                 published = h;
                 wb_ring_busy(idle, host);
                 continue;
             }}
 #if WB_RING_REQUEST_WORDS
+            if (owing == WB_RING_OWED) WB_RING_SETTLE()
             const long long seq = published + 1;
-            if (wb_ring_box_take(box, read, seq, lane, stage)) {{
+            const bool call = wb_ring_box_take(box, read, seq, lane, owed.stage[owing]);
+            wb_ring_phase_poll(phase, call);
+            if (call) {{
                 wb_ring_times t = {{0, 0}};
-                if (lane == 0) t = wb_ring_box_handle(stage);
-                wb_ring_box_answer((unsigned long long*)answer_box, seq, lane, stage);
-                owed_times = t;
-                published = owed = seq;
+                if (lane == 0) {{
+                    t = wb_ring_box_handle(owed.stage[owing]);
+                    owed.seq[owing] = seq;
+                    owed.t0[owing] = t.t0;
+                    owed.t1[owing] = t.t1;
+                }}
+                wb_ring_box_answer((unsigned long long*)answer_box, seq, lane, owed.stage[owing]);
+                wb_ring_phase_wait(phase);
+                poll = wb_ring_box_load(box, host, lane);
+                ++owing;
+                published = seq;
+                answered_at = wb_ring_now();
                 wb_ring_busy(idle, host);
                 continue;
             }}
+            poll = wb_ring_box_load(box, host, lane);
+            if (owing && wb_ring_now() - answered_at > WB_RING_SETTLE_NS) WB_RING_SETTLE()
 #endif
 #ifdef __WBSIM__
             wb_ring_idle_wait(idle, host, __atomic_load_n(&head[1], __ATOMIC_ACQUIRE) == published);
@@ -455,8 +341,7 @@ def serve_source(handler: str, request: str, response: str, max_backoff_ns: int 
                  response_bytes: int = 0) -> str:
     """The persistent and the per-batch kernel around ``handler`` (with
     call()'s boxes where ``box`` says how they are laid out)."""
-    return helpers_source(handler) + _SERVE.format(
-        handler=handler, request=request, response=response, max_backoff_ns=int(max_backoff_ns),
-        request_words=box.request_words if box else 0,
-        answer_words=box.answer_words if box else 0, flag_bit=hex(BOX_FLAG_BIT),
-        **message_code(request, response, request_bytes, response_bytes))
+    names = dict(handler=handler, request=request, response=response)
+    return (helpers_source(handler) + box_source(box, **names)
+            + _SERVE.format(max_backoff_ns=int(max_backoff_ns), **names,
+                            **message_code(request, response, request_bytes, response_bytes)))

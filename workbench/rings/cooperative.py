@@ -112,13 +112,16 @@ extern "C" __global__ void wb_ring_rounds(unsigned long long requests, unsigned 
             wb_ring_idle idle = {{}};
             long long h = done;
             for (;;) {{
-                const long long stop = wb_ring_load_relaxed_sys(&host[0]);
-                h = wb_ring_load_sys(&host[1]);
+                long long stop;
+                wb_ring_load_control(host, stop, h);
                 if (stop) {{
                     h = -1;
                     break;
                 }}
-                if (h > done) break;
+                if (h > done) {{
+                    wb_ring_fence_sys();
+                    break;
+                }}
                 wb_ring_idle_wait(idle, host, true);
             }}
             wb_ring_busy(idle, host);

@@ -11,6 +11,7 @@ from ..core.compiler import compile as compile_source
 from ..diagnostics import Diagnostic
 from ..errors import CompileError
 from . import codegen
+from .callbox import call_box
 from .errors import RingLayoutError
 
 _CONTROL_BYTES = 128
@@ -64,7 +65,7 @@ def offsets(capacity: int, request: np.dtype, response: np.dtype,
     """Byte (offset, size) of each part of the shared buffer (each aligned to
     128 bytes: the call boxes' lanes read and write aligned 16-byte pieces);
     ``box``: with call()'s boxes where the messages fit them."""
-    box = codegen.call_box(request, response) if box else None
+    box = call_box(request, response) if box else None
     parts = {"control": _CONTROL_BYTES,
              "response_seq": 8 * capacity, "stamps": 16 * capacity,
              "requests": request.itemsize * capacity, "responses": response.itemsize * capacity,

@@ -31,7 +31,8 @@ from ..backends import native_words
 from ..present.units import format_bytes
 from ..runtime.session import backend as active_backend
 from .calls import RingCalls
-from .codegen import call_box, serve_source
+from .callbox import call_box
+from .codegen import serve_source
 from .cooperative import refuse_large_answers, rounds_source
 from .errors import RingError
 from .layout import compile_checked, offsets, packer, structured
@@ -362,7 +363,7 @@ class Ring(RingQueues, RingCalls, RingWatchdog):
     # -- figures ---------------------------------------------------------------------------
     def reset_stats(self) -> None:
         """Forget the figures so far (:meth:`stats` starts again)."""
-        self._single: list[tuple[int, int]] = []  # (round trip, handler) ns of call()s
+        self._single = bytearray()  # (round trip, handler) ns of call()s, int64 pairs
         if self._caller is not None:
             self._caller.single = self._single  # (the C caller appends to it)
         # (round trip ns, messages) per send's part of a collection; the stamps
@@ -375,7 +376,7 @@ class Ring(RingQueues, RingCalls, RingWatchdog):
     def stats(self) -> RingStats:
         """Messages answered, rate and latency percentiles so far."""
         # lists read once each: a panel's thread asks while the ring collects
-        single = np.array(self._single, dtype=np.float64).reshape(-1, 2) * 1e-9
+        single = np.frombuffer(bytes(self._single), dtype=np.int64).reshape(-1, 2) * 1e-9
         runs = np.array(self._latency_runs, dtype=np.int64).reshape(-1, 2)
         stamps = np.frombuffer(b"".join(self._stamp_chunks), dtype=np.uint64).reshape(-1, 2)
         n = min(int(runs[:, 1].sum()), len(stamps))  # (a collection read half-way: left out)

@@ -33,7 +33,9 @@
  *   never find it full), the response copied into the next place of a private
  *   array of records (make_pool(need) gives (array, address, length >= need)
  *   when one is used up) and returned as that record, and (round trip ns,
- *   handler ns) appended to the list `single`. None: no answer
+ *   handler ns) appended to the bytearray `single` as two int64s (a tuple
+ *   and two ints a call cost more than the rest of the host's part after the
+ *   answer). None: no answer
  *   within spin_ns (caller.sent_ns says when it was sent; the box keeps the
  *   message: caller.clear() empties it once the answer came another way).
  *   NotImplemented: a tuple this packer does not take (a value of another
@@ -327,7 +329,7 @@ static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     }
     if (!PyArg_ParseTuple(args, "OLLOLLOOO!|O", &box, &nbytes, &box_words,
                           &answer, &answer_words, &response_bytes, &fields, &make_pool,
-                          &PyList_Type, &single, &bell))
+                          &PyByteArray_Type, &single, &bell))
         return NULL;
     if (nbytes < 1 || box_words < (nbytes + 3) / 4 || box_words > MAX_BOX_WORDS
         || answer_words < 3 || answer_words > MAX_BOX_WORDS || response_bytes < 1
@@ -492,11 +494,12 @@ static PyObject *caller_call(BoxCaller *c, PyObject *const *args, Py_ssize_t nar
     memcpy(c->pool.data + c->pool.next++ * c->response_bytes, words, (size_t)c->response_bytes);
     uint64_t handler_ns;
     memcpy(&handler_ns, (const char *)words + ((c->response_bytes + 3) / 4) * 4, 8);
-    PyObject *figures = Py_BuildValue("(LK)", (long long)(c->seen_ns - c->sent_ns),
-                                      (unsigned long long)handler_ns);
-    if (figures == NULL || PyList_Append(c->single, figures) < 0)
+    const int64_t figures[2] = {c->seen_ns - c->sent_ns, (int64_t)handler_ns};
+    const Py_ssize_t had = PyByteArray_GET_SIZE(c->single);
+    if (PyByteArray_Resize(c->single, had + (Py_ssize_t)sizeof figures) == 0)
+        memcpy(PyByteArray_AS_STRING(c->single) + had, figures, sizeof figures);
+    else
         PyErr_Clear();  /* (out of memory: the figure is lost, the answer is not) */
-    Py_XDECREF(figures);
     return record;
 }
 
@@ -514,8 +517,8 @@ static PyObject *caller_get_seen(BoxCaller *c, void *closure) { return PyLong_Fr
 
 static PyObject *caller_get_single(BoxCaller *c, void *closure) { Py_INCREF(c->single); return c->single; }
 static int caller_set_single(BoxCaller *c, PyObject *value, void *closure) {
-    if (value == NULL || !PyList_CheckExact(value)) {
-        PyErr_SetString(PyExc_TypeError, "single must be a list");
+    if (value == NULL || !PyByteArray_CheckExact(value)) {
+        PyErr_SetString(PyExc_TypeError, "single must be a bytearray");
         return -1;
     }
     Py_INCREF(value);
