@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import workbench as wb
-from workbench.rings import RingFull, RingHang, RingLayoutError, RingStopped
+from workbench.rings import RingFull, RingHang, RingLayoutError, RingStopped, callbox
 
 SOURCE = r"""
 #ifdef __WBSIM__
@@ -261,10 +261,16 @@ def test_calls_and_batches_interleave_each_answered_once_and_in_order(backend, h
         assert stats.messages == 1 and 2.9e-3 <= stats.device_time[0] <= stats.host_latency[0]
 
 
-def test_a_run_of_calls_longer_than_the_dispatcher_owes_then_batches(backend, host_path):
+@pytest.mark.parametrize("settle_ns", [None, 10**9])
+def test_a_run_of_calls_longer_than_the_dispatcher_owes_then_batches(backend, host_path,
+                                                                     settle_ns, monkeypatch):
     # the dispatcher writes the slots of calls it answered later, 16 at most owed: 50 calls in
     # a row, then batches over the same 32 slots; each message's thread must pass over every
-    # call, and no answer of a call may be lost or land in a batch's place
+    # call, and no answer of a call may be lost or land in a batch's place. With a second's wait
+    # before it settles when idle (a simulated call takes longer than the usual 5 µs), the slots
+    # are written only as the 16th call is answered, as a batch's head comes, and at the stop
+    if settle_ns is not None:
+        monkeypatch.setattr(callbox, "SETTLE_NS", settle_ns)
     with wb.ring(COUNTING, request=REQUEST, response=COUNTED, capacity=32, threads=64) as r:
         rng = np.random.default_rng(11)
         first = None
@@ -279,6 +285,7 @@ def test_a_run_of_calls_longer_than_the_dispatcher_owes_then_batches(backend, ho
         last = r.call((0.0, 0.0, ids, 0))
         assert last["handled"] - first == ids  # every message handled once: none twice
         assert r.stats().messages == ids + 1
+    assert r.state == "stopped" and r.lost == 0
 
 
 def test_a_send_after_a_call_that_timed_out_waits_for_the_call_to_be_answered(backend, host_path):
@@ -337,17 +344,19 @@ __device__ void handle(const Request& in, Response& out) {
 """
 
 
-@pytest.mark.parametrize("length, response_length", [(25, 25), (31, 30), (32, 4), (60, 4), (3, 40)])
+@pytest.mark.parametrize("length, response_length",
+                         [(25, 25), (31, 30), (3, 31), (32, 4), (60, 4), (3, 40)])
 def test_calls_of_any_size_carry_every_byte(backend, host_path, length, response_length):
     # 200 bytes each way: a call box read by 25 lanes (and a 26th reading the head), answered by
-    # 26; 248 and 240 bytes: all 32 lanes, and 31; 256- and 480-byte messages: too large for the
-    # box, so a slot; a 320-byte answer: too large for the lanes, a slot too
+    # 26; 248 and 240 bytes: all 32 lanes, and 31; a 248-byte answer: written by all 32 lanes;
+    # 256- and 480-byte messages: too large for the box, so a slot; a 320-byte answer: too large
+    # for the lanes, a slot too
     source = BIG.replace("RLEN", str(response_length)).replace("LEN", str(length))
     request = np.dtype([("v", "f8", (length,))])
     response = np.dtype([("v", "f8", (response_length,))])
     rng = np.random.default_rng(length)
     with wb.ring(source, request=request, response=response, capacity=32, threads=64) as r:
-        boxed = length <= 31 and response_length <= 30
+        boxed = length <= 31 and response_length <= 31
         assert (r._caller is not None) == (boxed and host_path == "c")  # the path named above
         for _ in range(20):
             v = rng.standard_normal(length)

@@ -97,7 +97,9 @@ static __device__ __forceinline__ void wb_ring_poll_control(wb_ring_box_read, co
                                                             long long& stop, long long& head) {{
     wb_ring_load_control(host, stop, head);
 }}
+static __device__ __forceinline__ bool wb_ring_lane0(bool v) {{ return v; }}
 struct wb_ring_phase {{ int unused; }};
+static __device__ __forceinline__ void wb_ring_phase_start(wb_ring_phase&) {{}}
 static __device__ __forceinline__ void wb_ring_phase_wait(wb_ring_phase&) {{}}
 static __device__ __forceinline__ void wb_ring_phase_poll(wb_ring_phase&, bool) {{}}
 #else
@@ -107,6 +109,9 @@ static __device__ __forceinline__ void wb_ring_poll_control(wb_ring_box_read r, 
     stop = (long long)__shfl_sync(WB_RING_BOX_MASK, r.lo, WB_RING_CONTROL_LANE);
     head = (long long)__shfl_sync(WB_RING_BOX_MASK, r.hi, WB_RING_CONTROL_LANE);
 }}
+// Lane 0's `v`, for every lane: a decision the warp takes as one (the lanes' clocks, say, may be
+// read apart)
+static __device__ __forceinline__ bool wb_ring_lane0(bool v) {{ return __shfl_sync(WB_RING_BOX_MASK, (int)v, 0) != 0; }}
 // When the first poll after an answer goes out. A caller that sends its next call as soon as it
 // has an answer (call() in a loop) writes it about a bus round trip after the answer left; a poll
 // sent at once would reach host memory before that, come back empty, and the next one leave a
@@ -126,9 +131,9 @@ static __device__ __forceinline__ long long wb_ring_clock() {{
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) :: "memory");
     return t;
 }}
-// After an answer: wait out the delay before the next poll.
+// An answer written: the delay counts from here. Then, before the next poll, wait out what is left.
+static __device__ __forceinline__ void wb_ring_phase_start(wb_ring_phase& p) {{ p.answered = wb_ring_clock(); }}
 static __device__ __forceinline__ void wb_ring_phase_wait(wb_ring_phase& p) {{
-    p.answered = wb_ring_clock();
     while (wb_ring_clock() - p.answered < p.delay) {{}}
     p.polls = 1;
 }}
@@ -170,8 +175,8 @@ static __device__ __forceinline__ bool wb_ring_box_take(const unsigned long long
 struct wb_ring_times {{ unsigned long long t0, t1; }};
 
 // The handler on the message in `stage`; the answer, then its ns, replace it there. (Inlined: a
-// function call waits for every read in flight, a poll's too, a bus round trip; the kernel's
-// register count is the workers', which inline the same handler.)
+// function call waits for every read in flight, a poll's too, a bus round trip. It adds no more
+// than two registers to the kernel's count, which every thread pays.)
 static __device__ __forceinline__ wb_ring_times wb_ring_box_handle(unsigned* stage) {{
     {request} in;
     memcpy(&in, stage, sizeof(in));
@@ -199,8 +204,9 @@ template <typename T> static __device__ __forceinline__ void wb_ring_put(T* dst,
 
 // Calls answered through the box whose slots are still to write: their answers (each in a stage
 // of its own), numbers and times. The dispatcher writes them (wb_ring_settle) once it has had no
-// call for WB_RING_SETTLE_NS, when all WB_RING_OWED are taken, and before it stops: the writes end
-// in a system fence, which waits for the poll in flight and would hold up the next call.
+// call for WB_RING_SETTLE_NS, as soon as it answered the WB_RING_OWED-th (before its next poll),
+// before it publishes a head and before it stops: the writes end in a system fence, which waits
+// for the poll in flight and would hold up the next call.
 #define WB_RING_OWED 16
 #define WB_RING_SETTLE_NS {settle_ns}
 struct wb_ring_owed {{

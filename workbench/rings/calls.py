@@ -68,8 +68,9 @@ class RingCalls:
                     answer = caller.call(self._box_message_bytes, seq, _call_spin_ns(timeout))
             except KeyboardInterrupt:
                 raise self._interrupted_call(seq) from None
-            self._box_seq, self._box_pending = seq, True  # (sent: nothing raised before it was)
-            if answer is None:  # not answered within the spin
+            self._box_seq = seq  # (sent: nothing raised before it was)
+            if answer is None:  # not answered within the spin: a send waits for the dispatcher
+                self._box_pending = True
                 return self._call_late(seq, caller.sent_ns, timeout)
             self._next_send = self._next_recv = seq + 1
             if self._first_send_ns is None:
@@ -216,14 +217,15 @@ class RingCalls:
         return self._take(target)[-1]
 
     def _settle_box(self, block: bool, timeout: float | None) -> None:
-        """Wait until the dispatcher is done with the last call through the box
-        (its slot's answer written: it writes that last) before a send publishes
-        a head: a head past a call's number that the dispatcher has not taken
-        yet would leave the call to no one (its thread passes it over), and the
-        slot's late writes must land before the slot is used again. Mostly done
-        already; after a call that timed out, this waits for its handler, as a
-        full queue does (``block=False``, or nothing within ``timeout``:
-        :class:`RingFull`, nothing sent)."""
+        """After a call through the box whose answer the host did not see (it
+        timed out), wait until the dispatcher has answered it (its slot's
+        answer written: it writes that last) before a send publishes a head: a
+        head past a call's number that the dispatcher has not taken yet would
+        leave the call to no one (its thread passes it over). This waits for its
+        handler, as a full queue does (``block=False``, or nothing within
+        ``timeout``: :class:`RingFull`, nothing sent). After a call answered
+        through the box nothing waits: the dispatcher writes the slots of the
+        calls it owes before it publishes a head past them."""
         slot, want = self._box_seq % self.capacity, self._box_seq
         words, native = self._answered_words, self._native
         deadline = None if timeout is None else time.monotonic() + timeout

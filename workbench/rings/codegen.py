@@ -32,7 +32,7 @@ one message into the *call box*, 8-byte words of 4 bytes of the message and a
 is written and read whole, so a word with the flag holds its data). The
 dispatcher's poll is one instruction: its lanes read the box (16 bytes each)
 and the lane after them the stop flag and the head. When every flag is the
-next number's, the warp calls the handler (inlined: a call would wait for
+next number's, lane 0 runs the handler (inlined: a call would wait for
 the reads in flight) and writes the answer and the handler's ns to the
 *answer box* in the same format (the host, seeing every flag, has every byte,
 with no fence on the way), waits a moment that it adapts to the caller
@@ -169,7 +169,7 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
     const long long* host = (const long long*)control;
     long long* head = (long long*)device_head;
     long long* marks = (long long*)call_marks;  // (device memory: read beside the payload, from L2)
-    // Warp 0 of block 0 dispatches (its lane 0 polls the host; a warp of its own,
+    // Warp 0 of block 0 dispatches (its lanes poll the host; a warp of its own,
     // so that no slow handler shares its instructions); every other thread answers
     // messages: worker w (the thread's index in the grid less 32) answers
     // w + 1, w + 1 + W, ... (W workers).
@@ -188,7 +188,7 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
         const unsigned long long* box = (const unsigned long long*)call_box;
         __shared__ __align__(16) wb_ring_owed owed;
         int owing = 0;  // calls answered whose slots are still to write (see wb_ring_owed)
-        unsigned long long answered_at = 0;  // when the last was answered
+        unsigned long long answered_at = 0;  // when the last was answered (lane 0's clock decides)
         wb_ring_phase phase = {{}};
         wb_ring_box_read poll = wb_ring_box_load(box, host, lane);  // the poll in flight
 #define WB_RING_SETTLE() if (owing) {{ \
@@ -210,11 +210,15 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
                 if (lane == 0) wb_ring_store_gpu(head, -1);
                 return;
             }}
-            // (a call's number is published by the dispatcher, not the host; after a call, the host
-            // publishes no head before that call's slot is written: nothing should be owed here)
+            // (a call's number is published by the dispatcher, not the host. The host publishes a
+            // head past a call only once it has its answer, so the dispatcher has taken it; the
+            // calls owed are settled first, their marks before the head that covers them)
             if (h > published) {{
                 WB_RING_SETTLE()
                 wb_ring_fence_sys();  // (before the next poll goes out: a fence waits for reads in flight)
+#if WB_RING_REQUEST_WORDS && !defined(__WBSIM__)
+                __syncwarp(WB_RING_BOX_MASK);  // (the control lane read the head and fenced; lane 0 stores)
+#endif
                 if (lane == 0) wb_ring_store_gpu(head, h);
 #if WB_RING_REQUEST_WORDS
                 poll = wb_ring_box_load(box, host, lane);
@@ -224,7 +228,6 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
                 continue;
             }}
 #if WB_RING_REQUEST_WORDS
-            if (owing == WB_RING_OWED) WB_RING_SETTLE()
             const long long seq = published + 1;
             const bool call = wb_ring_box_take(box, read, seq, lane, owed.stage[owing]);
             wb_ring_phase_poll(phase, call);
@@ -237,16 +240,17 @@ extern "C" __global__ void wb_ring_serve(unsigned long long requests, unsigned l
                     owed.t1[owing] = t.t1;
                 }}
                 wb_ring_box_answer((unsigned long long*)answer_box, seq, lane, owed.stage[owing]);
+                wb_ring_phase_start(phase);
+                answered_at = wb_ring_now();
+                published = seq;
+                if (++owing == WB_RING_OWED) WB_RING_SETTLE()  // (no poll in flight to wait for)
                 wb_ring_phase_wait(phase);
                 poll = wb_ring_box_load(box, host, lane);
-                ++owing;
-                published = seq;
-                answered_at = wb_ring_now();
                 wb_ring_busy(idle, host);
                 continue;
             }}
             poll = wb_ring_box_load(box, host, lane);
-            if (owing && wb_ring_now() - answered_at > WB_RING_SETTLE_NS) WB_RING_SETTLE()
+            if (owing && wb_ring_lane0(wb_ring_now() - answered_at > WB_RING_SETTLE_NS)) WB_RING_SETTLE()
 #endif
 #ifdef __WBSIM__
             wb_ring_idle_wait(idle, host, __atomic_load_n(&head[1], __ATOMIC_ACQUIRE) == published);

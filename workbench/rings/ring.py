@@ -120,7 +120,7 @@ class Ring(RingQueues, RingCalls, RingWatchdog):
         self._box_message = np.zeros(1, dtype=self.request_dtype)  # call()'s message, packed
         self._box_message_bytes = memoryview(self._box_message.view(np.uint8))
         self._box_seq = 0  # the last message call() sent through the box
-        self._box_pending = False  # and the dispatcher may not be done with it yet
+        self._box_pending = False  # a call timed out: the dispatcher may not have taken it yet
         self._caller = None  # the words module's BoxCaller for this buffer (start() makes it)
         self._slots = None  # and its Slots (send() and recv() of batches in C)
         if self.cooperative:

@@ -499,7 +499,7 @@ static PyObject *caller_call(BoxCaller *c, PyObject *const *args, Py_ssize_t nar
     if (PyByteArray_Resize(c->single, had + (Py_ssize_t)sizeof figures) == 0)
         memcpy(PyByteArray_AS_STRING(c->single) + had, figures, sizeof figures);
     else
-        PyErr_Clear();  /* (out of memory: the figure is lost, the answer is not) */
+        PyErr_Clear();  /* (out of memory, or the bytearray exported: the figure is lost, the answer is not) */
     return record;
 }
 
@@ -517,7 +517,7 @@ static PyObject *caller_get_seen(BoxCaller *c, void *closure) { return PyLong_Fr
 
 static PyObject *caller_get_single(BoxCaller *c, void *closure) { Py_INCREF(c->single); return c->single; }
 static int caller_set_single(BoxCaller *c, PyObject *value, void *closure) {
-    if (value == NULL || !PyByteArray_CheckExact(value)) {
+    if (value == NULL || !PyByteArray_Check(value)) {
         PyErr_SetString(PyExc_TypeError, "single must be a bytearray");
         return -1;
     }
