@@ -26,26 +26,28 @@ answer built there; a larger one is read where it lies and answered in place
 (zeroed first, as a local answer is): a thread's stack holds no more.
 
 ``call()`` takes a shorter path where the messages are small enough (see
-:func:`call_box`) and the host has the C words module: the host writes its
-one message into the *call box*, 8-byte words of 4 bytes of the message and a
-4-byte flag made from its number (NCCL's "LL" format: an aligned 8-byte word
-is written and read whole, so a word with the flag holds its data). The
-dispatcher's poll is one instruction: its lanes read the box (16 bytes each)
-and the lane after them the stop flag and the head. When every flag is the
-next number's, lane 0 runs the handler (inlined: a call would wait for
-the reads in flight) and writes the answer and the handler's ns to the
-*answer box* in the same format (the host, seeing every flag, has every byte,
-with no fence on the way), waits a moment that it adapts to the caller
-(``wb_ring_phase``: the first poll after an answer should reach host memory
-just after the next call is written), and polls again. The call's slot (its
-answer too, so that ``recv()`` finds a late one; its number in the slot's
-*mark*, device memory, and in the device copy of the head) is written later
-(``wb_ring_settle``): once no call has come for ``SETTLE_NS``, when 16 are
-owed, or before the ring stops. Those writes end in a system fence, which
-waits for the poll in flight: written after each call, they held up the
-next poll by a bus round trip. The host publishes no head past a call before
-its slot is written; the message's own thread, finding the mark at or past
-its number, passes it over. (``docs/rings.md`` has the figures.)
+:func:`~workbench.rings.callbox.call_box`) and the host has the C words
+module: the host writes its one message into the *call box*, 8-byte words of
+4 bytes of the message and a 4-byte flag made from its number (NCCL's "LL"
+format: an aligned 8-byte word is written and read whole, so a word with the
+flag holds its data). The dispatcher's poll is one instruction: its lanes
+read the box (16 bytes each) and the lane after them the stop flag and the
+head. When every flag is the next number's, lane 0 runs the handler
+(inlined: a call would wait for the reads in flight), the lanes write the
+answer and the handler's ns to the *answer box* in the same format (the
+host, seeing every flag, has every byte, with no fence on the way), and the
+warp waits a moment that it adapts to the caller (``wb_ring_phase``: the
+first poll after an answer should reach host memory just after the next call
+is written) before it polls again. The call's slot (its answer too, so that
+``recv()`` finds a late one; its number in the slot's *mark*, device memory,
+and in the device copy of the head) is written later (``wb_ring_settle``):
+once no call has come for ``SETTLE_NS``, right after the 16th owed, before
+a head from the host is copied, and before the ring stops. Those writes end
+in a system fence, which waits for the poll in flight: written after each
+call, they held up the next poll by a bus round trip. The host publishes a
+head past a call once it has the call's answer (or, for a call that timed
+out, its slot's); the message's own thread, finding the mark at or past its
+number, passes it over. (``docs/rings.md`` has the figures.)
 
 On the simulator the dispatcher, once it has had nothing to do for a while
 (``SIM_SPIN_NS``) and every message published has been taken, says so in
