@@ -11,6 +11,7 @@ import * as path from 'path';
 import { Locator, Page } from '@playwright/test';
 
 import { expect, test } from './jupyterlab';
+import { fromPalette } from './notebooks';
 
 const SAXPY = [
   '%%cuda -n saxpy',
@@ -291,9 +292,7 @@ test('a compile error lists its diagnostics, marks the line and jumps to it', as
 
   // Clearing the output clears the marks.
   await page.keyboard.press('Escape');
-  await page.keyboard.press('Control+Shift+C');
-  await page.locator('.lm-CommandPalette-input').fill('Clear Cell Output');
-  await page.keyboard.press('Enter');
+  await fromPalette(page, 'Clear Cell Output');
   await expect(list).toHaveCount(0);
   await expect(broken.locator('.cm-workbench-diagnostic-line')).toHaveCount(0);
 });
