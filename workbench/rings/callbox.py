@@ -61,10 +61,11 @@ SETTLE_NS = 5000
 _BOX = r"""
 #define WB_RING_REQUEST_WORDS {request_words}
 #if WB_RING_REQUEST_WORDS
-// call()'s boxes (see workbench/rings/codegen.py and callbox.py), both of 8-byte words holding 4 bytes of data
-// and a 4-byte flag: the request's words, then the answer's (the response's, then the handler's
-// ns as two); each lane of the dispatching warp reads or writes two words, and the lane after
-// the request's reads the stop flag and the head in the same instruction (WB_RING_CONTROL_LANE).
+// call()'s boxes (see workbench/rings/codegen.py and callbox.py), both of 8-byte words holding
+// 4 bytes of data and a 4-byte flag: the request's words, then the answer's (the response's, then
+// the handler's ns as two); each lane of the dispatching warp reads or writes two words, and the
+// lane after the request's reads the stop flag and the head in the same instruction
+// (WB_RING_CONTROL_LANE).
 #define WB_RING_REQUEST_LANES ((WB_RING_REQUEST_WORDS + 1) / 2)
 #define WB_RING_CONTROL_LANE WB_RING_REQUEST_LANES
 #define WB_RING_ANSWER_WORDS {answer_words}
