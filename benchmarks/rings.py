@@ -19,7 +19,7 @@ Targets (H200; PASS or below is printed beside each):
     on the simulator: call()'s round trip          p50 <= 20 µs (about a simulator launch)
 
 Beside the round trip, on a GPU: this machine's floor, a C++ host passing one
-16-byte word each way with a one-thread kernel (built by ``wb.program``), for
+8-byte word each way with a one-thread kernel (built by ``wb.program``), for
 the targets were set on a host whose floor was 1.72 µs and the lent machines'
 floors differ (2.3-2.7 µs on later H200s).
 
@@ -82,7 +82,7 @@ __device__ void handle_batch(const Request* in, Response* out, int count) {
 }
 """
 
-# This machine's floor for a round trip: a C++ host and a one-thread kernel passing one 16-byte
+# This machine's floor for a round trip: a C++ host and a one-thread kernel passing one 8-byte
 # word each way through mapped pinned memory (the host's request word carries its number in its
 # high half, as the call box's words do; the stop flag shares the kernel's one 16-byte read).
 # No Python, no handler, no slots: what the bus and the host's memory cost.
@@ -409,7 +409,7 @@ def main(argv=None) -> int:
         rows.append(["  of which the host's part around the wait, p50",
                      f"{np.percentile(host, 50) * 1e6:.3g} µs", "", ""])
         if not sim:  # (the same program's timings on the simulator would say nothing of a GPU)
-            rows.append(["  this machine's floor: a C++ host, one 16-byte word each way, p50 / p99",
+            rows.append(["  this machine's floor: a C++ host, one 8-byte word each way, p50 / p99",
                          host_floor(20000 if quick else 100000), "", ""])
         rows.append(["  call() " + ("through the call box (answered by the dispatcher)"
                                     if r._caller is not None else "through a slot"), "", "", ""])
