@@ -21,7 +21,9 @@ Targets (H200; PASS or below is printed beside each):
 Beside the round trip, on a GPU: this machine's floor, a C++ host passing one
 8-byte word each way with a one-thread kernel (built by ``wb.program``), for
 the targets were set on a host whose floor was 1.72 µs and the lent machines'
-floors differ (2.3-2.7 µs on later H200s).
+floors differ (2.3-2.7 µs on later H200s); and the wait of calls 1 µs apart
+beside that of calls back to back (the dispatcher times its polls to the
+caller's pace: a slower caller must not cost a poll a call).
 
 Why the queues are in mapped host memory, both directions: the host writes a
 request and reads a response with a plain store and load; with the queues in
@@ -177,20 +179,25 @@ def throughput(r, batch: int, total: int, rng) -> float:
     return total / seconds
 
 
-def round_trips(r, count: int) -> tuple[np.ndarray, np.ndarray]:
+def round_trips(r, count: int, pause_ns: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Seconds of ``count`` single-message round trips (host clock), and of
     each the part outside the wait for the answer (the ring's own figure for a
     call is from the message written to its answer seen; NaN where a call
-    went on to wait in recv(), which keeps no such figure)."""
+    went on to wait in recv(), which keeps no such figure). ``pause_ns``: the
+    host spins this long between calls, untimed (a slower caller)."""
     msg = (1.0, 2.0, 0, 0)
+    clock = time.perf_counter_ns
     for _ in range(min(100, count)):
         r.call(msg)
     r.reset_stats()
     times = np.empty(count)
     for i in range(count):
-        t0 = time.perf_counter_ns()
+        paused = clock()
+        while clock() - paused < pause_ns:
+            pass
+        t0 = clock()
         r.call(msg)
-        times[i] = (time.perf_counter_ns() - t0) * 1e-9
+        times[i] = (clock() - t0) * 1e-9
     st = r.stats()
     figures = np.frombuffer(bytes(r._single), dtype=np.int64)  # (round trip, handler) ns pairs
     if st.messages != count or figures.size != 2 * count:  # a call that waited in recv() has none
@@ -411,6 +418,11 @@ def main(argv=None) -> int:
         if not sim:  # (the same program's timings on the simulator would say nothing of a GPU)
             rows.append(["  this machine's floor: a C++ host, one 8-byte word each way, p50 / p99",
                          host_floor(20000 if quick else 100000), "", ""])
+            # (the dispatcher times its first poll after an answer to the caller's pace)
+            paced_rt, paced_host = round_trips(r, 2000 if quick else 20000, pause_ns=1000)
+            rows.append(["  the wait alone, p50: calls back to back / the host pausing 1 µs between",
+                         f"{np.percentile(rt - host, 50) * 1e6:.3g} / "
+                         f"{np.percentile(paced_rt - paced_host, 50) * 1e6:.3g} µs", "", ""])
         rows.append(["  call() " + ("through the call box (answered by the dispatcher)"
                                     if r._caller is not None else "through a slot"), "", "", ""])
         for k in (1, 4, 16, 64):

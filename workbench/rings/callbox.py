@@ -113,19 +113,21 @@ static __device__ __forceinline__ void wb_ring_poll_control(wb_ring_box_read r, 
 // Lane 0's `v`, for every lane: a decision the warp takes as one (the lanes' clocks, say, may be
 // read apart)
 static __device__ __forceinline__ bool wb_ring_lane0(bool v) {{ return __shfl_sync(WB_RING_BOX_MASK, (int)v, 0) != 0; }}
-// When the first poll after an answer goes out. A caller that sends its next call as soon as it
-// has an answer (call() in a loop) writes it about a bus round trip after the answer left; a poll
-// sent at once would reach host memory before that, come back empty, and the next one leave a
-// round trip later, so that the call waits most of a round trip for it (on an H200, whose poll
-// takes 1.3 µs: call() 2.6-2.9 µs p50 so, 2.1-2.7 µs adapted). The dispatcher waits `delay`
-// cycles after an answer instead, adapting it: the next call found by the first poll after an
-// answer (too late, perhaps) takes WB_RING_PHASE_DOWN off, one found by the second (the first
-// was too early) adds WB_RING_PHASE_UP; a call that comes later says nothing. (Polls more
-// often, two in flight at once or a second box polled between, made every round trip slower,
-// about 1 µs on an H200.)
+// When the first poll after an answer goes out. A caller that sends its next call as soon as it has
+// an answer (call() in a loop) writes it about a bus round trip after the answer left; a poll sent
+// at once would reach host memory before that, come back empty, and the next one leave a round trip
+// later, so that the call waits most of a round trip for it (on an H200, whose poll takes 1.3 µs:
+// call() 2.6-2.9 µs p50 so, 2.1-2.7 µs adapted). The dispatcher waits `delay` cycles after an
+// answer instead, adapting it: the next call found by the first poll after an answer (too late,
+// perhaps) takes WB_RING_PHASE_DOWN off, one found by the second (the first was too early) adds
+// WB_RING_PHASE_UP; a call that comes later says nothing. The ceiling, about 4 µs, is for a slower
+// caller: with 1 µs more between its calls, a ceiling of 3000 cycles mostly left the first poll
+// early (an H200: the wait 2.3-2.9 µs p50, 1.7-2.1 with 5000 or 8000; within 0.1 µs for calls back
+// to back). (Polls more often, two in flight at once or a second box polled between, made every
+// round trip slower, about 1 µs on an H200.)
 #define WB_RING_PHASE_DOWN 32
 #define WB_RING_PHASE_UP 256
-#define WB_RING_PHASE_MAX 3000
+#define WB_RING_PHASE_MAX 8000
 struct wb_ring_phase {{ long long delay, answered; int polls; }};
 static __device__ __forceinline__ long long wb_ring_clock() {{
     long long t;
